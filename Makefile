@@ -1,0 +1,57 @@
+# corgipile: PGXS build of the PostgreSQL extension, plus the project's
+# test and demo entry points.  PG_CONFIG selects the server to build for.
+
+MODULE_big = corgipile
+OBJS = \
+	extension/blockshuffle.o \
+	extension/corgipile.o \
+	extension/datum_convert.o \
+	extension/layout.o \
+	extension/models.o \
+	extension/params.o \
+	extension/planner.o \
+	extension/predict.o \
+	extension/relation.o \
+	extension/sgd.o \
+	extension/train.o \
+	extension/tupleshuffle.o \
+	extension/core/linear_model.o \
+	extension/core/shuffle.o \
+	extension/core/worker.o
+
+MODULEDIR = extension
+DATA = extension/corgipile.control $(wildcard sql/corgipile--*.sql)
+
+REGRESS = setup train explain errors predict models
+REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
+
+PG_CPPFLAGS = -I$(srcdir)/extension
+PG_CFLAGS = -pthread
+SHLIB_LINK = -pthread -lm
+
+EXTRA_CLEAN = tests/regress/results tests/regress/regression.diffs \
+	tests/regress/regression.out tests/unit/test_core
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# The pure C core, tested without a server.
+CORE_SRCS = extension/core/linear_model.c extension/core/shuffle.c extension/core/worker.c
+tests/unit/test_core: tests/unit/test_core.c $(CORE_SRCS) $(wildcard extension/core/*.h)
+	$(CC) $(CFLAGS) -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir-server) \
+		-o $@ tests/unit/test_core.c $(CORE_SRCS) \
+		-L$(shell $(PG_CONFIG) --libdir) -lpgcommon -lpgport -pthread -lm
+
+.PHONY: unittest test demo bench
+unittest: tests/unit/test_core
+	tests/unit/test_core
+
+test:
+	tests/run_tests.sh
+
+demo:
+	scripts/demo.sh
+
+bench:
+	scripts/bench.sh

@@ -1,0 +1,48 @@
+/*-------------------------------------------------------------------------
+ *
+ * blockshuffle.h
+ *	  The BlockShuffle operator: a heap scan in a random order of blocks of
+ *	  contiguous pages.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_BLOCKSHUFFLE_H
+#define CORGIPILE_BLOCKSHUFFLE_H
+
+#include "postgres.h"
+
+#include "access/htup.h"
+#include "access/tableam.h"
+#include "common/pg_prng.h"
+#include "nodes/extensible.h"
+
+#include "params.h"
+
+typedef struct BlockShuffleState
+{
+	CustomScanState css;
+	CpTrainParams params;
+	CpSizing	sizing;
+	bool		random_order;	/* else sequential (no_shuffle) */
+	pg_prng_state rng;
+
+	TableScanDesc scan;			/* NULL under EXPLAIN without ANALYZE */
+	uint32	   *order;			/* block ids in visiting order */
+	bool		need_order;		/* draw a fresh order before reading */
+	int64		next_block;		/* position in order[] of the next block */
+	int64		block_seq;		/* position of the block being read */
+	BlockNumber page;			/* page being read */
+	BlockNumber page_end;		/* first page after the current block */
+	bool		page_loaded;
+	int			tuple_idx;		/* next entry of rs_vistuples */
+	HeapTupleData tuple;		/* the tuple the slot points at */
+	TupleTableSlot *slot;		/* buffer heap tuple slot for the table */
+	int64		epochs_started;
+} BlockShuffleState;
+
+extern CustomScanMethods block_shuffle_scan_methods;
+
+extern CustomScan *block_shuffle_make_plan(List *args, Index scanrelid);
+extern void block_shuffle_set_seed(BlockShuffleState *bs, uint64 seed);
+
+#endif							/* CORGIPILE_BLOCKSHUFFLE_H */

@@ -1,0 +1,46 @@
+/*-------------------------------------------------------------------------
+ *
+ * buffer.h
+ *	  The compact in-memory layout that TupleShuffle fills and SGD trains on.
+ *
+ * A buffer holds the deformed rows of a group of whole blocks as plain
+ * arrays.  The main thread allocates and fills it; the helper thread only
+ * reads the rows and writes the visiting order.  Nothing in here may call
+ * into the server, so this header includes only c.h.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_BUFFER_H
+#define CORGIPILE_BUFFER_H
+
+#include "c.h"
+
+typedef struct CpBuffer
+{
+	int64		n_rows;			/* rows held */
+	int64		cap_rows;		/* rows allocated */
+	int			n_features;		/* dense stride; model dimension */
+	bool		sparse;			/* CSR layout instead of dense rows */
+
+	double	   *labels;			/* n_rows labels, already mapped to the
+								 * model's internal encoding */
+	double	   *values;			/* dense: n_rows * n_features, sparse: nnz */
+	int32	   *indices;		/* sparse only: nnz feature indices */
+	int64	   *offsets;		/* sparse only: n_rows + 1 row starts */
+	int64		nnz;			/* sparse only: values used */
+	int64		cap_nnz;		/* sparse only: values allocated */
+
+	uint32	   *order;			/* visiting order: a permutation of rows */
+	void	   *memcxt;			/* owner of the arrays; opaque to the core */
+	uint64	   *row_ids;		/* optional: caller's id for each row (for
+								 * inspecting the order), or NULL */
+} CpBuffer;
+
+/* Pointer to the dense feature row i. */
+static inline const double *
+cp_buffer_dense_row(const CpBuffer *buf, int64 i)
+{
+	return buf->values + i * (int64) buf->n_features;
+}
+
+#endif							/* CORGIPILE_BUFFER_H */

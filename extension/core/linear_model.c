@@ -1,0 +1,364 @@
+/*-------------------------------------------------------------------------
+ *
+ * linear_model.c
+ *	  SGD for SVM, logistic and linear regression on dense and sparse rows.
+ *
+ * Per-tuple updates follow Algorithm 1 of the CorgiPile paper; with
+ * batch_size > 1 the gradients of consecutive rows are averaged and applied
+ * once.  L2 shrinkage is applied with every update; for sparse rows only to
+ * the weights the row (or mini-batch) touches, as Bismarck and the published
+ * CorgiPile code do, so a sparse step costs O(nnz) instead of O(d).  The bias
+ * is never regularised.
+ *
+ * The classifiers see labels as -1/+1; the caller maps the table's own
+ * convention onto that.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "c.h"
+
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+
+#include "linear_model.h"
+
+/* how many rows the training loop runs between looks at the cancel flag */
+#define CP_CANCEL_CHECK_ROWS 256
+
+void
+cp_model_init(CpModel *m, CpModelKind kind, int n_features, bool sparse,
+			  int batch_size, double l2, CpAllocZero alloc)
+{
+	memset(m, 0, sizeof(*m));
+	m->kind = kind;
+	m->sparse = sparse;
+	m->n_features = n_features;
+	m->n_weights = n_features + 1;
+	m->batch_size = batch_size;
+	m->l2 = l2;
+	m->w = alloc(sizeof(double) * m->n_weights);
+	if (batch_size > 1)
+	{
+		m->grad = alloc(sizeof(double) * m->n_weights);
+		if (sparse)
+		{
+			m->touched = alloc(sizeof(int32) * Max(n_features, 1));
+			m->mark = alloc(sizeof(uint8) * Max(n_features, 1));
+		}
+	}
+}
+
+/*
+ * Dot product with four partial sums: it lets the compiler keep four
+ * independent chains in flight, and the summation order is still fixed, so
+ * results are bit-identical from run to run.
+ */
+double
+cp_margin_dense(const double *w, const double *x, int n)
+{
+	double		s0 = 0.0,
+				s1 = 0.0,
+				s2 = 0.0,
+				s3 = 0.0;
+	int			j = 0;
+
+	for (; j + 4 <= n; j += 4)
+	{
+		s0 += w[j] * x[j];
+		s1 += w[j + 1] * x[j + 1];
+		s2 += w[j + 2] * x[j + 2];
+		s3 += w[j + 3] * x[j + 3];
+	}
+	for (; j < n; j++)
+		s0 += w[j] * x[j];
+	return (s0 + s1) + (s2 + s3);
+}
+
+double
+cp_model_margin(const CpModel *m, const CpBuffer *buf, int64 row)
+{
+	double		z;
+
+	if (buf->sparse)
+	{
+		int64		start = buf->offsets[row];
+		int64		end = buf->offsets[row + 1];
+
+		z = 0.0;
+		for (int64 k = start; k < end; k++)
+			z += m->w[buf->indices[k]] * buf->values[k];
+	}
+	else
+		z = cp_margin_dense(m->w, cp_buffer_dense_row(buf, row), m->n_features);
+	return z + m->w[m->n_features];
+}
+
+/* log(1 + exp(t)) without overflow for large t or loss of precision. */
+static inline double
+log1pexp(double t)
+{
+	if (t > 0)
+		return t + log1p(exp(-t));
+	return log1p(exp(t));
+}
+
+double
+cp_loss(CpModelKind kind, double margin, double y)
+{
+	switch (kind)
+	{
+		case CP_MODEL_SVM:
+			return Max(0.0, 1.0 - y * margin);
+		case CP_MODEL_LOGISTIC:
+			return log1pexp(-y * margin);
+		case CP_MODEL_LINEAR:
+			return 0.5 * (margin - y) * (margin - y);
+	}
+	return 0.0;
+}
+
+/* d loss / d margin */
+double
+cp_dloss(CpModelKind kind, double margin, double y)
+{
+	switch (kind)
+	{
+		case CP_MODEL_SVM:
+			return (y * margin < 1.0) ? -y : 0.0;
+		case CP_MODEL_LOGISTIC:
+			{
+				/* -y * sigmoid(-y z), written so that exp() cannot overflow */
+				double		t = y * margin;
+
+				if (t > 0)
+				{
+					double		e = exp(-t);
+
+					return -y * e / (1.0 + e);
+				}
+				return -y / (1.0 + exp(t));
+			}
+		case CP_MODEL_LINEAR:
+			return margin - y;
+	}
+	return 0.0;
+}
+
+/* The model's answer in its internal encoding (-1/+1 for classifiers). */
+double
+cp_predict_from_margin(CpModelKind kind, double margin)
+{
+	if (kind == CP_MODEL_LINEAR)
+		return margin;
+	/* a zero margin goes to the negative class, as scikit-learn does */
+	return margin > 0.0 ? 1.0 : -1.0;
+}
+
+void
+cp_stats_add(CpStats *st, CpModelKind kind, double margin, double y)
+{
+	st->n++;
+	st->loss_sum += cp_loss(kind, margin, y);
+	if (kind == CP_MODEL_LINEAR)
+	{
+		st->sum_y += y;
+		st->sum_y2 += y * y;
+		st->sse += (margin - y) * (margin - y);
+	}
+	else if (cp_predict_from_margin(kind, margin) == y)
+		st->n_correct++;
+}
+
+double
+cp_stats_loss(const CpStats *st)
+{
+	return st->n > 0 ? st->loss_sum / (double) st->n : NAN;
+}
+
+/* Accuracy for classifiers, R^2 for regression. */
+double
+cp_stats_score(const CpStats *st, CpModelKind kind)
+{
+	if (st->n == 0)
+		return NAN;
+	if (kind == CP_MODEL_LINEAR)
+	{
+		double		mean = st->sum_y / (double) st->n;
+		double		sst = st->sum_y2 - (double) st->n * mean * mean;
+
+		if (sst <= 0.0)
+			return st->sse == 0.0 ? 1.0 : 0.0;
+		return 1.0 - st->sse / sst;
+	}
+	return (double) st->n_correct / (double) st->n;
+}
+
+/* One per-tuple step: w <- (1 - lr*l2) w - lr * g * x. */
+static void
+step_row(CpModel *m, const CpBuffer *buf, int64 row, double g)
+{
+	double		lr = m->learning_rate;
+	double		shrink = 1.0 - lr * m->l2;
+	double	   *w = m->w;
+
+	if (buf->sparse)
+	{
+		int64		end = buf->offsets[row + 1];
+
+		for (int64 k = buf->offsets[row]; k < end; k++)
+		{
+			int32		j = buf->indices[k];
+
+			w[j] = w[j] * shrink - lr * g * buf->values[k];
+		}
+	}
+	else
+	{
+		const double *x = cp_buffer_dense_row(buf, row);
+		int			n = m->n_features;
+
+		if (m->l2 > 0.0)
+			for (int j = 0; j < n; j++)
+				w[j] = w[j] * shrink - lr * g * x[j];
+		else if (g != 0.0)
+			for (int j = 0; j < n; j++)
+				w[j] -= lr * g * x[j];
+	}
+	w[m->n_features] -= lr * g;
+}
+
+/* Add one row's gradient to the mini-batch accumulator. */
+static void
+accumulate_row(CpModel *m, const CpBuffer *buf, int64 row, double g)
+{
+	double	   *grad = m->grad;
+
+	if (buf->sparse)
+	{
+		int64		end = buf->offsets[row + 1];
+
+		for (int64 k = buf->offsets[row]; k < end; k++)
+		{
+			int32		j = buf->indices[k];
+
+			if (!m->mark[j])
+			{
+				m->mark[j] = 1;
+				m->touched[m->n_touched++] = j;
+			}
+			grad[j] += g * buf->values[k];
+		}
+	}
+	else if (g != 0.0)
+	{
+		const double *x = cp_buffer_dense_row(buf, row);
+
+		for (int j = 0; j < m->n_features; j++)
+			grad[j] += g * x[j];
+	}
+	grad[m->n_features] += g;
+	m->batch_fill++;
+}
+
+/*
+ * Apply the pending mini-batch, averaged over the rows it holds.  Called when
+ * the batch is full and at the end of each epoch.
+ */
+void
+cp_model_flush(CpModel *m)
+{
+	double		scale;
+	double		shrink;
+	double	   *w = m->w;
+	double	   *grad = m->grad;
+
+	if (m->batch_fill == 0)
+		return;
+	scale = m->learning_rate / (double) m->batch_fill;
+	shrink = 1.0 - m->learning_rate * m->l2;
+
+	if (m->sparse)
+	{
+		/* sparse rows: only the touched weights */
+		for (int t = 0; t < m->n_touched; t++)
+		{
+			int32		j = m->touched[t];
+
+			w[j] = w[j] * shrink - scale * grad[j];
+			grad[j] = 0.0;
+			m->mark[j] = 0;
+		}
+		m->n_touched = 0;
+	}
+	else
+	{
+		for (int j = 0; j < m->n_features; j++)
+		{
+			w[j] = w[j] * shrink - scale * grad[j];
+			grad[j] = 0.0;
+		}
+	}
+	w[m->n_features] -= scale * grad[m->n_features];
+	grad[m->n_features] = 0.0;
+	m->batch_fill = 0;
+}
+
+/*
+ * Train on the rows of the buffer in buf->order, from position start on.
+ * Loss and accuracy are taken from each row's prediction before its update,
+ * like the progressive figures of scikit-learn's SGD.
+ *
+ * Every CP_CANCEL_CHECK_ROWS rows (but never before the first), a raised
+ * *cancel makes it stop and return the position reached; a later call with
+ * that position carries on exactly where it stopped.  Returns buf->n_rows
+ * when the buffer is done.
+ */
+int64
+cp_model_train(CpModel *m, const CpBuffer *buf, int64 start,
+			   volatile const sig_atomic_t *cancel)
+{
+	for (int64 i = start; i < buf->n_rows; i++)
+	{
+		int64		row = buf->order[i];
+		double		y = buf->labels[row];
+		double		z;
+		double		g;
+
+		if (cancel != NULL && i > start &&
+			((i - start) % CP_CANCEL_CHECK_ROWS) == 0 && *cancel)
+			return i;
+
+		z = cp_model_margin(m, buf, row);
+		cp_stats_add(&m->stats, m->kind, z, y);
+		g = cp_dloss(m->kind, z, y);
+
+		if (m->batch_size <= 1)
+			step_row(m, buf, row, g);
+		else
+		{
+			accumulate_row(m, buf, row, g);
+			if (m->batch_fill >= m->batch_size)
+				cp_model_flush(m);
+		}
+	}
+	return buf->n_rows;
+}
+
+/* True when every weight is a finite number. */
+bool
+cp_model_is_finite(const CpModel *m)
+{
+	for (int j = 0; j < m->n_weights; j++)
+		if (!isfinite(m->w[j]))
+			return false;
+	return true;
+}
+
+/* Score the buffer's rows with the current weights, without training. */
+void
+cp_model_evaluate(const CpModel *m, const CpBuffer *buf, CpStats *st)
+{
+	for (int64 row = 0; row < buf->n_rows; row++)
+		cp_stats_add(st, m->kind, cp_model_margin(m, buf, row), buf->labels[row]);
+}

@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * linear_model.h
+ *	  Losses, gradient steps and metrics of the linear models.
+ *
+ * Plain C over plain arrays: this is what the helper thread runs while the
+ * main thread loads the next buffer, and what the unit tests run without a
+ * server.  Weights are w[0..n_features-1] followed by the bias.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_LINEAR_MODEL_H
+#define CORGIPILE_LINEAR_MODEL_H
+
+#include "c.h"
+
+#include <signal.h>
+
+#include "buffer.h"
+
+typedef enum CpModelKind
+{
+	CP_MODEL_SVM,
+	CP_MODEL_LOGISTIC,
+	CP_MODEL_LINEAR
+} CpModelKind;
+
+/* Figures accumulated over one pass, from predictions made before updates. */
+typedef struct CpStats
+{
+	int64		n;				/* rows seen */
+	double		loss_sum;		/* sum of per-row losses */
+	int64		n_correct;		/* classification: right predictions */
+	double		sum_y;			/* regression: for R^2 */
+	double		sum_y2;
+	double		sse;
+} CpStats;
+
+typedef struct CpModel
+{
+	CpModelKind kind;
+	int			n_features;
+	int			n_weights;		/* n_features + 1, the bias last */
+	bool		sparse;			/* rows come in the sparse layout */
+	double	   *w;
+
+	/* hyper-parameters in force; learning_rate changes per epoch */
+	double		learning_rate;
+	double		l2;
+	int			batch_size;
+
+	/* mini-batch accumulator (batch_size > 1 only) */
+	int			batch_fill;
+	double	   *grad;			/* n_weights */
+	int32	   *touched;		/* sparse: indices with pending gradient */
+	uint8	   *mark;			/* sparse: touched[] membership */
+	int			n_touched;
+
+	CpStats		stats;			/* the current epoch */
+} CpModel;
+
+typedef void *(*CpAllocZero) (Size size);
+
+extern void cp_model_init(CpModel *m, CpModelKind kind, int n_features,
+						  bool sparse, int batch_size, double l2,
+						  CpAllocZero alloc);
+extern double cp_model_margin(const CpModel *m, const CpBuffer *buf, int64 row);
+extern double cp_margin_dense(const double *w, const double *x, int n);
+extern double cp_loss(CpModelKind kind, double margin, double y);
+extern double cp_dloss(CpModelKind kind, double margin, double y);
+extern double cp_predict_from_margin(CpModelKind kind, double margin);
+extern void cp_stats_add(CpStats *st, CpModelKind kind, double margin, double y);
+extern int64 cp_model_train(CpModel *m, const CpBuffer *buf, int64 start,
+							volatile const sig_atomic_t *cancel);
+extern bool cp_model_is_finite(const CpModel *m);
+extern void cp_model_flush(CpModel *m);
+extern void cp_model_evaluate(const CpModel *m, const CpBuffer *buf, CpStats *st);
+extern double cp_stats_loss(const CpStats *st);
+extern double cp_stats_score(const CpStats *st, CpModelKind kind);
+
+#endif							/* CORGIPILE_LINEAR_MODEL_H */

@@ -1,0 +1,231 @@
+/*-------------------------------------------------------------------------
+ *
+ * datum_convert.c
+ *	  Conversions of labels, feature arrays and index arrays into doubles.
+ *
+ * Shared by the TupleShuffle loader and by predict(), so that training and
+ * prediction accept exactly the same inputs and reject them with the same
+ * messages.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/numeric.h"
+
+#include "datum_convert.h"
+
+bool
+cp_is_number_type(Oid type)
+{
+	switch (type)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case FLOAT4OID:
+		case FLOAT8OID:
+		case NUMERICOID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+bool
+cp_is_index_type(Oid type)
+{
+	return type == INT2OID || type == INT4OID || type == INT8OID;
+}
+
+double
+cp_datum_to_double(Datum d, Oid type)
+{
+	switch (type)
+	{
+		case FLOAT8OID:
+			return DatumGetFloat8(d);
+		case FLOAT4OID:
+			return (double) DatumGetFloat4(d);
+		case INT2OID:
+			return (double) DatumGetInt16(d);
+		case INT4OID:
+			return (double) DatumGetInt32(d);
+		case INT8OID:
+			return (double) DatumGetInt64(d);
+		case NUMERICOID:
+			return DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, d));
+		case BOOLOID:
+			return DatumGetBool(d) ? 1.0 : 0.0;
+		default:
+			elog(ERROR, "corgipile: unexpected type %u", type);
+	}
+	return 0.0;
+}
+
+char *
+cp_row_description(const CpRowContext *where)
+{
+	if (where != NULL && where->tid != NULL && where->relname != NULL)
+		return psprintf("row (%u,%u) of \"%s\"",
+						ItemPointerGetBlockNumber(where->tid),
+						ItemPointerGetOffsetNumber(where->tid),
+						where->relname);
+	return pstrdup("the input");
+}
+
+void
+cp_check_finite(double v, const CpRowContext *where)
+{
+	if (unlikely(!isfinite(v)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("feature value %s in %s is not a finite number",
+						isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity"),
+						cp_row_description(where)),
+				 errhint("Remove or impute NaN and infinite values before training.")));
+}
+
+/* Length of a one-dimensional array; an empty array has length 0. */
+int
+cp_array_length(ArrayType *arr, const CpRowContext *where, const char *what)
+{
+	if (ARR_NDIM(arr) == 0)
+		return 0;
+	if (ARR_NDIM(arr) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s in %s is a %d-dimensional array; expected one dimension",
+						what, cp_row_description(where), ARR_NDIM(arr))));
+	return ARR_DIMS(arr)[0];
+}
+
+/*
+ * Copy n elements of a numeric array into out, checking that each is
+ * finite.  Returns false, leaving out undefined, if an element is NULL.
+ */
+bool
+cp_array_to_doubles(ArrayType *arr, double *out, int n, const CpRowContext *where)
+{
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+
+	if (n == 0)
+		return true;
+	if (array_contains_nulls(arr))
+		return false;
+
+	switch (elemtype)
+	{
+		case FLOAT8OID:
+			memcpy(out, ARR_DATA_PTR(arr), sizeof(double) * n);
+			break;
+		case FLOAT4OID:
+			{
+				const float4 *src = (const float4 *) ARR_DATA_PTR(arr);
+
+				for (int i = 0; i < n; i++)
+					out[i] = (double) src[i];
+			}
+			break;
+		case INT4OID:
+			{
+				const int32 *src = (const int32 *) ARR_DATA_PTR(arr);
+
+				for (int i = 0; i < n; i++)
+					out[i] = (double) src[i];
+			}
+			return true;		/* integers are always finite */
+		case INT2OID:
+			{
+				const int16 *src = (const int16 *) ARR_DATA_PTR(arr);
+
+				for (int i = 0; i < n; i++)
+					out[i] = (double) src[i];
+			}
+			return true;
+		case INT8OID:
+			{
+				const int64 *src = (const int64 *) ARR_DATA_PTR(arr);
+
+				for (int i = 0; i < n; i++)
+					out[i] = (double) src[i];
+			}
+			return true;
+		default:
+			{
+				Datum	   *elems;
+				int			nelems;
+				int16		typlen;
+				bool		typbyval;
+				char		typalign;
+
+				get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+				deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
+								  &elems, NULL, &nelems);
+				for (int i = 0; i < n; i++)
+					out[i] = cp_datum_to_double(elems[i], elemtype);
+				pfree(elems);
+			}
+			break;
+	}
+	for (int i = 0; i < n; i++)
+		cp_check_finite(out[i], where);
+	return true;
+}
+
+static void
+index_out_of_range(int64 v, int n_features, const CpRowContext *where)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+			 errmsg("feature index %lld in %s is out of range for %d features",
+					(long long) v, cp_row_description(where), n_features),
+			 errhint("Sparse feature indices are 0-based and must be below n_features.")));
+}
+
+/*
+ * Copy n indices of an integer array into out, checking 0 <= i < n_features
+ * (the upper bound only when n_features > 0).  Returns false if an element
+ * is NULL.
+ */
+bool
+cp_array_to_indices(ArrayType *arr, int32 *out, int n, int n_features,
+					const CpRowContext *where)
+{
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	const char *p = ARR_DATA_PTR(arr);
+
+	if (n == 0)
+		return true;
+	if (array_contains_nulls(arr))
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		int64		v;
+
+		switch (elemtype)
+		{
+			case INT2OID:
+				v = ((const int16 *) p)[i];
+				break;
+			case INT4OID:
+				v = ((const int32 *) p)[i];
+				break;
+			case INT8OID:
+				v = ((const int64 *) p)[i];
+				break;
+			default:
+				elog(ERROR, "corgipile: unexpected index type %u", elemtype);
+				v = 0;
+		}
+		if (v < 0 || v > PG_INT32_MAX || (n_features > 0 && v >= n_features))
+			index_out_of_range(v, n_features, where);
+		out[i] = (int32) v;
+	}
+	return true;
+}

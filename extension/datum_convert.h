@@ -1,0 +1,34 @@
+/*-------------------------------------------------------------------------
+ *
+ * datum_convert.h
+ *	  Turning SQL values into plain doubles, for training and prediction.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_DATUM_CONVERT_H
+#define CORGIPILE_DATUM_CONVERT_H
+
+#include "postgres.h"
+
+#include "utils/array.h"
+
+/* Context for error messages: which row of which relation, or none. */
+typedef struct CpRowContext
+{
+	const char *relname;		/* NULL when not reading a table */
+	ItemPointer tid;			/* the row, or NULL */
+} CpRowContext;
+
+extern bool cp_is_number_type(Oid type);
+extern bool cp_is_index_type(Oid type);
+extern double cp_datum_to_double(Datum d, Oid type);
+extern char *cp_row_description(const CpRowContext *where);
+extern void cp_check_finite(double v, const CpRowContext *where);
+extern bool cp_array_to_doubles(ArrayType *arr, double *out, int n,
+								const CpRowContext *where);
+extern int	cp_array_length(ArrayType *arr, const CpRowContext *where,
+							const char *what);
+extern bool cp_array_to_indices(ArrayType *arr, int32 *out, int n,
+								int n_features, const CpRowContext *where);
+
+#endif							/* CORGIPILE_DATUM_CONVERT_H */

@@ -1,0 +1,446 @@
+/*-------------------------------------------------------------------------
+ *
+ * layout.c
+ *	  Resolving label and feature columns, and deforming rows into buffers.
+ *
+ * This runs on the main thread only: it reads slots, detoasts arrays and
+ * grows buffers with palloc.  Column names follow SQL identifier rules:
+ * unquoted names fold to lower case, and a list is comma-separated.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/sysattr.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/varlena.h"
+
+#include "datum_convert.h"
+#include "layout.h"
+
+const char *
+cp_layout_mode_name(CpFeatureMode mode)
+{
+	switch (mode)
+	{
+		case CP_FEATURES_ARRAY:
+			return "array";
+		case CP_FEATURES_COLUMNS:
+			return "columns";
+		case CP_FEATURES_SPARSE:
+			return "sparse";
+	}
+	return "unknown";
+}
+
+static List *
+split_names(const char *value, const char *param)
+{
+	List	   *names;
+
+	if (!SplitIdentifierString(pstrdup(value), ',', &names) || names == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: invalid column list in %s: \"%s\"",
+						param, value),
+				 errhint("Give column names separated by commas; quote mixed-case names.")));
+	return names;
+}
+
+static AttrNumber
+find_column(TupleDesc tupdesc, const char *name, const char *relname,
+			const char *param, Oid *type)
+{
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), name) == 0)
+		{
+			*type = getBaseType(attr->atttypid);
+			return attr->attnum;
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_COLUMN),
+			 errmsg("column \"%s\" named by %s does not exist in relation \"%s\"",
+					name, param, relname),
+			 errhint("Column names follow SQL rules: unquoted names fold to lower case.")));
+	return InvalidAttrNumber;
+}
+
+static char *
+single_name(const char *value, const char *param)
+{
+	List	   *names = split_names(value, param);
+
+	if (list_length(names) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: %s must name one column, got \"%s\"",
+						param, value)));
+	return pstrdup(linitial(names));
+}
+
+/* Element type of an array column that holds numbers, or an error. */
+static Oid
+numeric_array_elem(Oid type, const char *col, const char *relname,
+				   bool (*ok) (Oid), const char *expected)
+{
+	Oid			elem = get_element_type(type);
+
+	if (!OidIsValid(elem) || !ok(getBaseType(elem)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of relation \"%s\" has type %s; expected %s",
+						col, relname, format_type_be(type), expected)));
+	return getBaseType(elem);
+}
+
+void
+cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
+				  const CpTrainParams *p)
+{
+	List	   *names;
+	ListCell   *lc;
+	Oid			type;
+
+	memset(lo, 0, sizeof(*lo));
+	lo->relname = pstrdup(relname);
+	lo->model = p->model;
+	lo->n_features = p->n_features;
+
+	/* label */
+	lo->label_name = single_name(p->label, "label");
+	lo->label_attno = find_column(tupdesc, lo->label_name, relname, "label", &type);
+	lo->label_type = type;
+	if (!(cp_is_number_type(type) ||
+		  (type == BOOLOID && lo->model != CP_MODEL_LINEAR)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("label column \"%s\" of relation \"%s\" has type %s; expected %s",
+						lo->label_name, relname, format_type_be(type),
+						lo->model == CP_MODEL_LINEAR ? "a numeric type" :
+						"a numeric or boolean type")));
+	lo->max_attno = lo->label_attno;
+
+	names = split_names(p->features, "features");
+	if (p->feature_indices != NULL)
+	{
+		char	   *values_name = single_name(p->features, "features");
+
+		lo->mode = CP_FEATURES_SPARSE;
+		lo->indices_name = single_name(p->feature_indices, "feature_indices");
+		lo->indices_attno = find_column(tupdesc, lo->indices_name, relname,
+										"feature_indices", &type);
+		numeric_array_elem(type, lo->indices_name, relname, cp_is_index_type,
+						   "an integer array (int2[], int4[] or int8[])");
+		lo->values_attno = find_column(tupdesc, values_name, relname,
+									   "features", &type);
+		numeric_array_elem(type, values_name, relname, cp_is_number_type,
+						   "a numeric array such as float4[] or float8[]");
+		lo->feature_names = list_make1(values_name);
+		lo->max_attno = Max(lo->max_attno, Max(lo->indices_attno, lo->values_attno));
+		return;
+	}
+
+	if (list_length(names) == 1)
+	{
+		char	   *name = pstrdup(linitial(names));
+		AttrNumber	attno = find_column(tupdesc, name, relname, "features", &type);
+
+		if (OidIsValid(get_element_type(type)))
+		{
+			numeric_array_elem(type, name, relname, cp_is_number_type,
+							   "a numeric array such as float4[] or float8[]");
+			lo->mode = CP_FEATURES_ARRAY;
+			lo->values_attno = attno;
+			lo->feature_names = list_make1(name);
+			lo->max_attno = Max(lo->max_attno, attno);
+			return;
+		}
+	}
+
+	lo->mode = CP_FEATURES_COLUMNS;
+	lo->n_columns = list_length(names);
+	lo->column_attnos = palloc(sizeof(AttrNumber) * lo->n_columns);
+	lo->column_types = palloc(sizeof(Oid) * lo->n_columns);
+	foreach(lc, names)
+	{
+		int			i = foreach_current_index(lc);
+		char	   *name = pstrdup(lfirst(lc));
+
+		lo->column_attnos[i] = find_column(tupdesc, name, relname, "features", &type);
+		if (!cp_is_number_type(type))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("feature column \"%s\" of relation \"%s\" has type %s; expected a numeric type",
+							name, relname, format_type_be(type)),
+					 errhint("Name one numeric array column, or a comma-separated list of numeric columns.")));
+		lo->column_types[i] = type;
+		lo->feature_names = lappend(lo->feature_names, name);
+		lo->max_attno = Max(lo->max_attno, lo->column_attnos[i]);
+	}
+	if (lo->n_features > 0 && lo->n_features != lo->n_columns)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: n_features is %d but %d feature columns are named",
+						lo->n_features, lo->n_columns)));
+	lo->n_features = lo->n_columns;
+}
+
+/* The columns read, as offsets for RangeTblEntry.selectedCols. */
+Bitmapset *
+cp_layout_columns(const CpLayout *lo)
+{
+	Bitmapset  *cols = NULL;
+
+#define ADD_COL(attno) \
+	cols = bms_add_member(cols, (attno) - FirstLowInvalidHeapAttributeNumber)
+	ADD_COL(lo->label_attno);
+	if (lo->mode == CP_FEATURES_COLUMNS)
+	{
+		for (int i = 0; i < lo->n_columns; i++)
+			ADD_COL(lo->column_attnos[i]);
+	}
+	else
+		ADD_COL(lo->values_attno);
+	if (lo->mode == CP_FEATURES_SPARSE)
+		ADD_COL(lo->indices_attno);
+#undef ADD_COL
+	return cols;
+}
+
+void
+cp_buffer_init(CpBuffer *buf, MemoryContext cxt, bool sparse)
+{
+	memset(buf, 0, sizeof(*buf));
+	buf->memcxt = cxt;
+	buf->sparse = sparse;
+}
+
+void
+cp_buffer_reset(CpBuffer *buf, int n_features)
+{
+	buf->n_rows = 0;
+	buf->nnz = 0;
+	buf->n_features = n_features;
+	if (buf->offsets != NULL)
+		buf->offsets[0] = 0;
+}
+
+static void *
+grow(MemoryContext cxt, void *ptr, Size size)
+{
+	if (ptr == NULL)
+		return MemoryContextAllocHuge(cxt, size);
+	return repalloc_huge(ptr, size);
+}
+
+/* Make room for rows rows and values values (doubles). */
+static void
+reserve(CpBuffer *buf, int64 rows, int64 values)
+{
+	if (rows > buf->cap_rows)
+	{
+		int64		cap = Max(rows, Max(1024, buf->cap_rows * 2));
+
+		if (cap > (int64) PG_UINT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("a corgipile buffer cannot hold more than %u rows",
+							PG_UINT32_MAX),
+					 errhint("Use a smaller buffer_size.")));
+		buf->labels = grow(buf->memcxt, buf->labels, sizeof(double) * cap);
+		buf->order = grow(buf->memcxt, buf->order, sizeof(uint32) * cap);
+		if (buf->sparse)
+		{
+			bool		fresh = (buf->offsets == NULL);
+
+			buf->offsets = grow(buf->memcxt, buf->offsets, sizeof(int64) * (cap + 1));
+			if (fresh)
+				buf->offsets[0] = 0;
+		}
+		buf->cap_rows = cap;
+	}
+	if (values > buf->cap_nnz)
+	{
+		int64		cap = Max(values, Max(4096, buf->cap_nnz * 2));
+
+		buf->values = grow(buf->memcxt, buf->values, sizeof(double) * cap);
+		if (buf->sparse)
+			buf->indices = grow(buf->memcxt, buf->indices, sizeof(int32) * cap);
+		buf->cap_nnz = cap;
+	}
+}
+
+/*
+ * Map a label onto the model's encoding: -1/+1 for classifiers, which
+ * accept -1/+1, 0/1 or booleans (but not 0 and -1 in one table), and the
+ * value itself for regression.
+ */
+static double
+map_label(CpLayout *lo, Datum d, const CpRowContext *where)
+{
+	double		v;
+
+	if (lo->label_type == BOOLOID)
+		return DatumGetBool(d) ? 1.0 : -1.0;
+	v = cp_datum_to_double(d, lo->label_type);
+	if (lo->model == CP_MODEL_LINEAR)
+	{
+		if (!isfinite(v))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("label in %s is not a finite number",
+							cp_row_description(where))));
+		return v;
+	}
+	if (v == 1.0)
+	{
+		lo->seen_one = true;
+		return 1.0;
+	}
+	if (v == -1.0 || v == 0.0)
+	{
+		if (v == 0.0)
+			lo->seen_zero = true;
+		else
+			lo->seen_minus_one = true;
+		if (lo->seen_zero && lo->seen_minus_one)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("labels of relation \"%s\" mix 0 and -1", lo->relname),
+					 errdetail("A binary %s model takes labels -1/+1 or 0/1, not both.",
+							   cp_model_kind_name(lo->model))));
+		return -1.0;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("label %g in %s is not a valid %s label",
+					v, cp_row_description(where), cp_model_kind_name(lo->model)),
+			 errhint("A binary model takes labels -1/+1, 0/1 or boolean.")));
+	return 0.0;
+}
+
+static void
+ragged(const CpLayout *lo, int len, const CpRowContext *where)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+			 errmsg("features array in %s has %d elements; expected %d",
+					cp_row_description(where), len, lo->n_features),
+			 errhint("Every row needs the same number of features; set n_features to say how many.")));
+}
+
+/*
+ * Append the row in slot to buf.  Returns false, and counts the row as
+ * skipped, when its label or any of its features is NULL.  Allocations of
+ * detoasting happen in CurrentMemoryContext, which the caller resets.
+ */
+bool
+cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
+{
+	CpRowContext where = {lo->relname, &slot->tts_tid};
+	Datum	   *vals;
+	bool	   *isnull;
+	double		label;
+	int64		row = buf->n_rows;
+
+	slot_getsomeattrs(slot, lo->max_attno);
+	vals = slot->tts_values;
+	isnull = slot->tts_isnull;
+
+	if (isnull[lo->label_attno - 1])
+		goto skip;
+	label = map_label(lo, vals[lo->label_attno - 1], &where);
+
+	switch (lo->mode)
+	{
+		case CP_FEATURES_ARRAY:
+			{
+				ArrayType  *arr;
+				int			len;
+
+				if (isnull[lo->values_attno - 1])
+					goto skip;
+				arr = DatumGetArrayTypeP(vals[lo->values_attno - 1]);
+				len = cp_array_length(arr, &where, "features");
+				if (lo->n_features == 0)
+				{
+					if (len == 0)
+						ereport(ERROR,
+								(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+								 errmsg("features array in %s is empty",
+										cp_row_description(&where))));
+					lo->n_features = len;
+				}
+				else if (len != lo->n_features)
+					ragged(lo, len, &where);
+				buf->n_features = lo->n_features;
+				reserve(buf, row + 1, (row + 1) * lo->n_features);
+				if (!cp_array_to_doubles(arr, buf->values + row * lo->n_features,
+										 lo->n_features, &where))
+					goto skip;
+				break;
+			}
+		case CP_FEATURES_COLUMNS:
+			{
+				double	   *x;
+
+				for (int i = 0; i < lo->n_columns; i++)
+					if (isnull[lo->column_attnos[i] - 1])
+						goto skip;
+				buf->n_features = lo->n_features;
+				reserve(buf, row + 1, (row + 1) * lo->n_features);
+				x = buf->values + row * lo->n_features;
+				for (int i = 0; i < lo->n_columns; i++)
+				{
+					x[i] = cp_datum_to_double(vals[lo->column_attnos[i] - 1],
+											  lo->column_types[i]);
+					cp_check_finite(x[i], &where);
+				}
+				break;
+			}
+		case CP_FEATURES_SPARSE:
+			{
+				ArrayType  *idx;
+				ArrayType  *val;
+				int			n_idx;
+				int			n_val;
+
+				if (isnull[lo->indices_attno - 1] || isnull[lo->values_attno - 1])
+					goto skip;
+				idx = DatumGetArrayTypeP(vals[lo->indices_attno - 1]);
+				val = DatumGetArrayTypeP(vals[lo->values_attno - 1]);
+				n_idx = cp_array_length(idx, &where, "feature_indices");
+				n_val = cp_array_length(val, &where, "features");
+				if (n_idx != n_val)
+					ereport(ERROR,
+							(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+							 errmsg("feature_indices has %d elements but features has %d in %s",
+									n_idx, n_val, cp_row_description(&where))));
+				buf->n_features = lo->n_features;
+				reserve(buf, row + 1, buf->nnz + n_idx);
+				if (!cp_array_to_indices(idx, buf->indices + buf->nnz, n_idx,
+										 lo->n_features, &where) ||
+					!cp_array_to_doubles(val, buf->values + buf->nnz, n_idx, &where))
+					goto skip;
+				buf->nnz += n_idx;
+				buf->offsets[row + 1] = buf->nnz;
+				break;
+			}
+	}
+	buf->labels[row] = label;
+	buf->n_rows = row + 1;
+	return true;
+
+skip:
+	lo->n_skipped++;
+	return false;
+}

@@ -1,0 +1,64 @@
+/*-------------------------------------------------------------------------
+ *
+ * models.h
+ *	  Reading and writing corgipile.models.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_MODELS_H
+#define CORGIPILE_MODELS_H
+
+#include "postgres.h"
+
+#include "utils/rel.h"
+
+#include "core/linear_model.h"
+#include "layout.h"
+#include "params.h"
+
+/* The figures of one epoch, as returned and as kept in history. */
+typedef struct CpEpochResult
+{
+	int32		epoch;
+	int64		tuples;
+	double		loss;
+	double		score;
+	bool		has_validation;
+	double		validation_score;
+	double		seconds;
+} CpEpochResult;
+
+/* What training records about itself besides the weights. */
+typedef struct CpTrainRecord
+{
+	const char *model_name;
+	const CpTrainParams *params;
+	const CpLayout *layout;
+	const CpSizing *sizing;
+	Relation	rel;
+	const char *validation_name;	/* or NULL */
+	int64		seed;
+	const CpModel *model;
+	const CpEpochResult *results;
+	int			n_results;
+} CpTrainRecord;
+
+/* A model as predict() needs it. */
+typedef struct CpStoredModel
+{
+	char	   *model_name;
+	CpModelKind kind;
+	int			n_features;
+	double	   *weights;		/* n_features + 1, bias last */
+	double		class_values[2];	/* label for -1 and for +1 */
+	CpFeatureMode mode;
+	List	   *features;		/* feature column names */
+	char	   *feature_indices;	/* sparse index column, or NULL */
+} CpStoredModel;
+
+extern char *cp_models_new_name(Relation rel, CpModelKind kind);
+extern void cp_models_check_absent(const char *model_name);
+extern void cp_models_insert(const CpTrainRecord *rec);
+extern CpStoredModel *cp_models_load(const char *model_name);
+
+#endif							/* CORGIPILE_MODELS_H */

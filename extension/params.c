@@ -1,0 +1,363 @@
+/*-------------------------------------------------------------------------
+ *
+ * params.c
+ *	  Checking corgipile.train()'s arguments and sizing blocks and buffers.
+ *
+ * Every rule about a single argument lives here, so that a bad value is
+ * refused at plan time, before any page is read, with a message that names
+ * the argument and says what is allowed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "nodes/primnodes.h"
+#include "utils/builtins.h"
+
+#include "params.h"
+
+static const char *const arg_names[CP_NUM_ARGS] = {
+	"relation", "model", "model_name", "label", "features",
+	"feature_indices", "n_features", "shuffle", "learning_rate", "decay",
+	"max_epoch_num", "batch_size", "l2", "block_size", "buffer_size", "seed",
+	"double_buffer", "validation"
+};
+
+const char *
+cp_model_kind_name(CpModelKind kind)
+{
+	switch (kind)
+	{
+		case CP_MODEL_SVM:
+			return "svm";
+		case CP_MODEL_LOGISTIC:
+			return "logistic";
+		case CP_MODEL_LINEAR:
+			return "linear";
+	}
+	return "unknown";
+}
+
+bool
+cp_parse_model_kind(const char *name, CpModelKind *kind)
+{
+	if (pg_strcasecmp(name, "svm") == 0)
+		*kind = CP_MODEL_SVM;
+	else if (pg_strcasecmp(name, "logistic") == 0 || pg_strcasecmp(name, "lr") == 0)
+		*kind = CP_MODEL_LOGISTIC;
+	else
+		return false;
+	return true;
+}
+
+const char *
+cp_shuffle_name(CpShuffle shuffle)
+{
+	switch (shuffle)
+	{
+		case CP_SHUFFLE_CORGIPILE:
+			return "corgipile";
+		case CP_SHUFFLE_BLOCK_ONLY:
+			return "block_only";
+		case CP_SHUFFLE_NO_SHUFFLE:
+			return "no_shuffle";
+	}
+	return "unknown";
+}
+
+static void
+require_not_null(const bool *nulls, CpArg arg)
+{
+	if (nulls[arg])
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("corgipile.train: %s must not be NULL", arg_names[arg])));
+}
+
+static double
+positive_float(const Datum *values, const bool *nulls, CpArg arg)
+{
+	double		v;
+
+	require_not_null(nulls, arg);
+	v = DatumGetFloat8(values[arg]);
+	if (!(v > 0.0) || isinf(v))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: %s must be a positive finite number, got %g",
+						arg_names[arg], v)));
+	return v;
+}
+
+static int32
+positive_int(const Datum *values, const bool *nulls, CpArg arg)
+{
+	int32		v;
+
+	require_not_null(nulls, arg);
+	v = DatumGetInt32(values[arg]);
+	if (v <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: %s must be positive, got %d",
+						arg_names[arg], v)));
+	return v;
+}
+
+static char *
+text_arg(const Datum *values, const bool *nulls, CpArg arg)
+{
+	char	   *s;
+
+	if (nulls[arg])
+		return NULL;
+	s = TextDatumGetCString(values[arg]);
+	if (s[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: %s must not be empty", arg_names[arg])));
+	return s;
+}
+
+/*
+ * Parse a size: '10%' of the table, '10MB' (B, kB, MB, GB, TB; case does
+ * not matter), or a bare number of heap pages ('32', '32 pages').
+ */
+static void
+parse_size(const char *s, CpArg arg, bool percent_ok, CpSize *out)
+{
+	char	   *end;
+	double		v;
+	const char *unit;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || errno != 0 || !isfinite(v))
+		goto bad;
+	unit = end;
+	while (*unit == ' ')
+		unit++;
+
+	if (*unit == '\0' || pg_strcasecmp(unit, "pages") == 0 ||
+		pg_strcasecmp(unit, "page") == 0)
+	{
+		if (v != floor(v))
+			goto bad;
+		out->unit = CP_SIZE_PAGES;
+		out->value = v;
+	}
+	else if (strcmp(unit, "%") == 0)
+	{
+		if (!percent_ok)
+			goto bad;
+		if (v > 100.0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("corgipile.train: %s of %s is above 100%% of the table",
+							arg_names[arg], s)));
+		out->unit = CP_SIZE_PERCENT;
+		out->value = v;
+	}
+	else
+	{
+		double		mult;
+
+		if (pg_strcasecmp(unit, "b") == 0)
+			mult = 1.0;
+		else if (pg_strcasecmp(unit, "kb") == 0)
+			mult = 1024.0;
+		else if (pg_strcasecmp(unit, "mb") == 0)
+			mult = 1024.0 * 1024.0;
+		else if (pg_strcasecmp(unit, "gb") == 0)
+			mult = 1024.0 * 1024.0 * 1024.0;
+		else if (pg_strcasecmp(unit, "tb") == 0)
+			mult = 1024.0 * 1024.0 * 1024.0 * 1024.0;
+		else
+			goto bad;
+		out->unit = CP_SIZE_BYTES;
+		out->value = v * mult;
+	}
+	if (!(out->value > 0.0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: %s must be positive, got '%s'",
+						arg_names[arg], s)));
+	return;
+
+bad:
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("corgipile.train: invalid %s '%s'", arg_names[arg], s),
+			 percent_ok ?
+			 errhint("Use a percentage of the table such as '10%%', a size such as '64MB', or a number of pages.") :
+			 errhint("Use a size such as '1MB' or a number of pages.")));
+}
+
+void
+cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
+{
+	char	   *s;
+
+	memset(p, 0, sizeof(*p));
+
+	require_not_null(nulls, CP_ARG_RELATION);
+	p->relid = DatumGetObjectId(values[CP_ARG_RELATION]);
+
+	require_not_null(nulls, CP_ARG_MODEL);
+	s = text_arg(values, nulls, CP_ARG_MODEL);
+	if (!cp_parse_model_kind(s, &p->model))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: unknown model \"%s\"", s),
+				 errhint("Valid models are 'svm' and 'logistic' (alias 'lr').")));
+
+	p->model_name = text_arg(values, nulls, CP_ARG_MODEL_NAME);
+	require_not_null(nulls, CP_ARG_LABEL);
+	p->label = text_arg(values, nulls, CP_ARG_LABEL);
+	require_not_null(nulls, CP_ARG_FEATURES);
+	p->features = text_arg(values, nulls, CP_ARG_FEATURES);
+	p->feature_indices = text_arg(values, nulls, CP_ARG_FEATURE_INDICES);
+	p->n_features = nulls[CP_ARG_N_FEATURES] ? 0 :
+		positive_int(values, nulls, CP_ARG_N_FEATURES);
+
+	require_not_null(nulls, CP_ARG_SHUFFLE);
+	s = text_arg(values, nulls, CP_ARG_SHUFFLE);
+	if (pg_strcasecmp(s, "corgipile") == 0)
+		p->shuffle = CP_SHUFFLE_CORGIPILE;
+	else if (pg_strcasecmp(s, "block_only") == 0)
+		p->shuffle = CP_SHUFFLE_BLOCK_ONLY;
+	else if (pg_strcasecmp(s, "no_shuffle") == 0)
+		p->shuffle = CP_SHUFFLE_NO_SHUFFLE;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: unknown shuffle \"%s\"", s),
+				 errhint("Valid shuffles are 'corgipile', 'block_only' and 'no_shuffle'.")));
+
+	p->learning_rate = positive_float(values, nulls, CP_ARG_LEARNING_RATE);
+	p->decay = positive_float(values, nulls, CP_ARG_DECAY);
+	if (p->decay > 1.0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: decay must be in (0, 1], got %g", p->decay),
+				 errhint("The learning rate is multiplied by decay after each epoch; use 1 for a constant rate.")));
+	p->max_epoch_num = positive_int(values, nulls, CP_ARG_MAX_EPOCH_NUM);
+	p->batch_size = positive_int(values, nulls, CP_ARG_BATCH_SIZE);
+
+	require_not_null(nulls, CP_ARG_L2);
+	p->l2 = DatumGetFloat8(values[CP_ARG_L2]);
+	if (!(p->l2 >= 0.0) || isinf(p->l2))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: l2 must be a non-negative finite number, got %g",
+						p->l2)));
+
+	s = text_arg(values, nulls, CP_ARG_BLOCK_SIZE);
+	if (s != NULL)
+		parse_size(s, CP_ARG_BLOCK_SIZE, false, &p->block_size);
+	require_not_null(nulls, CP_ARG_BUFFER_SIZE);
+	parse_size(text_arg(values, nulls, CP_ARG_BUFFER_SIZE), CP_ARG_BUFFER_SIZE,
+			   true, &p->buffer_size);
+
+	p->has_seed = !nulls[CP_ARG_SEED];
+	if (p->has_seed)
+		p->seed = DatumGetInt64(values[CP_ARG_SEED]);
+
+	require_not_null(nulls, CP_ARG_DOUBLE_BUFFER);
+	p->double_buffer = DatumGetBool(values[CP_ARG_DOUBLE_BUFFER]);
+
+	p->validation_relid = nulls[CP_ARG_VALIDATION] ? InvalidOid :
+		DatumGetObjectId(values[CP_ARG_VALIDATION]);
+}
+
+/* Parse the argument list of a planned call, all of it constants. */
+void
+cp_params_from_consts(List *args, CpTrainParams *p)
+{
+	Datum		values[CP_NUM_ARGS];
+	bool		nulls[CP_NUM_ARGS];
+	int			i = 0;
+	ListCell   *lc;
+
+	if (list_length(args) != CP_NUM_ARGS)
+		elog(ERROR, "corgipile.train: expected %d arguments, got %d",
+			 CP_NUM_ARGS, list_length(args));
+	foreach(lc, args)
+	{
+		Const	   *c = lfirst_node(Const, lc);
+
+		values[i] = c->constvalue;
+		nulls[i] = c->constisnull;
+		i++;
+	}
+	cp_params_from_datums(values, nulls, p);
+}
+
+static double
+size_in_pages(const CpSize *size, BlockNumber n_pages)
+{
+	switch (size->unit)
+	{
+		case CP_SIZE_PERCENT:
+			return ceil((double) n_pages * size->value / 100.0);
+		case CP_SIZE_BYTES:
+			return size->value / (double) BLCKSZ;
+		case CP_SIZE_PAGES:
+			return size->value;
+		case CP_SIZE_UNSET:
+			break;
+	}
+	return 0.0;
+}
+
+/*
+ * Cut the table into blocks and a buffer into whole blocks.
+ *
+ * Without an explicit block_size, a block is a sixteenth of the buffer
+ * (CP_TARGET_BLOCKS_PER_BUFFER), at least one page and at most 10 MB: the
+ * paper's fixed 10 MB blocks give a small table a buffer of one block, which
+ * does not shuffle at all.  Sizes round to whole pages, the buffer to whole
+ * blocks (at least one).
+ */
+void
+cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages, CpSizing *out)
+{
+	double		buffer_pages = Max(1.0, size_in_pages(&p->buffer_size, n_pages));
+	double		max_block_pages = (double) (CP_MAX_BLOCK_BYTES / BLCKSZ);
+	double		ppb;
+	double		bpb;
+
+	if (p->block_size.unit == CP_SIZE_UNSET)
+		ppb = Min(max_block_pages,
+				  floor(buffer_pages / CP_TARGET_BLOCKS_PER_BUFFER));
+	else
+		ppb = rint(size_in_pages(&p->block_size, n_pages));
+	ppb = Max(1.0, Min(ppb, (double) MaxBlockNumber));
+
+	bpb = Max(1.0, rint(buffer_pages / ppb));
+
+	out->n_pages = n_pages;
+	out->pages_per_block = (uint32) ppb;
+	out->n_blocks = (uint32) (((uint64) n_pages + out->pages_per_block - 1) /
+								 out->pages_per_block);
+	out->blocks_per_buffer = (uint32) Min(bpb, (double) PG_UINT32_MAX);
+}
+
+char *
+cp_size_to_string(const CpSize *size)
+{
+	switch (size->unit)
+	{
+		case CP_SIZE_PERCENT:
+			return psprintf("%g%%", size->value);
+		case CP_SIZE_BYTES:
+			return psprintf("%.0f bytes", size->value);
+		case CP_SIZE_PAGES:
+			return psprintf("%.0f pages", size->value);
+		case CP_SIZE_UNSET:
+			break;
+	}
+	return pstrdup("auto");
+}

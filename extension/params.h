@@ -1,0 +1,114 @@
+/*-------------------------------------------------------------------------
+ *
+ * params.h
+ *	  The arguments of corgipile.train() and the sizes derived from them.
+ *
+ * The three operators each carry the call's constant arguments in their
+ * custom_private list and parse them here, so every node checks the same
+ * rules and reads the same values.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_PARAMS_H
+#define CORGIPILE_PARAMS_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+#include "storage/block.h"
+
+#include "core/linear_model.h"
+
+/* Positions of corgipile.train()'s arguments, as in the SQL signature. */
+typedef enum CpArg
+{
+	CP_ARG_RELATION,
+	CP_ARG_MODEL,
+	CP_ARG_MODEL_NAME,
+	CP_ARG_LABEL,
+	CP_ARG_FEATURES,
+	CP_ARG_FEATURE_INDICES,
+	CP_ARG_N_FEATURES,
+	CP_ARG_SHUFFLE,
+	CP_ARG_LEARNING_RATE,
+	CP_ARG_DECAY,
+	CP_ARG_MAX_EPOCH_NUM,
+	CP_ARG_BATCH_SIZE,
+	CP_ARG_L2,
+	CP_ARG_BLOCK_SIZE,
+	CP_ARG_BUFFER_SIZE,
+	CP_ARG_SEED,
+	CP_ARG_DOUBLE_BUFFER,
+	CP_ARG_VALIDATION,
+	CP_NUM_ARGS
+} CpArg;
+
+typedef enum CpShuffle
+{
+	CP_SHUFFLE_CORGIPILE,		/* random blocks, shuffled buffer */
+	CP_SHUFFLE_BLOCK_ONLY,		/* random blocks, page order inside */
+	CP_SHUFFLE_NO_SHUFFLE		/* sequential pages */
+} CpShuffle;
+
+typedef enum CpSizeUnit
+{
+	CP_SIZE_UNSET,
+	CP_SIZE_PERCENT,			/* of the table's pages */
+	CP_SIZE_BYTES,
+	CP_SIZE_PAGES
+} CpSizeUnit;
+
+typedef struct CpSize
+{
+	CpSizeUnit	unit;
+	double		value;
+} CpSize;
+
+typedef struct CpTrainParams
+{
+	Oid			relid;
+	CpModelKind model;
+	char	   *model_name;		/* NULL: generate one */
+	char	   *label;
+	char	   *features;
+	char	   *feature_indices;	/* NULL: dense layout */
+	int32		n_features;		/* 0: infer */
+	CpShuffle	shuffle;
+	double		learning_rate;
+	double		decay;
+	int32		max_epoch_num;
+	int32		batch_size;
+	double		l2;
+	CpSize		block_size;
+	CpSize		buffer_size;
+	bool		has_seed;
+	int64		seed;
+	bool		double_buffer;
+	Oid			validation_relid;	/* InvalidOid: none */
+} CpTrainParams;
+
+/* How a table is cut into blocks and buffers. */
+typedef struct CpSizing
+{
+	BlockNumber n_pages;		/* heap pages of the table */
+	uint32		pages_per_block;
+	uint32		n_blocks;		/* ceil(n_pages / pages_per_block) */
+	uint32		blocks_per_buffer;
+} CpSizing;
+
+/* When block_size is not given, a buffer should hold this many blocks */
+#define CP_TARGET_BLOCKS_PER_BUFFER 16
+/* ... and a block is never larger than the paper's 10 MB */
+#define CP_MAX_BLOCK_BYTES (10 * 1024 * 1024)
+
+extern void cp_params_from_datums(const Datum *values, const bool *nulls,
+								  CpTrainParams *p);
+extern void cp_params_from_consts(List *args, CpTrainParams *p);
+extern void cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages,
+							  CpSizing *out);
+extern const char *cp_model_kind_name(CpModelKind kind);
+extern bool cp_parse_model_kind(const char *name, CpModelKind *kind);
+extern const char *cp_shuffle_name(CpShuffle shuffle);
+extern char *cp_size_to_string(const CpSize *size);
+
+#endif							/* CORGIPILE_PARAMS_H */

@@ -1,0 +1,576 @@
+/*-------------------------------------------------------------------------
+ *
+ * sgd.c
+ *	  SGD: the top operator of a training plan.
+ *
+ * Each call of the node runs one epoch and returns its figures as a row
+ * (and as a NOTICE, which reaches the client at once while rows may wait in
+ * the send buffer).  An epoch pulls buffers from TupleShuffle until the
+ * table is exhausted; the next epoch rescans the subtree, which draws a new
+ * block order.  After the last epoch the model is written to
+ * corgipile.models in the same transaction.
+ *
+ * Double buffering: while the helper thread permutes and trains on one
+ * buffer, the main thread fills the other.  The helper only runs the plain
+ * C core on memory prepared here.  The main thread waits for it in a loop
+ * that checks for interrupts, and the helper is stopped and joined on every
+ * way out: normal end, PG_CATCH, and the reset callback of the memory
+ * context that holds the buffers (which runs before that memory is freed,
+ * whatever aborts the query).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "core/worker.h"
+#include "corgipile.h"
+#include "executor/spi.h"
+#include "models.h"
+#include "sgd.h"
+#include "tupleshuffle.h"
+
+/* how often (ms) the main thread looks for interrupts while it waits */
+#define CP_WAIT_POLL_MS 10
+/* rows scored per batch when validating */
+#define CP_VALIDATION_BATCH 4096
+
+typedef struct SgdJob
+{
+	TupleShuffleState *ts;
+	CpBuffer   *buf;
+	CpModel    *model;
+	volatile sig_atomic_t *cancel;
+	int64		reached;		/* rows trained on */
+} SgdJob;
+
+typedef struct SgdState
+{
+	CustomScanState css;
+	CpTrainParams params;
+	TupleShuffleState *ts;
+	int64		seed;
+	char	   *model_name;
+	Datum		model_name_datum;
+
+	MemoryContext train_cxt;	/* buffers and weights */
+	MemoryContextCallback cleanup;
+	CpWorker	worker;
+	CpBuffer	bufs[2];
+	CpModel		model;
+	bool		model_ready;
+	double		learning_rate;	/* this epoch's */
+	SgdJob		job;
+
+	CpEpochResult *results;
+	int			n_done;			/* epochs trained */
+	int			replay_pos;		/* rows returned since the last rescan */
+	bool		saved;
+
+	Relation	vrel;			/* validation relation, or NULL */
+	CpLayout	vlayout;
+	CpBuffer	vbuf;
+} SgdState;
+
+static Node *sgd_create_state(CustomScan *cscan);
+static void sgd_begin(CustomScanState *node, EState *estate, int eflags);
+static TupleTableSlot *sgd_exec(CustomScanState *node);
+static void sgd_end(CustomScanState *node);
+static void sgd_rescan(CustomScanState *node);
+static void sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es);
+
+CustomScanMethods sgd_scan_methods = {
+	.CustomName = "SGD",
+	.CreateCustomScanState = sgd_create_state,
+};
+
+static CustomExecMethods sgd_exec_methods = {
+	.CustomName = "SGD",
+	.BeginCustomScan = sgd_begin,
+	.ExecCustomScan = sgd_exec,
+	.EndCustomScan = sgd_end,
+	.ReScanCustomScan = sgd_rescan,
+	.ExplainCustomScan = sgd_explain,
+};
+
+/*
+ * The SGD plan node stands in for the function scan of corgipile.train():
+ * it has no scan relation of its own and emits the function's columns, so
+ * its scan tuple is described by scan_tlist (Vars of the function's range
+ * table entry rti).
+ */
+CustomScan *
+sgd_make_plan(List *args, CustomScan *child, List *tlist, List *scan_tlist,
+			  List *quals, Index rti)
+{
+	CustomScan *cscan = makeNode(CustomScan);
+
+	cscan->scan.scanrelid = 0;
+	cscan->scan.plan.targetlist = tlist;
+	cscan->scan.plan.qual = quals;
+	cscan->custom_scan_tlist = scan_tlist;
+	cscan->custom_relids = bms_make_singleton(rti);
+	cscan->custom_plans = list_make1(child);
+	cscan->custom_private = args;
+	cscan->methods = &sgd_scan_methods;
+	return cscan;
+}
+
+static Node *
+sgd_create_state(CustomScan *cscan)
+{
+	SgdState   *s = palloc0(sizeof(SgdState));
+
+	NodeSetTag(s, T_CustomScanState);
+	s->css.methods = &sgd_exec_methods;
+	cp_params_from_consts(cscan->custom_private, &s->params);
+	return (Node *) s;
+}
+
+/* Runs before the buffers are freed, however the query ends. */
+static void
+sgd_cleanup(void *arg)
+{
+	SgdState   *s = (SgdState *) arg;
+
+	cp_worker_stop(&s->worker);
+}
+
+static void
+sgd_begin(CustomScanState *node, EState *estate, int eflags)
+{
+	SgdState   *s = (SgdState *) node;
+	CustomScan *cscan = (CustomScan *) node->ss.ps.plan;
+	bool		sparse;
+
+	s->ts = (TupleShuffleState *) ExecInitNode(linitial(cscan->custom_plans),
+											   estate, eflags);
+	node->custom_ps = list_make1(s->ts);
+
+	/* one seed per training; a random one is recorded with the model */
+	s->seed = s->params.has_seed ? s->params.seed :
+		pg_prng_int64p(&pg_global_prng_state);
+	tuple_shuffle_set_seed(s->ts, (uint64) s->seed);
+
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+
+	if (s->params.model_name != NULL)
+		s->model_name = s->params.model_name;
+	else
+		s->model_name = cp_models_new_name(s->ts->child->css.ss.ss_currentRelation,
+										   s->params.model);
+	cp_models_check_absent(s->model_name);
+	s->model_name_datum = CStringGetTextDatum(s->model_name);
+
+	s->train_cxt = AllocSetContextCreate(estate->es_query_cxt,
+										 "corgipile training",
+										 ALLOCSET_DEFAULT_SIZES);
+	s->cleanup.func = sgd_cleanup;
+	s->cleanup.arg = s;
+	MemoryContextRegisterResetCallback(s->train_cxt, &s->cleanup);
+
+	sparse = (s->ts->layout.mode == CP_FEATURES_SPARSE);
+	cp_buffer_init(&s->bufs[0], s->train_cxt, sparse);
+	cp_buffer_init(&s->bufs[1], s->train_cxt, sparse);
+	s->results = palloc0(sizeof(CpEpochResult) * s->params.max_epoch_num);
+	s->learning_rate = s->params.learning_rate;
+
+	if (OidIsValid(s->params.validation_relid))
+	{
+		s->vrel = table_open(s->params.validation_relid, AccessShareLock);
+		cp_layout_resolve(&s->vlayout, RelationGetDescr(s->vrel),
+						  RelationGetRelationName(s->vrel), &s->params);
+		if (s->vlayout.mode != s->ts->layout.mode)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("validation relation \"%s\" lays out its features differently from \"%s\"",
+							RelationGetRelationName(s->vrel),
+							s->ts->layout.relname)));
+		cp_buffer_init(&s->vbuf, s->train_cxt, sparse);
+	}
+}
+
+/*
+ * For sparse input without n_features, the dimension is one more than the
+ * largest index in the table, found by one aggregate query.
+ */
+static void
+infer_sparse_dimension(SgdState *s)
+{
+	Relation	rel = s->ts->child->css.ss.ss_currentRelation;
+	CpLayout   *lo = &s->ts->layout;
+	char	   *sql;
+	bool		isnull;
+	Datum		d;
+
+	sql = psprintf("SELECT max(i)::int8 FROM ONLY %s AS t, LATERAL unnest(t.%s) AS i",
+				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+											  RelationGetRelationName(rel)),
+				   quote_identifier(lo->indices_name));
+	SPI_connect();
+	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "corgipile: could not find the largest feature index");
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA),
+				 errmsg("relation \"%s\" has no feature indices to train on",
+						lo->relname)));
+	if (DatumGetInt64(d) >= PG_INT32_MAX || DatumGetInt64(d) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("feature index %lld in relation \"%s\" is out of range",
+						(long long) DatumGetInt64(d), lo->relname)));
+	lo->n_features = (int) DatumGetInt64(d) + 1;
+	SPI_finish();
+}
+
+/* Allocate the weights once the dimension is known (first non-empty buffer). */
+static void
+ensure_model(SgdState *s)
+{
+	MemoryContext old;
+
+	if (s->model_ready)
+		return;
+	old = MemoryContextSwitchTo(s->train_cxt);
+	cp_model_init(&s->model, s->params.model, s->ts->layout.n_features,
+				  s->ts->layout.mode == CP_FEATURES_SPARSE,
+				  s->params.batch_size, s->params.l2, palloc0);
+	MemoryContextSwitchTo(old);
+	s->model.learning_rate = s->learning_rate;
+	s->model_ready = true;
+}
+
+/* The job a buffer gets: permute it, then train on it in that order. */
+static void
+sgd_job_run(void *arg)
+{
+	SgdJob	   *job = (SgdJob *) arg;
+
+	tuple_shuffle_permute(job->ts, job->buf);
+	job->reached = cp_model_train(job->model, job->buf, 0, job->cancel);
+}
+
+static void
+train_single_buffered(SgdState *s)
+{
+	CpBuffer   *buf = &s->bufs[0];
+
+	while (tuple_shuffle_fill(s->ts, buf))
+	{
+		int64		pos = 0;
+
+		if (buf->n_rows == 0)
+			continue;
+		ensure_model(s);
+		tuple_shuffle_permute(s->ts, buf);
+
+		/*
+		 * Stop at a row boundary whenever an interrupt is pending, serve it,
+		 * and carry on from the same row: the result does not depend on
+		 * when interrupts arrive.
+		 */
+		while ((pos = cp_model_train(&s->model, buf, pos, &InterruptPending)) < buf->n_rows)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
+static void
+wait_for_job(SgdState *s)
+{
+	while (!cp_worker_wait(&s->worker, CP_WAIT_POLL_MS))
+		CHECK_FOR_INTERRUPTS();
+	if (s->job.reached != s->job.buf->n_rows)
+		elog(ERROR, "corgipile: training of a buffer was cut short");
+}
+
+static void
+train_double_buffered(SgdState *s)
+{
+	CpBuffer   *cur = &s->bufs[0];
+	CpBuffer   *next = &s->bufs[1];
+	bool		have;
+
+	if (!s->worker.started)
+	{
+		int			rc = cp_worker_start(&s->worker);
+
+		if (rc != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+					 errmsg("corgipile: could not start the double-buffering thread: %s",
+							strerror(rc)),
+					 errhint("Train with double_buffer => false.")));
+	}
+
+	have = tuple_shuffle_fill(s->ts, cur);
+	while (have)
+	{
+		bool		submitted = false;
+		bool		have_next;
+		CpBuffer   *tmp;
+
+		if (cur->n_rows > 0)
+		{
+			ensure_model(s);
+			s->job.ts = s->ts;
+			s->job.buf = cur;
+			s->job.model = &s->model;
+			s->job.cancel = &s->worker.cancel;
+			s->job.reached = 0;
+			cp_worker_submit(&s->worker, sgd_job_run, &s->job);
+			submitted = true;
+		}
+		/* load the next buffer while the helper trains on this one */
+		have_next = tuple_shuffle_fill(s->ts, next);
+		if (submitted)
+			wait_for_job(s);
+		tmp = cur;
+		cur = next;
+		next = tmp;
+		have = have_next;
+	}
+}
+
+/* Score the validation relation with the current weights. */
+static double
+validation_score(SgdState *s)
+{
+	EState	   *estate = s->css.ss.ps.state;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	CpStats		st;
+	MemoryContext row_cxt = s->ts->row_cxt;
+	MemoryContext old;
+	int64		seen = 0;
+
+	memset(&st, 0, sizeof(st));
+	s->vlayout.n_features = s->model.n_features;
+	cp_buffer_reset(&s->vbuf, s->model.n_features);
+	scan = table_beginscan(s->vrel, estate->es_snapshot, 0, NULL);
+	slot = table_slot_create(s->vrel, NULL);
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		old = MemoryContextSwitchTo(row_cxt);
+		cp_layout_append(&s->vlayout, slot, &s->vbuf);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(row_cxt);
+		if (s->vbuf.n_rows >= CP_VALIDATION_BATCH)
+		{
+			cp_model_evaluate(&s->model, &s->vbuf, &st);
+			cp_buffer_reset(&s->vbuf, s->model.n_features);
+		}
+		if ((++seen % CP_VALIDATION_BATCH) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	cp_model_evaluate(&s->model, &s->vbuf, &st);
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	return cp_stats_score(&st, s->model.kind);
+}
+
+static void
+no_rows_error(SgdState *s)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NO_DATA),
+			 errmsg("relation \"%s\" has no rows with a non-NULL label and features to train on",
+					s->ts->layout.relname)));
+}
+
+static void
+run_epoch(SgdState *s)
+{
+	CpEpochResult *res = &s->results[s->n_done];
+	instr_time	start;
+	instr_time	elapsed;
+
+	INSTR_TIME_SET_CURRENT(start);
+
+	if (s->n_done > 0)
+		ExecReScan(&s->ts->css.ss.ps);
+	else if (s->ts->layout.mode == CP_FEATURES_SPARSE && s->ts->layout.n_features == 0)
+		infer_sparse_dimension(s);
+
+	s->learning_rate = s->params.learning_rate * pow(s->params.decay, s->n_done);
+	if (s->model_ready)
+	{
+		s->model.learning_rate = s->learning_rate;
+		memset(&s->model.stats, 0, sizeof(CpStats));
+	}
+
+	if (s->params.double_buffer)
+	{
+		PG_TRY();
+		{
+			train_double_buffered(s);
+		}
+		PG_CATCH();
+		{
+			cp_worker_stop(&s->worker);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+	else
+		train_single_buffered(s);
+
+	if (!s->model_ready)
+		no_rows_error(s);
+	cp_model_flush(&s->model);
+	if (s->model.stats.n == 0)
+		no_rows_error(s);
+
+	res->epoch = s->n_done + 1;
+	res->tuples = s->model.stats.n;
+	res->loss = cp_stats_loss(&s->model.stats);
+	res->score = cp_stats_score(&s->model.stats, s->model.kind);
+	if (!isfinite(res->loss) || !cp_model_is_finite(&s->model))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("training of model \"%s\" diverged in epoch %d: the loss is no longer a finite number",
+						s->model_name, res->epoch),
+				 errhint("Lower learning_rate, add l2, or scale the features.")));
+	if (s->vrel != NULL)
+	{
+		res->has_validation = true;
+		res->validation_score = validation_score(s);
+	}
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
+	res->seconds = INSTR_TIME_GET_DOUBLE(elapsed);
+	s->n_done++;
+
+	if (s->n_done == 1 && s->ts->layout.n_skipped > 0)
+		ereport(NOTICE,
+				(errmsg("corgipile: skipped %lld rows of \"%s\" with a NULL label or NULL features",
+						(long long) s->ts->layout.n_skipped, s->ts->layout.relname)));
+	if (cp_progress_notices)
+	{
+		char		vbuf[64];
+
+		if (res->has_validation)
+			snprintf(vbuf, sizeof(vbuf), "%.6f", res->validation_score);
+		else
+			strlcpy(vbuf, "null", sizeof(vbuf));
+		ereport(NOTICE,
+				(errmsg("corgipile: model=%s epoch=%d/%d tuples=%lld loss=%.6f score=%.6f validation_score=%s seconds=%.3f",
+						s->model_name, res->epoch, s->params.max_epoch_num,
+						(long long) res->tuples, res->loss, res->score, vbuf,
+						res->seconds)));
+	}
+}
+
+static void
+save_model(SgdState *s)
+{
+	CpTrainRecord rec;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.model_name = s->model_name;
+	rec.params = &s->params;
+	rec.layout = &s->ts->layout;
+	rec.sizing = &s->ts->child->sizing;
+	rec.rel = s->ts->child->css.ss.ss_currentRelation;
+	rec.validation_name = s->vrel ? RelationGetRelationName(s->vrel) : NULL;
+	rec.seed = s->seed;
+	rec.model = &s->model;
+	rec.results = s->results;
+	rec.n_results = s->n_done;
+	cp_models_insert(&rec);
+	s->saved = true;
+}
+
+static TupleTableSlot *
+sgd_next(ScanState *node)
+{
+	SgdState   *s = (SgdState *) node;
+	TupleTableSlot *slot = node->ss_ScanTupleSlot;
+	CpEpochResult *res;
+
+	ExecClearTuple(slot);
+	if (s->replay_pos >= s->n_done)
+	{
+		if (s->n_done >= s->params.max_epoch_num)
+			return slot;
+		run_epoch(s);
+		if (s->n_done == s->params.max_epoch_num)
+			save_model(s);
+	}
+	res = &s->results[s->replay_pos++];
+
+	slot->tts_values[0] = s->model_name_datum;
+	slot->tts_values[1] = Int32GetDatum(res->epoch);
+	slot->tts_values[2] = Int64GetDatum(res->tuples);
+	slot->tts_values[3] = Float8GetDatum(res->loss);
+	slot->tts_values[4] = Float8GetDatum(res->score);
+	slot->tts_values[5] = Float8GetDatum(res->validation_score);
+	slot->tts_values[6] = Float8GetDatum(res->seconds);
+	memset(slot->tts_isnull, 0, sizeof(bool) * 7);
+	slot->tts_isnull[4] = isnan(res->score);
+	slot->tts_isnull[5] = !res->has_validation || isnan(res->validation_score);
+	return ExecStoreVirtualTuple(slot);
+}
+
+static bool
+sgd_recheck(ScanState *node, TupleTableSlot *slot)
+{
+	return true;
+}
+
+static TupleTableSlot *
+sgd_exec(CustomScanState *node)
+{
+	return ExecScan(&node->ss, sgd_next, sgd_recheck);
+}
+
+/* A rescan replays the epochs already trained, then goes on training. */
+static void
+sgd_rescan(CustomScanState *node)
+{
+	SgdState   *s = (SgdState *) node;
+
+	s->replay_pos = 0;
+}
+
+static void
+sgd_end(CustomScanState *node)
+{
+	SgdState   *s = (SgdState *) node;
+
+	cp_worker_stop(&s->worker);
+	if (s->vrel != NULL)
+		table_close(s->vrel, NoLock);
+	ExecEndNode(&s->ts->css.ss.ps);
+}
+
+static void
+sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
+{
+	SgdState   *s = (SgdState *) node;
+
+	ExplainPropertyText("Model", cp_model_kind_name(s->params.model), es);
+	ExplainPropertyText("Shuffle", cp_shuffle_name(s->params.shuffle), es);
+	ExplainPropertyInteger("Epochs", NULL, s->params.max_epoch_num, es);
+	ExplainPropertyFloat("Learning Rate", NULL, s->params.learning_rate, 4, es);
+	ExplainPropertyInteger("Batch Size", NULL, s->params.batch_size, es);
+	ExplainPropertyText("Double Buffering", s->params.double_buffer ? "on" : "off", es);
+	if (es->analyze)
+		ExplainPropertyInteger("Epochs Trained", NULL, s->n_done, es);
+}

@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * sgd.h
+ *	  The SGD operator: epochs of training over TupleShuffle's buffers, one
+ *	  output row per epoch.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_SGD_H
+#define CORGIPILE_SGD_H
+
+#include "postgres.h"
+
+#include "nodes/extensible.h"
+
+extern CustomScanMethods sgd_scan_methods;
+
+extern CustomScan *sgd_make_plan(List *args, CustomScan *child, List *tlist,
+								 List *scan_tlist, List *quals, Index rti);
+
+#endif							/* CORGIPILE_SGD_H */

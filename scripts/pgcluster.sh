@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Start, stop or inspect a throwaway PostgreSQL 15 cluster for tests and the
+# demo.  The server runs as a non-root user (postgres when we are root),
+# listens on a Unix socket in the data directory's sibling folder and on
+# 127.0.0.1 only.
+#
+#   scripts/pgcluster.sh start DIR PORT   initdb if needed, then start
+#   scripts/pgcluster.sh stop DIR [MODE]  stop (MODE: fast, immediate)
+#   scripts/pgcluster.sh env DIR PORT     print PGHOST/PGPORT/PGUSER exports
+set -euo pipefail
+
+PG_CONFIG=${PG_CONFIG:-pg_config}
+BINDIR=$("$PG_CONFIG" --bindir)
+
+as_owner() {
+    if [ "$(id -u)" = 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+owner() {
+    if [ "$(id -u)" = 0 ]; then echo postgres; else id -un; fi
+}
+
+cmd=${1:?usage: pgcluster.sh start|stop|env DIR [PORT]}
+dir=${2:?data directory}
+dir=$(realpath -m "$dir")
+data="$dir/data"
+sock="$dir/socket"
+
+case "$cmd" in
+start)
+    port=${3:?port}
+    mkdir -p "$dir" "$sock"
+    [ "$(id -u)" = 0 ] && chown -R postgres: "$dir"
+    if [ ! -f "$data/PG_VERSION" ]; then
+        as_owner "$BINDIR/initdb" -D "$data" -U "$(owner)" --auth=trust \
+            --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log"
+        cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$sock'
+fsync = on
+max_connections = 50
+shared_buffers = 128MB
+log_min_messages = warning
+CONF
+    fi
+    if ! as_owner "$BINDIR/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+        as_owner "$BINDIR/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null
+    fi
+    ;;
+stop)
+    mode=${3:-fast}
+    if as_owner "$BINDIR/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+        as_owner "$BINDIR/pg_ctl" -D "$data" -m "$mode" -w -t 60 stop >/dev/null
+    fi
+    ;;
+env)
+    port=${3:?port}
+    echo "export PGHOST='$sock' PGPORT='$port' PGUSER='$(owner)' PGDATABASE=postgres"
+    ;;
+*)
+    echo "unknown command $cmd" >&2
+    exit 2
+    ;;
+esac
