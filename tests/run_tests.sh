@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make test: install what is missing, build and install the extension, start
+# a throwaway PostgreSQL 15 cluster as a non-root user, run the C unit tests,
+# the SQL regression suite and the pytest suite, then stop the cluster.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+scripts/install_deps.sh
+
+make -s PG_CONFIG="$PG_CONFIG"
+if [ "$(id -u)" = 0 ]; then
+    make -s PG_CONFIG="$PG_CONFIG" install
+else
+    make -s PG_CONFIG="$PG_CONFIG" install || {
+        echo "make test: cannot install into $("$PG_CONFIG" --pkglibdir); run as root" >&2
+        exit 1
+    }
+fi
+
+cluster=$(mktemp -d /tmp/corgipile-test.XXXXXX)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cleanup() {
+    scripts/pgcluster.sh stop "$cluster" immediate || true
+    rm -rf "$cluster"
+}
+trap cleanup EXIT
+scripts/pgcluster.sh start "$cluster" "$port"
+eval "$(scripts/pgcluster.sh env "$cluster" "$port")"
+
+echo "== C unit tests"
+make -s PG_CONFIG="$PG_CONFIG" unittest
+
+echo "== SQL regression tests"
+if ! make -s PG_CONFIG="$PG_CONFIG" installcheck; then
+    cat tests/regress/regression.diffs 2>/dev/null | head -200
+    exit 1
+fi
+
+echo "== pytest"
+export CORGIPILE_TEST_CLUSTER="$cluster"
+export PYTHONDONTWRITEBYTECODE=1
+.venv/bin/python -m pytest -p no:cacheprovider -q tests/python "$@"
