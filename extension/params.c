@@ -318,8 +318,9 @@ size_in_pages(const CpSize *size, BlockNumber n_pages)
  * Without an explicit block_size, a block is a sixteenth of the buffer
  * (CP_TARGET_BLOCKS_PER_BUFFER), at least one page and at most 10 MB: the
  * paper's fixed 10 MB blocks give a small table a buffer of one block, which
- * does not shuffle at all.  Sizes round to whole pages, the buffer to whole
- * blocks (at least one).
+ * does not shuffle at all.  A percentage buffer is at least 16 pages (or the
+ * whole table).  Sizes round to whole pages, the buffer to whole blocks (at
+ * least one).
  */
 void
 cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages, CpSizing *out)
@@ -328,6 +329,16 @@ cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages, CpSizing *out)
 	double		max_block_pages = (double) (CP_MAX_BLOCK_BYTES / BLCKSZ);
 	double		ppb;
 	double		bpb;
+
+	/*
+	 * A percentage of a small table would be a buffer of a page or two,
+	 * which cannot hold many blocks and barely shuffles.  Such a buffer is
+	 * raised to CP_TARGET_BLOCKS_PER_BUFFER pages (or the whole table):
+	 * small tables are cheap to buffer.
+	 */
+	if (p->buffer_size.unit == CP_SIZE_PERCENT)
+		buffer_pages = Max(buffer_pages,
+						   Min((double) n_pages, (double) CP_TARGET_BLOCKS_PER_BUFFER));
 
 	if (p->block_size.unit == CP_SIZE_UNSET)
 		ppb = Min(max_block_pages,

@@ -1,0 +1,121 @@
+-- The first statement of a fresh session already runs on the operators.
+SET corgipile.progress = off;
+SELECT model_name, epoch, tuples, round(loss::numeric, 4) AS loss,
+       round(score::numeric, 4) AS score, validation_score IS NULL AS no_validation,
+       seconds >= 0 AS timed
+FROM corgipile.train('points', 'svm', model_name => 'svm1', max_epoch_num => 3, seed => 42);
+
+-- The model row is kept, with the bias last.
+SELECT model_name, model, relation, label, features, feature_indices, n_features,
+       array_length(weights, 1) AS n_weights, classes, owner = current_user AS mine,
+       params->>'seed' AS seed, params->>'shuffle' AS shuffle, params->>'layout' AS layout,
+       jsonb_array_length(history) AS epochs
+FROM corgipile.models WHERE model_name = 'svm1';
+
+-- Same seed: the same weights, bit for bit, with or without double buffering.
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'svm1_again',
+                                     max_epoch_num => 3, seed => 42);
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'svm1_single',
+                                     max_epoch_num => 3, seed => 42, double_buffer => false);
+SELECT a.weights = b.weights AS same_seed_same_weights,
+       a.weights = c.weights AS single_buffered_same_weights
+FROM corgipile.models a, corgipile.models b, corgipile.models c
+WHERE a.model_name = 'svm1' AND b.model_name = 'svm1_again' AND c.model_name = 'svm1_single';
+
+-- Another seed gives another order, hence other weights.
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'svm_seed7',
+                                     max_epoch_num => 3, seed => 7);
+SELECT a.weights <> b.weights AS other_seed_other_weights
+FROM corgipile.models a, corgipile.models b
+WHERE a.model_name = 'svm1' AND b.model_name = 'svm_seed7';
+
+-- Logistic regression (alias lr), mini-batches, L2, and validation.
+SELECT epoch, round(loss::numeric, 4) AS loss, round(score::numeric, 4) AS score,
+       round(validation_score::numeric, 4) AS validation_score
+FROM corgipile.train('points', 'lr', model_name => 'lr1', max_epoch_num => 4,
+                     batch_size => 16, l2 => 0.001, learning_rate => 0.5,
+                     validation => 'points_test', seed => 1);
+SELECT model, params->>'batch_size' AS batch_size, params->>'validation' AS validation
+FROM corgipile.models WHERE model_name = 'lr1';
+
+-- Each strategy visits every row once per epoch.
+SELECT shuffle, min(tuples), max(tuples), count(*)
+FROM (VALUES ('corgipile'), ('block_only'), ('no_shuffle')) AS s(shuffle),
+     LATERAL (SELECT tuples FROM corgipile.train('points', 'svm',
+              model_name => 'visit_' || s.shuffle, shuffle => s.shuffle,
+              max_epoch_num => 2, seed => 3)) AS r
+GROUP BY shuffle ORDER BY shuffle;
+
+-- Labels: 0/1 and booleans map onto the same model as -1/+1.
+SELECT count(*) FROM corgipile.train('points01', 'svm', model_name => 'svm01',
+                                     max_epoch_num => 3, seed => 42);
+SELECT count(*) FROM corgipile.train('points_bool', 'svm', model_name => 'svm_bool',
+                                     max_epoch_num => 3, seed => 42);
+SELECT model_name, classes FROM corgipile.models
+WHERE model_name IN ('svm01', 'svm_bool') ORDER BY 1;
+SELECT a.weights = b.weights AS zero_one_same_as_pm1
+FROM corgipile.models a, corgipile.models b
+WHERE a.model_name = 'svm1' AND b.model_name = 'svm01';
+
+-- Feature columns and the sparse layout train the same model as the array
+-- when the rows come in the same order (no_shuffle: their tables have other
+-- page layouts, so random block orders would differ).
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'svm_array_seq',
+                                     shuffle => 'no_shuffle', max_epoch_num => 3);
+SELECT count(*) FROM corgipile.train('points_cols', 'svm', model_name => 'svm_cols',
+                                     features => 'x1, x2', shuffle => 'no_shuffle',
+                                     max_epoch_num => 3);
+SELECT count(*) FROM corgipile.train('points_sparse', 'svm', model_name => 'svm_sparse',
+                                     features => 'vals', feature_indices => 'idx',
+                                     shuffle => 'no_shuffle', max_epoch_num => 3);
+SELECT m.model_name, m.features, m.feature_indices, m.n_features, m.params->>'layout' AS layout,
+       (SELECT max(abs(x - y)) FROM unnest(m.weights, a.weights) AS u(x, y)) < 1e-9 AS same_as_array
+FROM corgipile.models m, corgipile.models a
+WHERE m.model_name IN ('svm_cols', 'svm_sparse') AND a.model_name = 'svm_array_seq'
+ORDER BY 1;
+
+-- Rows with a NULL label or NULL features are skipped and counted.
+CREATE TABLE points_nulls AS SELECT * FROM points;
+UPDATE points_nulls SET label = NULL WHERE id % 100 = 0;
+UPDATE points_nulls SET features = NULL WHERE id % 100 = 1;
+UPDATE points_nulls SET features = ARRAY[NULL, 1]::float8[] WHERE id % 100 = 2;
+SELECT epoch, tuples FROM corgipile.train('points_nulls', 'svm', model_name => 'svm_nulls',
+                                          max_epoch_num => 2, seed => 1);
+
+-- A generated name when model_name is NULL.
+SELECT model_name ~ '^points_logistic_[0-9]+$' AS generated
+FROM corgipile.train('points', 'logistic', max_epoch_num => 1, seed => 1);
+
+-- A rolled-back training leaves no model.
+BEGIN;
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'rolled_back',
+                                     max_epoch_num => 1);
+ROLLBACK;
+SELECT count(*) AS rolled_back_models FROM corgipile.models WHERE model_name = 'rolled_back';
+
+-- Called in a SELECT list, or with arguments that are not constants at
+-- plan time, train() runs the same operators through its fallback.
+SELECT (corgipile.train('points', 'svm', model_name => 'svm_tlist',
+                        max_epoch_num => 3, seed => 42)).epoch;
+PREPARE tr(regclass, text) AS
+SELECT epoch, tuples FROM corgipile.train($1, 'svm', model_name => $2, max_epoch_num => 2, seed => 42);
+SET plan_cache_mode = force_generic_plan;
+EXECUTE tr('points', 'svm_prepared');
+RESET plan_cache_mode;
+SELECT a.weights = b.weights AS fallback_same_weights
+FROM corgipile.models a, corgipile.models b
+WHERE a.model_name = 'svm1' AND b.model_name = 'svm_tlist';
+
+-- A WHERE clause on the output filters the epochs.
+SELECT epoch FROM corgipile.train('points', 'svm', model_name => 'svm_where',
+                                  max_epoch_num => 4, seed => 1)
+WHERE epoch % 2 = 0;
+
+-- Explicit block and buffer sizes: 16kB is 2 pages, 64kB a buffer of 4 blocks.
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'sized',
+                                     block_size => '16kB', buffer_size => '64kB',
+                                     max_epoch_num => 1);
+SELECT params->>'pages_per_block' AS pages_per_block,
+       params->>'blocks_per_buffer' AS blocks_per_buffer, params->>'n_blocks' AS n_blocks,
+       pg_relation_size('points') / current_setting('block_size')::int AS table_pages
+FROM corgipile.models WHERE model_name = 'sized';
