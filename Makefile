@@ -41,7 +41,7 @@ CORE_SRCS = extension/core/linear_model.c extension/core/shuffle.c extension/cor
 tests/unit/test_core: tests/unit/test_core.c $(CORE_SRCS) $(wildcard extension/core/*.h)
 	$(CC) $(CFLAGS) -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir-server) \
 		-o $@ tests/unit/test_core.c $(CORE_SRCS) \
-		-L$(shell $(PG_CONFIG) --libdir) -lpgcommon -lpgport -pthread -lm
+		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -pthread -lm
 
 .PHONY: unittest test demo bench
 unittest: tests/unit/test_core

@@ -1,0 +1,418 @@
+/*
+ * Unit tests of the plain C core (model math, shuffles, helper thread),
+ * run without a server: make unittest.  Prints "N passed, N failed".
+ */
+#include "c.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buffer.h"
+#include "core/linear_model.h"
+#include "core/shuffle.h"
+#include "core/worker.h"
+
+static int	n_passed = 0;
+static int	n_failed = 0;
+
+#define CHECK(cond, ...) \
+	do { \
+		if (cond) \
+			n_passed++; \
+		else \
+		{ \
+			n_failed++; \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+			printf(__VA_ARGS__); \
+			printf("\n"); \
+		} \
+	} while (0)
+
+static void *
+alloc_zero(Size size)
+{
+	return calloc(1, size);
+}
+
+/* A dense buffer of n rows of d features. */
+static CpBuffer
+dense_buffer(int64 n, int d)
+{
+	CpBuffer	b;
+
+	memset(&b, 0, sizeof(b));
+	b.n_rows = n;
+	b.n_features = d;
+	b.labels = calloc(n, sizeof(double));
+	b.values = calloc(n * d, sizeof(double));
+	b.order = calloc(n, sizeof(uint32));
+	cp_order_identity(b.order, n);
+	return b;
+}
+
+/* The same rows in the sparse layout, every value stored. */
+static CpBuffer
+to_sparse(const CpBuffer *d)
+{
+	CpBuffer	s = *d;
+	int64		nnz = d->n_rows * d->n_features;
+
+	s.sparse = true;
+	s.values = malloc(sizeof(double) * nnz);
+	s.indices = malloc(sizeof(int32) * nnz);
+	s.offsets = malloc(sizeof(int64) * (d->n_rows + 1));
+	s.offsets[0] = 0;
+	for (int64 i = 0; i < d->n_rows; i++)
+	{
+		for (int j = 0; j < d->n_features; j++)
+		{
+			s.values[i * d->n_features + j] = d->values[i * d->n_features + j];
+			s.indices[i * d->n_features + j] = j;
+		}
+		s.offsets[i + 1] = (i + 1) * d->n_features;
+	}
+	s.nnz = nnz;
+	return s;
+}
+
+/* Two Gaussian-ish blobs, separable when gap is large. */
+static CpBuffer
+blobs(int64 n, int d, double gap, uint64 seed)
+{
+	CpBuffer	b = dense_buffer(n, d);
+	pg_prng_state rng;
+
+	pg_prng_seed(&rng, seed);
+	for (int64 i = 0; i < n; i++)
+	{
+		double		y = (i % 2 == 0) ? 1.0 : -1.0;
+
+		b.labels[i] = y;
+		for (int j = 0; j < d; j++)
+			b.values[i * d + j] = (j == 0 ? y * gap : 0.0) + (pg_prng_double(&rng) - 0.5);
+	}
+	return b;
+}
+
+static void
+test_shuffle(void)
+{
+	pg_prng_state rng;
+	uint32		a[1000];
+	int			counts[24];
+	bool		seen[1000];
+	bool		valid = true;
+	int64		trials = 240000;
+	double		chi2 = 0.0;
+
+	pg_prng_seed(&rng, 1);
+	cp_order_identity(a, 1000);
+	cp_shuffle_uint32(a, 1000, &rng);
+	memset(seen, 0, sizeof(seen));
+	for (int i = 0; i < 1000; i++)
+	{
+		if (a[i] >= 1000 || seen[a[i]])
+			valid = false;
+		else
+			seen[a[i]] = true;
+	}
+	CHECK(valid, "Fisher-Yates output is not a permutation");
+
+	/* all 24 orders of 4 items are about equally likely (chi^2, 23 dof) */
+	memset(counts, 0, sizeof(counts));
+	for (int64 t = 0; t < trials; t++)
+	{
+		uint32		p[4];
+		int			code = 0;
+		int			fact[4] = {6, 2, 1, 1};
+
+		cp_order_identity(p, 4);
+		cp_shuffle_uint32(p, 4, &rng);
+		/* Lehmer code of the permutation */
+		for (int i = 0; i < 4; i++)
+		{
+			int			smaller = 0;
+
+			for (int j = i + 1; j < 4; j++)
+				if (p[j] < p[i])
+					smaller++;
+			code += smaller * fact[i];
+		}
+		counts[code]++;
+	}
+	for (int k = 0; k < 24; k++)
+	{
+		double		e = trials / 24.0;
+
+		chi2 += (counts[k] - e) * (counts[k] - e) / e;
+	}
+	/* 99.9th percentile of chi^2 with 23 degrees of freedom is 49.7 */
+	CHECK(chi2 < 49.7, "shuffle is not uniform: chi2 = %.1f", chi2);
+
+	/* same seed, same order; the two streams of one seed differ */
+	{
+		uint32		x[100],
+					y[100];
+		pg_prng_state r1,
+					r2;
+
+		pg_prng_seed(&r1, cp_derive_seed(42, 0));
+		pg_prng_seed(&r2, cp_derive_seed(42, 0));
+		cp_order_identity(x, 100);
+		cp_order_identity(y, 100);
+		cp_shuffle_uint32(x, 100, &r1);
+		cp_shuffle_uint32(y, 100, &r2);
+		CHECK(memcmp(x, y, sizeof(x)) == 0, "same seed gave different orders");
+		CHECK(cp_derive_seed(42, 0) != cp_derive_seed(42, 1), "streams share a seed");
+		CHECK(cp_derive_seed(42, 0) != cp_derive_seed(43, 0), "seeds collide");
+	}
+}
+
+/* d loss / d margin against central finite differences. */
+static void
+test_gradients(void)
+{
+	CpModelKind kinds[] = {CP_MODEL_SVM, CP_MODEL_LOGISTIC, CP_MODEL_LINEAR};
+	double		margins[] = {-3.0, -0.7, 0.2, 0.45, 2.5};
+	double		ys[] = {-1.0, 1.0};
+	double		h = 1e-6;
+
+	for (int k = 0; k < 3; k++)
+		for (int m = 0; m < 5; m++)
+			for (int i = 0; i < 2; i++)
+			{
+				double		z = margins[m];
+				double		y = ys[i];
+				double		fd = (cp_loss(kinds[k], z + h, y) - cp_loss(kinds[k], z - h, y)) / (2 * h);
+				double		an = cp_dloss(kinds[k], z, y);
+
+				CHECK(fabs(fd - an) < 1e-6, "kind %d margin %g y %g: analytic %g, numeric %g",
+					  kinds[k], z, y, an, fd);
+			}
+
+	/* the weight gradient through a whole row: perturb each weight */
+	{
+		CpBuffer	b = blobs(1, 5, 1.0, 9);
+		CpModel		m;
+
+		cp_model_init(&m, CP_MODEL_LOGISTIC, 5, false, 1, 0.0, alloc_zero);
+		for (int j = 0; j < 6; j++)
+			m.w[j] = 0.1 * (j + 1);
+		for (int j = 0; j < 6; j++)
+		{
+			double		x = (j < 5) ? b.values[j] : 1.0;
+			double		an = cp_dloss(m.kind, cp_model_margin(&m, &b, 0), b.labels[0]) * x;
+			double		saved = m.w[j];
+			double		up,
+						down;
+
+			m.w[j] = saved + h;
+			up = cp_loss(m.kind, cp_model_margin(&m, &b, 0), b.labels[0]);
+			m.w[j] = saved - h;
+			down = cp_loss(m.kind, cp_model_margin(&m, &b, 0), b.labels[0]);
+			m.w[j] = saved;
+			CHECK(fabs((up - down) / (2 * h) - an) < 1e-6, "weight %d gradient off", j);
+		}
+	}
+}
+
+static void
+test_numerics(void)
+{
+	/* huge margins: no overflow, no NaN */
+	CHECK(isfinite(cp_loss(CP_MODEL_LOGISTIC, -1e6, 1.0)), "log loss overflowed");
+	CHECK(fabs(cp_loss(CP_MODEL_LOGISTIC, -1e6, 1.0) - 1e6) < 1e-6, "log loss of -1e6 wrong");
+	CHECK(cp_loss(CP_MODEL_LOGISTIC, 1e6, 1.0) == 0.0, "log loss of 1e6 not 0");
+	CHECK(isfinite(cp_dloss(CP_MODEL_LOGISTIC, -1e6, 1.0)), "log gradient overflowed");
+	CHECK(fabs(cp_dloss(CP_MODEL_LOGISTIC, -1e6, 1.0) + 1.0) < 1e-12, "saturated gradient not -y");
+	CHECK(cp_dloss(CP_MODEL_LOGISTIC, 1e6, 1.0) == 0.0 || fabs(cp_dloss(CP_MODEL_LOGISTIC, 1e6, 1.0)) < 1e-300,
+		  "gradient of a confident right answer not 0");
+	CHECK(cp_predict_from_margin(CP_MODEL_SVM, 0.0) == -1.0, "zero margin should be negative");
+}
+
+static void
+test_training(void)
+{
+	CpBuffer	b = blobs(2000, 4, 2.0, 3);
+	CpModel		m;
+
+	cp_model_init(&m, CP_MODEL_SVM, 4, false, 1, 0.0, alloc_zero);
+	m.learning_rate = 0.1;
+	for (int e = 0; e < 3; e++)
+	{
+		memset(&m.stats, 0, sizeof(m.stats));
+		cp_model_train(&m, &b, 0, NULL);
+	}
+	CHECK(cp_stats_score(&m.stats, m.kind) > 0.99, "svm on separable blobs: accuracy %.3f",
+		  cp_stats_score(&m.stats, m.kind));
+	CHECK(m.stats.n == 2000, "one epoch saw %lld rows", (long long) m.stats.n);
+
+	/* a full batch is one gradient step on the mean gradient */
+	{
+		CpBuffer	s = blobs(8, 3, 1.0, 5);
+		CpModel		mb;
+		double		expect[4] = {0, 0, 0, 0};
+
+		cp_model_init(&mb, CP_MODEL_LINEAR, 3, false, 8, 0.0, alloc_zero);
+		mb.learning_rate = 0.5;
+		for (int i = 0; i < 8; i++)
+		{
+			double		g = cp_dloss(CP_MODEL_LINEAR, 0.0, s.labels[i]);
+
+			for (int j = 0; j < 3; j++)
+				expect[j] -= 0.5 * g * s.values[i * 3 + j] / 8;
+			expect[3] -= 0.5 * g / 8;
+		}
+		cp_model_train(&mb, &s, 0, NULL);
+		for (int j = 0; j < 4; j++)
+			CHECK(fabs(mb.w[j] - expect[j]) < 1e-12, "mini-batch weight %d: %g vs %g",
+				  j, mb.w[j], expect[j]);
+	}
+
+	/* linear regression recovers y = 2 x0 - x1 + 0.5 */
+	{
+		CpBuffer	r = blobs(4000, 2, 0.0, 11);
+		CpModel		lm;
+
+		for (int i = 0; i < 4000; i++)
+			r.labels[i] = 2 * r.values[i * 2] - r.values[i * 2 + 1] + 0.5;
+		cp_model_init(&lm, CP_MODEL_LINEAR, 2, false, 1, 0.0, alloc_zero);
+		lm.learning_rate = 0.05;
+		for (int e = 0; e < 20; e++)
+			cp_model_train(&lm, &r, 0, NULL);
+		CHECK(fabs(lm.w[0] - 2) < 1e-3 && fabs(lm.w[1] + 1) < 1e-3 && fabs(lm.w[2] - 0.5) < 1e-3,
+			  "linear weights %g %g %g", lm.w[0], lm.w[1], lm.w[2]);
+	}
+}
+
+/* The same rows dense and sparse give the same model (no L2: with L2 the
+ * sparse layout shrinks only touched weights, by design). */
+static void
+test_sparse_equals_dense(void)
+{
+	for (int batch = 1; batch <= 4; batch += 3)
+	{
+		CpBuffer	d = blobs(500, 6, 1.0, 17);
+		CpBuffer	s = to_sparse(&d);
+		CpModel		md,
+					ms;
+		double		maxdiff = 0.0;
+
+		cp_model_init(&md, CP_MODEL_LOGISTIC, 6, false, batch, 0.0, alloc_zero);
+		cp_model_init(&ms, CP_MODEL_LOGISTIC, 6, true, batch, 0.0, alloc_zero);
+		md.learning_rate = ms.learning_rate = 0.2;
+		cp_model_train(&md, &d, 0, NULL);
+		cp_model_train(&ms, &s, 0, NULL);
+		cp_model_flush(&md);
+		cp_model_flush(&ms);
+		for (int j = 0; j < 7; j++)
+			maxdiff = Max(maxdiff, fabs(md.w[j] - ms.w[j]));
+		CHECK(maxdiff < 1e-12, "batch %d: sparse and dense differ by %g", batch, maxdiff);
+	}
+}
+
+/* Stopping at a cancel point and resuming gives the same weights. */
+static void
+test_resume(void)
+{
+	CpBuffer	b = blobs(3000, 5, 1.0, 23);
+	CpModel		a,
+				r;
+	volatile sig_atomic_t flag = 1;
+	int64		pos = 0;
+	int			stops = 0;
+
+	cp_model_init(&a, CP_MODEL_SVM, 5, false, 1, 0.01, alloc_zero);
+	cp_model_init(&r, CP_MODEL_SVM, 5, false, 1, 0.01, alloc_zero);
+	a.learning_rate = r.learning_rate = 0.1;
+	cp_model_train(&a, &b, 0, NULL);
+	while ((pos = cp_model_train(&r, &b, pos, &flag)) < b.n_rows)
+		stops++;
+	CHECK(stops > 5, "a raised flag did not stop training (stops %d)", stops);
+	CHECK(memcmp(a.w, r.w, sizeof(double) * 6) == 0, "resumed training differs");
+	CHECK(a.stats.n == r.stats.n, "resumed training counted %lld rows", (long long) r.stats.n);
+}
+
+typedef struct SleepJob
+{
+	volatile sig_atomic_t *cancel;
+	int			ms;
+	bool		signals_blocked;
+	int			runs;
+} SleepJob;
+
+static void
+sleep_job(void *arg)
+{
+	SleepJob   *j = (SleepJob *) arg;
+	sigset_t	mask;
+
+	pthread_sigmask(SIG_SETMASK, NULL, &mask);
+	j->signals_blocked = sigismember(&mask, SIGINT) && sigismember(&mask, SIGTERM) &&
+		sigismember(&mask, SIGUSR1);
+	for (int i = 0; i < j->ms && !*j->cancel; i++)
+		usleep(1000);
+	j->runs++;
+}
+
+static double
+now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+test_worker(void)
+{
+	CpWorker	w;
+	SleepJob	job;
+	double		t0;
+	int			polls = 0;
+
+	CHECK(cp_worker_start(&w) == 0, "worker did not start");
+	memset(&job, 0, sizeof(job));
+	job.cancel = &w.cancel;
+	job.ms = 50;
+	for (int i = 0; i < 3; i++)
+	{
+		cp_worker_submit(&w, sleep_job, &job);
+		while (!cp_worker_wait(&w, 5))
+			polls++;
+	}
+	CHECK(job.runs == 3, "worker ran %d of 3 jobs", job.runs);
+	CHECK(polls > 3, "wait did not time out while the job ran");
+	CHECK(job.signals_blocked, "signals are not blocked in the helper thread");
+
+	/* stopping cuts a long job short */
+	job.ms = 60000;
+	cp_worker_submit(&w, sleep_job, &job);
+	usleep(20000);
+	t0 = now_seconds();
+	cp_worker_stop(&w);
+	CHECK(now_seconds() - t0 < 1.0, "stop took %.2f s", now_seconds() - t0);
+	CHECK(!w.started, "worker still marked started");
+	cp_worker_stop(&w);			/* a second stop must not hang or crash */
+}
+
+int
+main(void)
+{
+	test_shuffle();
+	test_gradients();
+	test_numerics();
+	test_training();
+	test_sparse_equals_dense();
+	test_resume();
+	test_worker();
+	printf("%d passed, %d failed\n", n_passed, n_failed);
+	return n_failed == 0 ? 0 : 1;
+}
