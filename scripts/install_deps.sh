@@ -27,7 +27,7 @@ fi
 
 # Python: one venv for the tests, the demo, the benchmarks and the client.
 stamp=.venv/.deps-stamp
-want=$(cat requirements-dev.txt python_client/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16)
+want=$({ cat requirements-dev.txt; cat python_client/pyproject.toml 2>/dev/null || true; } | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     [ -x .venv/bin/python ] || python3 -m venv .venv
     .venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
