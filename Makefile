@@ -54,4 +54,4 @@ demo:
 	scripts/demo.sh
 
 bench:
-	scripts/bench.sh
+	scripts/bench.sh $(ARGS)
