@@ -36,6 +36,11 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies; the headers are few and shared, so
+# any change to one rebuilds every object (stale struct layouts crash).
+HEADERS = $(wildcard extension/*.h extension/core/*.h)
+$(OBJS) $(OBJS:.o=.bc): $(HEADERS)
+
 # The pure C core, tested without a server.
 CORE_SRCS = extension/core/linear_model.c extension/core/shuffle.c extension/core/worker.c
 tests/unit/test_core: tests/unit/test_core.c $(CORE_SRCS) $(wildcard extension/core/*.h)

@@ -173,6 +173,7 @@ void
 tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf)
 {
 	cp_order_identity(buf->order, buf->n_rows);
+	buf->order_is_identity = !ts->shuffle_tuples;
 	if (ts->shuffle_tuples)
 		cp_shuffle_uint32(buf->order, buf->n_rows, &ts->rng);
 }

@@ -31,6 +31,7 @@ typedef struct CpBuffer
 	int64		cap_nnz;		/* sparse only: values allocated */
 
 	uint32	   *order;			/* visiting order: a permutation of rows */
+	bool		order_is_identity;	/* order[i] == i: rows already in order */
 	void	   *memcxt;			/* owner of the arrays; opaque to the core */
 	uint64	   *row_ids;		/* optional: caller's id for each row (for
 								 * inspecting the order), or NULL */

@@ -56,6 +56,11 @@ typedef struct CpModel
 	uint8	   *mark;			/* sparse: touched[] membership */
 	int			n_touched;
 
+	/* dense rows are gathered here in visiting order before training */
+	int			gather_rows;
+	double	   *gather_values;	/* gather_rows * n_features */
+	double	   *gather_labels;	/* gather_rows */
+
 	CpStats		stats;			/* the current epoch */
 } CpModel;
 

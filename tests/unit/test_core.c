@@ -317,26 +317,63 @@ test_sparse_equals_dense(void)
 	}
 }
 
-/* Stopping at a cancel point and resuming gives the same weights. */
+/* Stopping at a cancel point and resuming gives the same weights, on the
+ * dense (gathered) and the sparse training paths. */
 static void
 test_resume(void)
 {
-	CpBuffer	b = blobs(3000, 5, 1.0, 23);
-	CpModel		a,
-				r;
-	volatile sig_atomic_t flag = 1;
-	int64		pos = 0;
-	int			stops = 0;
+	for (int sparse = 0; sparse <= 1; sparse++)
+	{
+		CpBuffer	d = blobs(20000, 5, 1.0, 23);
+		CpBuffer	b = sparse ? to_sparse(&d) : d;
+		CpModel		a,
+					r;
+		volatile sig_atomic_t flag = 1;
+		int64		pos = 0;
+		int			stops = 0;
+		pg_prng_state rng;
 
-	cp_model_init(&a, CP_MODEL_SVM, 5, false, 1, 0.01, alloc_zero);
-	cp_model_init(&r, CP_MODEL_SVM, 5, false, 1, 0.01, alloc_zero);
-	a.learning_rate = r.learning_rate = 0.1;
-	cp_model_train(&a, &b, 0, NULL);
-	while ((pos = cp_model_train(&r, &b, pos, &flag)) < b.n_rows)
-		stops++;
-	CHECK(stops > 5, "a raised flag did not stop training (stops %d)", stops);
-	CHECK(memcmp(a.w, r.w, sizeof(double) * 6) == 0, "resumed training differs");
-	CHECK(a.stats.n == r.stats.n, "resumed training counted %lld rows", (long long) r.stats.n);
+		pg_prng_seed(&rng, 5);
+		cp_shuffle_uint32(b.order, b.n_rows, &rng);
+		cp_model_init(&a, CP_MODEL_SVM, 5, sparse, 1, 0.01, alloc_zero);
+		cp_model_init(&r, CP_MODEL_SVM, 5, sparse, 1, 0.01, alloc_zero);
+		a.learning_rate = r.learning_rate = 0.1;
+		cp_model_train(&a, &b, 0, NULL);
+		while ((pos = cp_model_train(&r, &b, pos, &flag)) < b.n_rows)
+			stops++;
+		CHECK(stops >= 3, "sparse=%d: a raised flag did not stop training (stops %d)", sparse, stops);
+		CHECK(memcmp(a.w, r.w, sizeof(double) * 6) == 0, "sparse=%d: resumed training differs", sparse);
+		CHECK(a.stats.n == r.stats.n, "sparse=%d: resumed training counted %lld rows",
+			  sparse, (long long) r.stats.n);
+	}
+}
+
+/* Training a shuffled order by gathering rows (dense) gives exactly what
+ * the row-by-row path (sparse, same values) gives. */
+static void
+test_gather_matches_direct(void)
+{
+	CpBuffer	d = blobs(10000, 7, 1.0, 31);
+	CpBuffer	s;
+	CpModel		md,
+				ms;
+	pg_prng_state rng;
+	double		maxdiff = 0.0;
+
+	pg_prng_seed(&rng, 8);
+	cp_shuffle_uint32(d.order, d.n_rows, &rng);
+	s = to_sparse(&d);
+	cp_model_init(&md, CP_MODEL_SVM, 7, false, 1, 0.0, alloc_zero);
+	cp_model_init(&ms, CP_MODEL_SVM, 7, true, 1, 0.0, alloc_zero);
+	md.learning_rate = ms.learning_rate = 0.05;
+	CHECK(md.gather_rows > 0 && md.gather_rows < d.n_rows, "dense model does not gather in chunks");
+	cp_model_train(&md, &d, 0, NULL);
+	cp_model_train(&ms, &s, 0, NULL);
+	for (int j = 0; j < 8; j++)
+		maxdiff = Max(maxdiff, fabs(md.w[j] - ms.w[j]));
+	CHECK(maxdiff < 1e-12, "gathered and direct training differ by %g", maxdiff);
+	CHECK(md.stats.n_correct == ms.stats.n_correct, "accuracy differs: %lld vs %lld",
+		  (long long) md.stats.n_correct, (long long) ms.stats.n_correct);
 }
 
 typedef struct SleepJob
@@ -412,6 +449,7 @@ main(void)
 	test_training();
 	test_sparse_equals_dense();
 	test_resume();
+	test_gather_matches_direct();
 	test_worker();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;

@@ -57,7 +57,7 @@ SELECT * FROM corgipile.train('points', 'svm', n_features => 3, features => 'id'
 CREATE TABLE ragged AS SELECT * FROM points;
 UPDATE ragged SET features = ARRAY[1, 2, 3] WHERE id = 1500;
 SELECT * FROM corgipile.train('ragged', 'svm', shuffle => 'no_shuffle');
-SELECT * FROM corgipile.train('points', 'svm', n_features => 3);
+SELECT * FROM corgipile.train('points', 'svm', n_features => 3, shuffle => 'no_shuffle');
 CREATE TABLE two_d AS SELECT 1 AS label, ARRAY[[1.0, 2.0], [3.0, 4.0]]::float8[] AS features;
 SELECT * FROM corgipile.train('two_d', 'svm');
 CREATE TABLE empty_arrays AS SELECT 1 AS label, '{}'::float8[] AS features;
