@@ -45,8 +45,8 @@ def ensure_table(conn: psycopg.Connection, table: str, rows: int, dims: int) -> 
     conn.execute(
         f"CREATE TABLE {table} AS SELECT i AS id, "
         f"CASE WHEN i <= {rows // 2} THEN 1 ELSE -1 END AS label, "
-        f"(SELECT array_agg(random() * 2 - 1 + CASE WHEN i <= {rows // 2} THEN 0.3 ELSE -0.3 END) "
-        f" FROM generate_series(1, {dims}) WHERE i > 0)::float8[] AS features "
+        f"(SELECT array_agg(random() * 2 - 1 + CASE WHEN i <= {rows // 2} THEN 0.3 ELSE -0.3 END "
+        f"                  + 0 * j) FROM generate_series(1, {dims}) AS j)::float8[] AS features "
         f"FROM generate_series(1, {rows}) AS i")
     conn.execute(f"VACUUM ANALYZE {table}")
 
