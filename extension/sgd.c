@@ -30,6 +30,7 @@
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "portability/instr_time.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -167,6 +168,10 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
+
+	/* the model is written at the end: refuse now rather than after training */
+	PreventCommandIfReadOnly("corgipile.train()");
+	PreventCommandIfParallelMode("corgipile.train()");
 
 	if (s->params.model_name != NULL)
 		s->model_name = s->params.model_name;

@@ -57,5 +57,27 @@ CREATE FUNCTION train_twice() RETURNS bigint LANGUAGE sql AS $$
 $$;
 SELECT train_twice();
 
+-- A read-only transaction is refused before any work.
+BEGIN READ ONLY;
+SELECT * FROM corgipile.train('points', 'svm', model_name => 'read_only');
+ROLLBACK;
+
+-- A rescan (here of a lateral subquery, once per outer row) replays the
+-- epochs instead of training and storing the model again.
+EXPLAIN (COSTS OFF)
+SELECT g, s.epoch FROM generate_series(1, 2) AS g,
+     LATERAL (SELECT * FROM corgipile.train('points', 'svm', model_name => 'rescanned',
+                                            max_epoch_num => 2, seed => 1) AS r
+              WHERE r.epoch >= g OFFSET 0) AS s;
+SELECT g, s.epoch FROM generate_series(1, 2) AS g,
+     LATERAL (SELECT * FROM corgipile.train('points', 'svm', model_name => 'rescanned',
+                                            max_epoch_num => 2, seed => 1) AS r
+              WHERE r.epoch >= g OFFSET 0) AS s;
+SELECT count(*) FROM corgipile.models WHERE model_name = 'rescanned';
+
+-- Stopping early (LIMIT, a cursor closed early) stores no model.
+SELECT epoch FROM corgipile.train('points', 'svm', model_name => 'cut_short', max_epoch_num => 5) LIMIT 1;
+SELECT count(*) FROM corgipile.models WHERE model_name = 'cut_short';
+
 DROP OWNED BY corgipile_analyst;
 DROP ROLE corgipile_analyst;
