@@ -56,7 +56,7 @@ test:
 	tests/run_tests.sh
 
 demo:
-	scripts/demo.sh
+	scripts/with_demo_cluster.sh .venv/bin/python scripts/demo.py $(ARGS)
 
 bench:
-	scripts/bench.sh $(ARGS)
+	scripts/with_demo_cluster.sh .venv/bin/python scripts/bench_epochs.py $(ARGS)
