@@ -15,6 +15,8 @@ OBJS = \
 	extension/sgd.o \
 	extension/train.o \
 	extension/tupleshuffle.o \
+	extension/window.o \
+	extension/piles.o \
 	extension/core/linear_model.o \
 	extension/core/shuffle.o \
 	extension/core/worker.o

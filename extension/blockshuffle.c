@@ -95,7 +95,7 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	Relation	rel = node->ss.ss_currentRelation;
 	BlockNumber n_pages;
 
-	bs->random_order = (bs->params.shuffle != CP_SHUFFLE_NO_SHUFFLE);
+	bs->random_order = cp_shuffle_random_blocks(bs->params.shuffle);
 	if (bs->params.has_seed)
 		block_shuffle_set_seed(bs, (uint64) bs->params.seed);
 	else

@@ -34,6 +34,8 @@ cp_layout_mode_name(CpFeatureMode mode)
 			return "columns";
 		case CP_FEATURES_SPARSE:
 			return "sparse";
+		case CP_FEATURES_NONE:
+			return "none";
 	}
 	return "unknown";
 }
@@ -194,6 +196,32 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 	lo->n_features = lo->n_columns;
 }
 
+/*
+ * A layout that reads no label or features, only where each row is: its
+ * ctid and, if the table has an integer column named id, that id.
+ */
+void
+cp_layout_ids_only(CpLayout *lo, TupleDesc tupdesc, const char *relname)
+{
+	memset(lo, 0, sizeof(*lo));
+	lo->relname = pstrdup(relname);
+	lo->mode = CP_FEATURES_NONE;
+	lo->with_ids = true;
+	for (int i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
+		Oid			type = getBaseType(attr->atttypid);
+
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), "id") == 0 &&
+			cp_is_index_type(type))
+		{
+			lo->id_attno = attr->attnum;
+			lo->id_type = type;
+		}
+	}
+	lo->max_attno = lo->id_attno;
+}
+
 /* The columns read, as offsets for RangeTblEntry.selectedCols. */
 Bitmapset *
 cp_layout_columns(const CpLayout *lo)
@@ -202,6 +230,12 @@ cp_layout_columns(const CpLayout *lo)
 
 #define ADD_COL(attno) \
 	cols = bms_add_member(cols, (attno) - FirstLowInvalidHeapAttributeNumber)
+	if (lo->mode == CP_FEATURES_NONE)
+	{
+		if (lo->id_attno > 0)
+			ADD_COL(lo->id_attno);
+		return cols;
+	}
 	ADD_COL(lo->label_attno);
 	if (lo->mode == CP_FEATURES_COLUMNS)
 	{
@@ -224,6 +258,14 @@ cp_buffer_init(CpBuffer *buf, MemoryContext cxt, bool sparse)
 	buf->sparse = sparse;
 }
 
+/* Buffers that remember where their rows came from. */
+void
+cp_buffer_init_with_ids(CpBuffer *buf, MemoryContext cxt, bool sparse)
+{
+	cp_buffer_init(buf, cxt, sparse);
+	buf->with_ids = true;
+}
+
 void
 cp_buffer_reset(CpBuffer *buf, int n_features)
 {
@@ -243,8 +285,8 @@ grow(MemoryContext cxt, void *ptr, Size size)
 }
 
 /* Make room for rows rows and values values (doubles). */
-static void
-reserve(CpBuffer *buf, int64 rows, int64 values)
+void
+cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 {
 	if (rows > buf->cap_rows)
 	{
@@ -258,6 +300,11 @@ reserve(CpBuffer *buf, int64 rows, int64 values)
 					 errhint("Use a smaller buffer_size.")));
 		buf->labels = grow(buf->memcxt, buf->labels, sizeof(double) * cap);
 		buf->order = grow(buf->memcxt, buf->order, sizeof(uint32) * cap);
+		if (buf->with_ids)
+		{
+			buf->row_tids = grow(buf->memcxt, buf->row_tids, sizeof(uint64) * cap);
+			buf->row_keys = grow(buf->memcxt, buf->row_keys, sizeof(int64) * cap);
+		}
 		if (buf->sparse)
 		{
 			bool		fresh = (buf->offsets == NULL);
@@ -352,16 +399,23 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 	double		label;
 	int64		row = buf->n_rows;
 
-	slot_getsomeattrs(slot, lo->max_attno);
+	if (lo->max_attno > 0)
+		slot_getsomeattrs(slot, lo->max_attno);
 	vals = slot->tts_values;
 	isnull = slot->tts_isnull;
 
-	if (isnull[lo->label_attno - 1])
+	if (lo->mode == CP_FEATURES_NONE)
+		label = 0.0;
+	else if (isnull[lo->label_attno - 1])
 		goto skip;
-	label = map_label(lo, vals[lo->label_attno - 1], &where);
+	else
+		label = map_label(lo, vals[lo->label_attno - 1], &where);
 
 	switch (lo->mode)
 	{
+		case CP_FEATURES_NONE:
+			cp_buffer_reserve(buf, row + 1, 0);
+			break;
 		case CP_FEATURES_ARRAY:
 			{
 				ArrayType  *arr;
@@ -383,7 +437,7 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 				else if (len != lo->n_features)
 					ragged(lo, len, &where);
 				buf->n_features = lo->n_features;
-				reserve(buf, row + 1, (row + 1) * lo->n_features);
+				cp_buffer_reserve(buf, row + 1, (row + 1) * lo->n_features);
 				if (!cp_array_to_doubles(arr, buf->values + row * lo->n_features,
 										 lo->n_features, &where))
 					goto skip;
@@ -397,7 +451,7 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 					if (isnull[lo->column_attnos[i] - 1])
 						goto skip;
 				buf->n_features = lo->n_features;
-				reserve(buf, row + 1, (row + 1) * lo->n_features);
+				cp_buffer_reserve(buf, row + 1, (row + 1) * lo->n_features);
 				x = buf->values + row * lo->n_features;
 				for (int i = 0; i < lo->n_columns; i++)
 				{
@@ -426,7 +480,7 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 							 errmsg("feature_indices has %d elements but features has %d in %s",
 									n_idx, n_val, cp_row_description(&where))));
 				buf->n_features = lo->n_features;
-				reserve(buf, row + 1, buf->nnz + n_idx);
+				cp_buffer_reserve(buf, row + 1, buf->nnz + n_idx);
 				if (!cp_array_to_indices(idx, buf->indices + buf->nnz, n_idx,
 										 lo->n_features, &where) ||
 					!cp_array_to_doubles(val, buf->values + buf->nnz, n_idx, &where))
@@ -437,10 +491,70 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 			}
 	}
 	buf->labels[row] = label;
+	if (buf->with_ids)
+	{
+		buf->row_tids[row] = ((uint64) ItemPointerGetBlockNumber(&slot->tts_tid) << 16) |
+			ItemPointerGetOffsetNumber(&slot->tts_tid);
+		buf->row_keys[row] = (lo->id_attno > 0 && !isnull[lo->id_attno - 1]) ?
+			(int64) cp_datum_to_double(vals[lo->id_attno - 1], lo->id_type) : -1;
+	}
 	buf->n_rows = row + 1;
 	return true;
 
 skip:
 	lo->n_skipped++;
 	return false;
+}
+
+/* Append row of src to dst (same layout); the main thread's row copy. */
+void
+cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row)
+{
+	int64		at = dst->n_rows;
+
+	dst->n_features = src->n_features;
+	if (src->sparse)
+	{
+		int64		start = src->offsets[row];
+		int64		len = src->offsets[row + 1] - start;
+
+		cp_buffer_reserve(dst, at + 1, dst->nnz + len);
+		memcpy(dst->values + dst->nnz, src->values + start, sizeof(double) * len);
+		memcpy(dst->indices + dst->nnz, src->indices + start, sizeof(int32) * len);
+		dst->nnz += len;
+		dst->offsets[at + 1] = dst->nnz;
+	}
+	else
+	{
+		int			d = src->n_features;
+
+		cp_buffer_reserve(dst, at + 1, (at + 1) * d);
+		memcpy(dst->values + at * d, src->values + row * d, sizeof(double) * d);
+	}
+	dst->labels[at] = src->labels[row];
+	if (dst->with_ids)
+	{
+		dst->row_tids[at] = src->row_tids[row];
+		dst->row_keys[at] = src->row_keys[row];
+	}
+	dst->n_rows = at + 1;
+}
+
+/* Free a buffer's arrays (the struct itself belongs to the caller). */
+void
+cp_buffer_free(CpBuffer *buf)
+{
+	void	   *arrays[] = {buf->labels, buf->values, buf->indices, buf->offsets,
+	buf->order, buf->row_tids, buf->row_keys};
+
+	for (int i = 0; i < lengthof(arrays); i++)
+		if (arrays[i] != NULL)
+			pfree(arrays[i]);
+	buf->labels = buf->values = NULL;
+	buf->indices = NULL;
+	buf->offsets = NULL;
+	buf->order = NULL;
+	buf->row_tids = NULL;
+	buf->row_keys = NULL;
+	buf->n_rows = buf->cap_rows = buf->nnz = buf->cap_nnz = 0;
 }

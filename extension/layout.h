@@ -23,7 +23,8 @@ typedef enum CpFeatureMode
 {
 	CP_FEATURES_ARRAY,			/* one float4[]/float8[]/... column */
 	CP_FEATURES_COLUMNS,		/* a list of numeric columns */
-	CP_FEATURES_SPARSE			/* an index array and a value array */
+	CP_FEATURES_SPARSE,			/* an index array and a value array */
+	CP_FEATURES_NONE			/* no label or features: row ids only */
 } CpFeatureMode;
 
 typedef struct CpLayout
@@ -47,6 +48,11 @@ typedef struct CpLayout
 
 	int			n_features;		/* 0 until known */
 
+	/* where rows come from, for inspecting orders (shuffled_scan) */
+	bool		with_ids;
+	AttrNumber	id_attno;		/* an integer column named id, or 0 */
+	Oid			id_type;
+
 	/* which label values have been seen, for the label convention */
 	bool		seen_minus_one;
 	bool		seen_zero;
@@ -57,10 +63,15 @@ typedef struct CpLayout
 
 extern void cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc,
 							  const char *relname, const CpTrainParams *p);
+extern void cp_layout_ids_only(CpLayout *lo, TupleDesc tupdesc, const char *relname);
 extern Bitmapset *cp_layout_columns(const CpLayout *lo);
 extern const char *cp_layout_mode_name(CpFeatureMode mode);
 extern void cp_buffer_init(CpBuffer *buf, MemoryContext cxt, bool sparse);
+extern void cp_buffer_init_with_ids(CpBuffer *buf, MemoryContext cxt, bool sparse);
 extern void cp_buffer_reset(CpBuffer *buf, int n_features);
+extern void cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values);
+extern void cp_buffer_free(CpBuffer *buf);
 extern bool cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf);
+extern void cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row);
 
 #endif							/* CORGIPILE_LAYOUT_H */

@@ -52,19 +52,22 @@ cp_parse_model_kind(const char *name, CpModelKind *kind)
 	return true;
 }
 
+static const char *const shuffle_names[CP_NUM_SHUFFLES] = {
+	"corgipile", "block_only", "no_shuffle", "sliding_window", "mrs",
+	"shuffle_once", "epoch_shuffle"
+};
+
 const char *
 cp_shuffle_name(CpShuffle shuffle)
 {
-	switch (shuffle)
-	{
-		case CP_SHUFFLE_CORGIPILE:
-			return "corgipile";
-		case CP_SHUFFLE_BLOCK_ONLY:
-			return "block_only";
-		case CP_SHUFFLE_NO_SHUFFLE:
-			return "no_shuffle";
-	}
-	return "unknown";
+	return shuffle_names[shuffle];
+}
+
+/* Does this strategy read blocks in a random order (else sequentially)? */
+bool
+cp_shuffle_random_blocks(CpShuffle shuffle)
+{
+	return shuffle == CP_SHUFFLE_CORGIPILE || shuffle == CP_SHUFFLE_BLOCK_ONLY;
 }
 
 static void
@@ -199,6 +202,7 @@ void
 cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 {
 	char	   *s;
+	int			i;
 
 	memset(p, 0, sizeof(*p));
 
@@ -224,17 +228,16 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 
 	require_not_null(nulls, CP_ARG_SHUFFLE);
 	s = text_arg(values, nulls, CP_ARG_SHUFFLE);
-	if (pg_strcasecmp(s, "corgipile") == 0)
-		p->shuffle = CP_SHUFFLE_CORGIPILE;
-	else if (pg_strcasecmp(s, "block_only") == 0)
-		p->shuffle = CP_SHUFFLE_BLOCK_ONLY;
-	else if (pg_strcasecmp(s, "no_shuffle") == 0)
-		p->shuffle = CP_SHUFFLE_NO_SHUFFLE;
-	else
+	for (i = 0; i < CP_NUM_SHUFFLES; i++)
+		if (pg_strcasecmp(s, shuffle_names[i]) == 0)
+			break;
+	if (i == CP_NUM_SHUFFLES)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("corgipile.train: unknown shuffle \"%s\"", s),
-				 errhint("Valid shuffles are 'corgipile', 'block_only' and 'no_shuffle'.")));
+				 errhint("Valid shuffles are 'corgipile', 'block_only', 'no_shuffle', "
+						 "'sliding_window', 'mrs', 'shuffle_once' and 'epoch_shuffle'.")));
+	p->shuffle = (CpShuffle) i;
 
 	p->learning_rate = positive_float(values, nulls, CP_ARG_LEARNING_RATE);
 	p->decay = positive_float(values, nulls, CP_ARG_DECAY);

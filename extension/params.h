@@ -47,8 +47,14 @@ typedef enum CpShuffle
 {
 	CP_SHUFFLE_CORGIPILE,		/* random blocks, shuffled buffer */
 	CP_SHUFFLE_BLOCK_ONLY,		/* random blocks, page order inside */
-	CP_SHUFFLE_NO_SHUFFLE		/* sequential pages */
+	CP_SHUFFLE_NO_SHUFFLE,		/* sequential pages */
+	CP_SHUFFLE_SLIDING_WINDOW,	/* TensorFlow's shuffle buffer */
+	CP_SHUFFLE_MRS,				/* Bismarck's multiplexed reservoir sampling */
+	CP_SHUFFLE_SHUFFLE_ONCE,	/* two-pass full shuffle before training */
+	CP_SHUFFLE_EPOCH_SHUFFLE	/* two-pass full shuffle before every epoch */
 } CpShuffle;
+
+#define CP_NUM_SHUFFLES 7
 
 typedef enum CpSizeUnit
 {
@@ -109,6 +115,7 @@ extern void cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages,
 extern const char *cp_model_kind_name(CpModelKind kind);
 extern bool cp_parse_model_kind(const char *name, CpModelKind *kind);
 extern const char *cp_shuffle_name(CpShuffle shuffle);
+extern bool cp_shuffle_random_blocks(CpShuffle shuffle);
 extern char *cp_size_to_string(const CpSize *size);
 
 #endif							/* CORGIPILE_PARAMS_H */

@@ -38,6 +38,10 @@
 #include "optimizer/pathnode.h"
 #include "optimizer/paths.h"
 #include "optimizer/restrictinfo.h"
+#include "miscadmin.h"
+#include "catalog/pg_collation.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
@@ -55,24 +59,78 @@ static Plan *sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel,
 								  List *clauses, List *custom_plans);
 
 static CustomPathMethods sgd_path_methods = {
-	.CustomName = "SGD",
+	.CustomName = "corgipile",
 	.PlanCustomPath = sgd_plan_custom_path,
 };
 
-/* Is this a call of corgipile.train()? */
-static bool
-is_train_call(FuncExpr *fexpr)
+typedef enum CpCall
+{
+	CP_CALL_NONE,
+	CP_CALL_TRAIN,				/* corgipile.train() */
+	CP_CALL_SHUFFLED_SCAN		/* corgipile.shuffled_scan() */
+} CpCall;
+
+/* Is this a call of one of our set-returning functions, and which? */
+static CpCall
+classify_call(FuncExpr *fexpr)
 {
 	Oid			nsp;
 	char	   *name;
 
 	if (!fexpr->funcretset)
-		return false;
+		return CP_CALL_NONE;
 	nsp = get_namespace_oid("corgipile", true);
 	if (!OidIsValid(nsp) || get_func_namespace(fexpr->funcid) != nsp)
-		return false;
+		return CP_CALL_NONE;
 	name = get_func_name(fexpr->funcid);
-	return name != NULL && strcmp(name, "train") == 0;
+	if (name != NULL && strcmp(name, "train") == 0 &&
+		list_length(fexpr->args) == CP_NUM_ARGS)
+		return CP_CALL_TRAIN;
+	if (name != NULL && strcmp(name, "shuffled_scan") == 0 &&
+		list_length(fexpr->args) == 5)
+		return CP_CALL_SHUFFLED_SCAN;
+	return CP_CALL_NONE;
+}
+
+static Const *
+text_const(const char *s)
+{
+	return makeConst(TEXTOID, -1, DEFAULT_COLLATION_OID, -1,
+					 s ? CStringGetTextDatum(s) : (Datum) 0, s == NULL, false);
+}
+
+/*
+ * shuffled_scan(relation, shuffle, block_size, buffer_size, seed) runs the
+ * operators of a training with those settings: spell it as the argument
+ * list of train(), which is what the operators read.
+ */
+static List *
+scan_args_as_train_args(List *args)
+{
+	Const	   *c[CP_NUM_ARGS];
+	List	   *out = NIL;
+
+	c[CP_ARG_RELATION] = list_nth(args, 0);
+	c[CP_ARG_MODEL] = text_const("svm");
+	c[CP_ARG_MODEL_NAME] = text_const(NULL);
+	c[CP_ARG_LABEL] = text_const("label");
+	c[CP_ARG_FEATURES] = text_const("features");
+	c[CP_ARG_FEATURE_INDICES] = text_const(NULL);
+	c[CP_ARG_N_FEATURES] = makeConst(INT4OID, -1, InvalidOid, 4, (Datum) 0, true, true);
+	c[CP_ARG_SHUFFLE] = list_nth(args, 1);
+	c[CP_ARG_LEARNING_RATE] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(0.1), false, FLOAT8PASSBYVAL);
+	c[CP_ARG_DECAY] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(1.0), false, FLOAT8PASSBYVAL);
+	c[CP_ARG_MAX_EPOCH_NUM] = makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(1), false, true);
+	c[CP_ARG_BATCH_SIZE] = makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(1), false, true);
+	c[CP_ARG_L2] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(0.0), false, FLOAT8PASSBYVAL);
+	c[CP_ARG_BLOCK_SIZE] = list_nth(args, 2);
+	c[CP_ARG_BUFFER_SIZE] = list_nth(args, 3);
+	c[CP_ARG_SEED] = list_nth(args, 4);
+	c[CP_ARG_DOUBLE_BUFFER] = makeConst(BOOLOID, -1, InvalidOid, 1, BoolGetDatum(false), false, true);
+	c[CP_ARG_VALIDATION] = makeConst(REGCLASSOID, -1, InvalidOid, 4, (Datum) 0, true, true);
+	for (int i = 0; i < CP_NUM_ARGS; i++)
+		out = lappend(out, c[i]);
+	return out;
 }
 
 /*
@@ -80,15 +138,26 @@ is_train_call(FuncExpr *fexpr)
  * reads.  The lock taken here is kept until the end of the transaction.
  */
 static Bitmapset *
-check_training_relation(Oid relid, const CpTrainParams *p, const char *param,
-						BlockNumber *n_pages)
+check_training_relation(Oid relid, const CpTrainParams *p, bool ids_only,
+						const char *param, BlockNumber *n_pages)
 {
 	Relation	rel = relation_open(relid, AccessShareLock);
 	CpLayout	layout;
 	Bitmapset  *cols;
 
 	cp_check_relation(rel, param);
-	cp_layout_resolve(&layout, RelationGetDescr(rel), RelationGetRelationName(rel), p);
+	if (ids_only)
+	{
+		/* row ids are a view of the whole table: ask for table-level SELECT */
+		AclResult	acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+
+		if (acl != ACLCHECK_OK)
+			aclcheck_error(acl, get_relkind_objtype(rel->rd_rel->relkind),
+						   RelationGetRelationName(rel));
+		cp_layout_ids_only(&layout, RelationGetDescr(rel), RelationGetRelationName(rel));
+	}
+	else
+		cp_layout_resolve(&layout, RelationGetDescr(rel), RelationGetRelationName(rel), p);
 	cols = cp_layout_columns(&layout);
 	cp_check_select(rel, cols);
 	if (n_pages)
@@ -104,6 +173,8 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	RangeTblFunction *rtfunc;
 	FuncExpr   *fexpr;
 	ListCell   *lc;
+	CpCall		call;
+	List	   *args;
 	CpTrainParams p;
 	CustomPath *path;
 	BlockNumber n_pages;
@@ -119,7 +190,8 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	if (!IsA(rtfunc->funcexpr, FuncExpr))
 		return;
 	fexpr = (FuncExpr *) rtfunc->funcexpr;
-	if (!is_train_call(fexpr) || list_length(fexpr->args) != CP_NUM_ARGS)
+	call = classify_call(fexpr);
+	if (call == CP_CALL_NONE)
 		return;
 	/* non-constant arguments: the function's own implementation re-plans */
 	foreach(lc, fexpr->args)
@@ -127,10 +199,11 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 			return;
 
 	/* refuse bad input now, before any work is done */
-	cp_params_from_consts(fexpr->args, &p);
-	check_training_relation(p.relid, &p, "relation", &n_pages);
+	args = (call == CP_CALL_TRAIN) ? fexpr->args : scan_args_as_train_args(fexpr->args);
+	cp_params_from_consts(args, &p);
+	check_training_relation(p.relid, &p, call == CP_CALL_SHUFFLED_SCAN, "relation", &n_pages);
 	if (OidIsValid(p.validation_relid))
-		check_training_relation(p.validation_relid, &p, "validation relation", NULL);
+		check_training_relation(p.validation_relid, &p, false, "validation relation", NULL);
 
 	scan_cost = (double) n_pages * seq_page_cost +
 		Max(rel->tuples, 1.0) * cpu_tuple_cost;
@@ -143,13 +216,13 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	path->path.parallel_aware = false;
 	path->path.parallel_safe = false;
 	path->path.parallel_workers = 0;
-	path->path.rows = p.max_epoch_num;
+	path->path.rows = (call == CP_CALL_TRAIN) ? p.max_epoch_num : rel->rows;
 	path->path.startup_cost = scan_cost;
 	path->path.total_cost = scan_cost * p.max_epoch_num;
 	path->path.pathkeys = NIL;
 	path->flags = 0;
 	path->custom_paths = NIL;
-	path->custom_private = fexpr->args;
+	path->custom_private = list_make2(args, makeInteger(call));
 	path->methods = &sgd_path_methods;
 
 	rel->pathlist = NIL;
@@ -216,9 +289,12 @@ static Plan *
 sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 					 List *tlist, List *clauses, List *custom_plans)
 {
-	List	   *args = best_path->custom_private;
+	List	   *args = linitial(best_path->custom_private);
+	CpCall		call = (CpCall) intVal(lsecond(best_path->custom_private));
 	RangeTblEntry *rte = planner_rt_fetch(rel->relid, root);
 	FuncExpr   *fexpr = (FuncExpr *) linitial_node(RangeTblFunction, rte->functions)->funcexpr;
+	List	   *scan_tlist = function_scan_tlist(fexpr, rel->relid);
+	List	   *quals = extract_actual_clauses(clauses, false);
 	CpTrainParams p;
 	Index		train_rti;
 	CustomScan *block_scan;
@@ -226,17 +302,25 @@ sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 
 	cp_params_from_consts(args, &p);
 	train_rti = add_relation_rte(root, p.relid,
-								 check_training_relation(p.relid, &p, "relation", NULL));
+								 check_training_relation(p.relid, &p,
+														 call == CP_CALL_SHUFFLED_SCAN,
+														 "relation", NULL));
+	block_scan = block_shuffle_make_plan(args, train_rti);
+
+	if (call == CP_CALL_SHUFFLED_SCAN)
+	{
+		tuple_scan = tuple_shuffle_make_plan(args, true, block_scan, tlist,
+											 scan_tlist, rel->relid);
+		tuple_scan->scan.plan.qual = quals;
+		return &tuple_scan->scan.plan;
+	}
+
 	if (OidIsValid(p.validation_relid))
 		add_relation_rte(root, p.validation_relid,
-						 check_training_relation(p.validation_relid, &p,
+						 check_training_relation(p.validation_relid, &p, false,
 												 "validation relation", NULL));
-
-	block_scan = block_shuffle_make_plan(args, train_rti);
-	tuple_scan = tuple_shuffle_make_plan(args, block_scan);
-	return &sgd_make_plan(args, tuple_scan, tlist,
-						  function_scan_tlist(fexpr, rel->relid),
-						  extract_actual_clauses(clauses, false),
+	tuple_scan = tuple_shuffle_make_plan(args, false, block_scan, NIL, NIL, 0);
+	return &sgd_make_plan(args, tuple_scan, tlist, scan_tlist, quals,
 						  rel->relid)->scan.plan;
 }
 

@@ -293,6 +293,8 @@ corgipile_predict_row(PG_FUNCTION_ARGS)
 							   DatumGetArrayTypeP(cache->values[cache->attnos[0] - 1]),
 							   &margin);
 			break;
+		case CP_FEATURES_NONE:
+			elog(ERROR, "corgipile: model \"%s\" has no features", m->model_name);
 	}
 	if (!ok)
 		PG_RETURN_NULL();

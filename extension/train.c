@@ -21,14 +21,16 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "nodes/supportnodes.h"
+#include "lib/stringinfo.h"
 #include "utils/tuplestore.h"
 
 #include "params.h"
 
 PG_FUNCTION_INFO_V1(corgipile_train);
+PG_FUNCTION_INFO_V1(corgipile_shuffled_scan);
 PG_FUNCTION_INFO_V1(corgipile_train_support);
 
-/* set while the fallback's own query runs, to catch a loop */
+/* set while a fallback's own query runs, to catch a loop */
 static bool replanning = false;
 
 static const Oid train_argtypes[CP_NUM_ARGS] = {
@@ -37,34 +39,47 @@ static const Oid train_argtypes[CP_NUM_ARGS] = {
 	INT8OID, BOOLOID, REGCLASSOID
 };
 
-Datum
-corgipile_train(PG_FUNCTION_ARGS)
+static const Oid scan_argtypes[5] = {
+	REGCLASSOID, TEXTOID, TEXTOID, TEXTOID, INT8OID
+};
+
+/*
+ * Run "SELECT * FROM corgipile.<function>($1, ...)" with this call's
+ * argument values bound, which the planner turns into the operators, and
+ * return its rows.
+ */
+static Datum
+replan(FunctionCallInfo fcinfo, const char *function, int nargs, const Oid *types)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[CP_NUM_ARGS];
 	char		nulls[CP_NUM_ARGS];
+	StringInfoData sql;
 	int			ret;
 
 	if (replanning)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("corgipile.train could not be planned with the corgipile operators"),
+				 errmsg("corgipile.%s could not be planned with the corgipile operators",
+						function),
 				 errhint("Check that the corgipile library is not disabled by another planner hook.")));
 
 	InitMaterializedSRF(fcinfo, 0);
-	for (int i = 0; i < CP_NUM_ARGS; i++)
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT * FROM corgipile.%s(", function);
+	for (int i = 0; i < nargs; i++)
 	{
 		values[i] = PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+		appendStringInfo(&sql, "%s$%d", i > 0 ? ", " : "", i + 1);
 	}
+	appendStringInfoChar(&sql, ')');
 
 	SPI_connect();
 	replanning = true;
 	PG_TRY();
 	{
-		ret = SPI_execute_with_args("SELECT * FROM corgipile.train($1, $2, $3, $4, $5, $6, "
-									"$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
-									CP_NUM_ARGS, (Oid *) train_argtypes, values, nulls,
+		ret = SPI_execute_with_args(sql.data, nargs, (Oid *) types, values, nulls,
 									false, 0);
 	}
 	PG_FINALLY();
@@ -73,7 +88,7 @@ corgipile_train(PG_FUNCTION_ARGS)
 	}
 	PG_END_TRY();
 	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "corgipile.train: SPI_execute_with_args returned %d", ret);
+		elog(ERROR, "corgipile.%s: SPI_execute_with_args returned %d", function, ret);
 
 	for (uint64 i = 0; i < SPI_processed; i++)
 		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
@@ -81,10 +96,22 @@ corgipile_train(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+Datum
+corgipile_train(PG_FUNCTION_ARGS)
+{
+	return replan(fcinfo, "train", CP_NUM_ARGS, train_argtypes);
+}
+
+Datum
+corgipile_shuffled_scan(PG_FUNCTION_ARGS)
+{
+	return replan(fcinfo, "shuffled_scan", lengthof(scan_argtypes), scan_argtypes);
+}
+
 /*
- * Planner support: the row estimate is the number of epochs.  Being called
- * at all is what loads this library, and with it the planner hook, before
- * the planner builds the call's paths.
+ * Planner support for train() and shuffled_scan(): train()'s row estimate
+ * is the number of epochs.  Being called at all is what loads this library,
+ * and with it the planner hook, before the planner builds the call's paths.
  */
 Datum
 corgipile_train_support(PG_FUNCTION_ARGS)

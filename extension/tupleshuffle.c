@@ -1,16 +1,25 @@
 /*-------------------------------------------------------------------------
  *
  * tupleshuffle.c
- *	  TupleShuffle: fill a buffer with the rows of whole blocks, then shuffle
- *	  them with a fresh Fisher-Yates permutation.
+ *	  TupleShuffle: turn BlockShuffle's rows into buffers of the compact
+ *	  layout, in the order the shuffle strategy feeds them to SGD.
  *
- * The parent SGD operator drives this node a buffer at a time rather than a
- * tuple at a time: tuple_shuffle_fill() runs on the main thread and pulls
- * tuples from BlockShuffle, deforming each once into plain arrays;
- * tuple_shuffle_permute() is plain C and runs on whichever thread trains on
- * the buffer, which is what lets loading overlap training.  The permutation
- * generator is consumed in buffer order either way, so a seed gives the same
- * tuple order with or without double buffering.
+ * For corgipile, block_only and no_shuffle a buffer holds the rows of a
+ * group of whole blocks (blocks_per_buffer of them); corgipile then
+ * Fisher-Yates-shuffles each buffer with a fresh permutation.  The other
+ * strategies of the paper build their buffers from the same groups on the
+ * same memory budget: sliding_window and mrs in window.c, shuffle_once and
+ * epoch_shuffle (the two-pass shuffle) in piles.c.
+ *
+ * Under SGD this node is driven a buffer at a time: tuple_shuffle_fill()
+ * runs on the main thread and pulls rows from BlockShuffle, deforming each
+ * once; tuple_shuffle_permute() is plain C and runs on whichever thread
+ * trains on the buffer, which is what lets loading overlap training.  The
+ * permutation generator is consumed in buffer order either way, so a seed
+ * gives the same tuple order with or without double buffering.
+ *
+ * Under corgipile.shuffled_scan() the node is an ordinary scan that emits
+ * each row's ctid and id in the order one epoch would feed them to SGD.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,6 +29,7 @@
 #include "executor/executor.h"
 #include "executor/instrument.h"
 #include "executor/tuptable.h"
+#include "nodes/makefuncs.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -48,16 +58,23 @@ static CustomExecMethods tuple_shuffle_exec_methods = {
 	.ExplainCustomScan = tuple_shuffle_explain,
 };
 
+/*
+ * Under SGD the node has no output columns.  In scan mode it stands in for
+ * the function scan of shuffled_scan() (range table entry rti), like SGD
+ * does for train().
+ */
 CustomScan *
-tuple_shuffle_make_plan(List *args, CustomScan *child)
+tuple_shuffle_make_plan(List *args, bool scan_mode, CustomScan *child,
+						List *tlist, List *scan_tlist, Index rti)
 {
 	CustomScan *cscan = makeNode(CustomScan);
 
 	cscan->scan.scanrelid = 0;
-	cscan->scan.plan.targetlist = NIL;
-	cscan->custom_scan_tlist = NIL;
+	cscan->scan.plan.targetlist = tlist;
+	cscan->custom_scan_tlist = scan_tlist;
+	cscan->custom_relids = scan_mode ? bms_make_singleton(rti) : NULL;
 	cscan->custom_plans = list_make1(child);
-	cscan->custom_private = args;
+	cscan->custom_private = list_make2(args, makeInteger(scan_mode ? 1 : 0));
 	cscan->methods = &tuple_shuffle_scan_methods;
 	return cscan;
 }
@@ -69,16 +86,34 @@ tuple_shuffle_create_state(CustomScan *cscan)
 
 	NodeSetTag(ts, T_CustomScanState);
 	ts->css.methods = &tuple_shuffle_exec_methods;
-	cp_params_from_consts(cscan->custom_private, &ts->params);
+	cp_params_from_consts(linitial(cscan->custom_private), &ts->params);
+	ts->scan_mode = intVal(lsecond(cscan->custom_private)) != 0;
 	return (Node *) ts;
 }
 
-/* Seed this node's tuple permutations and its child's block order. */
+/*
+ * Seed this node's generators and its child's block order.  Each gets its
+ * own stream of the one seed.
+ */
 void
 tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
 {
 	pg_prng_seed(&ts->rng, cp_derive_seed(seed, 1));
+	pg_prng_seed(&ts->stream_rng, cp_derive_seed(seed, 2));
+	pg_prng_seed(&ts->piles.rng, cp_derive_seed(seed, 3));
 	block_shuffle_set_seed(ts->child, seed);
+}
+
+/* A buffer with this node's layout (and row ids in scan mode). */
+void
+tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf, MemoryContext cxt)
+{
+	bool		sparse = (ts->layout.mode == CP_FEATURES_SPARSE);
+
+	if (ts->scan_mode)
+		cp_buffer_init_with_ids(buf, cxt, sparse);
+	else
+		cp_buffer_init(buf, cxt, sparse);
 }
 
 static void
@@ -93,40 +128,44 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	node->custom_ps = list_make1(ts->child);
 
 	rel = ts->child->css.ss.ss_currentRelation;
-	cp_layout_resolve(&ts->layout, RelationGetDescr(rel),
-					  RelationGetRelationName(rel), &ts->params);
-	ts->shuffle_tuples = (ts->params.shuffle == CP_SHUFFLE_CORGIPILE);
-	ts->blocks_per_buffer = ts->child->sizing.blocks_per_buffer;
-	if (ts->params.has_seed)
-		pg_prng_seed(&ts->rng, cp_derive_seed((uint64) ts->params.seed, 1));
+	if (ts->scan_mode)
+		cp_layout_ids_only(&ts->layout, RelationGetDescr(rel), RelationGetRelationName(rel));
 	else
-		pg_prng_seed(&ts->rng, pg_prng_uint64(&pg_global_prng_state));
+		cp_layout_resolve(&ts->layout, RelationGetDescr(rel),
+						  RelationGetRelationName(rel), &ts->params);
+	ts->shuffle = ts->params.shuffle;
+	ts->shuffle_tuples = (ts->shuffle == CP_SHUFFLE_CORGIPILE ||
+						  ts->shuffle == CP_SHUFFLE_EPOCH_SHUFFLE);
+	ts->blocks_per_buffer = ts->child->sizing.blocks_per_buffer;
+	tuple_shuffle_set_seed(ts, ts->params.has_seed ? (uint64) ts->params.seed :
+						   pg_prng_uint64(&pg_global_prng_state));
 
 	ts->pending = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
 	ts->row_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										"corgipile row",
 										ALLOCSET_DEFAULT_SIZES);
+	ts->buf_cxt = AllocSetContextCreate(CurrentMemoryContext,
+										"corgipile tuple shuffle",
+										ALLOCSET_DEFAULT_SIZES);
+	tuple_shuffle_init_buffer(ts, &ts->slots.store, ts->buf_cxt);
+	tuple_shuffle_init_buffer(ts, &ts->staging, ts->buf_cxt);
+	tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
 }
 
 /*
- * Fill buf with the rows of the next blocks_per_buffer blocks.  Returns
- * false when the epoch has no rows left.  A buffer may come back empty if
- * all of its rows were skipped for NULLs.
+ * Append to dst the rows of the next blocks_per_buffer blocks.  Returns
+ * false when the child had no rows left; true otherwise, even if all the
+ * group's rows were skipped for NULLs.
  */
 bool
-tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
+tuple_shuffle_read_group(TupleShuffleState *ts, CpBuffer *dst)
 {
 	PlanState  *child = &ts->child->css.ss.ps;
 	int64		limit;
 	MemoryContext old;
 
-	cp_buffer_reset(buf, ts->layout.n_features);
 	if (ts->eof && !ts->has_pending)
 		return false;
-
-	/* the parent calls us directly, so keep EXPLAIN ANALYZE's counts here */
-	if (ts->css.ss.ps.instrument)
-		InstrStartNode(ts->css.ss.ps.instrument);
 
 	limit = ts->next_limit + ts->blocks_per_buffer;
 	ts->next_limit = limit;
@@ -134,7 +173,7 @@ tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
 	old = MemoryContextSwitchTo(ts->row_cxt);
 	if (ts->has_pending)
 	{
-		cp_layout_append(&ts->layout, ts->pending, buf);
+		cp_layout_append(&ts->layout, ts->pending, dst);
 		ExecClearTuple(ts->pending);
 		ts->has_pending = false;
 		MemoryContextReset(ts->row_cxt);
@@ -150,19 +189,55 @@ tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
 		}
 		if (ts->child->block_seq >= limit)
 		{
-			/* first row of the next buffer: keep it for then */
+			/* first row of the next group: keep it for then */
 			ExecCopySlot(ts->pending, slot);
 			ts->has_pending = true;
 			break;
 		}
-		cp_layout_append(&ts->layout, slot, buf);
+		cp_layout_append(&ts->layout, slot, dst);
 		MemoryContextReset(ts->row_cxt);
 	}
 	MemoryContextSwitchTo(old);
-	ts->buffers_filled++;
+	return true;
+}
+
+/*
+ * Fill buf with the next rows the strategy feeds to SGD.  Returns false
+ * when the epoch has no rows left.  A buffer may come back empty (rows
+ * skipped for NULLs, or a window still filling up).
+ */
+bool
+tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
+{
+	bool		more;
+
+	/* the parent calls us directly, so keep EXPLAIN ANALYZE's counts here */
+	if (ts->css.ss.ps.instrument)
+		InstrStartNode(ts->css.ss.ps.instrument);
+
+	cp_buffer_reset(buf, ts->layout.n_features);
+	switch (ts->shuffle)
+	{
+		case CP_SHUFFLE_SLIDING_WINDOW:
+		case CP_SHUFFLE_MRS:
+			more = window_fill(ts, buf);
+			break;
+		case CP_SHUFFLE_SHUFFLE_ONCE:
+		case CP_SHUFFLE_EPOCH_SHUFFLE:
+			more = piles_fill(ts, buf);
+			break;
+		default:
+			more = tuple_shuffle_read_group(ts, buf);
+			break;
+	}
+	if (more)
+	{
+		ts->buffers_filled++;
+		ts->rows_fed += buf->n_rows;
+	}
 	if (ts->css.ss.ps.instrument)
 		InstrStopNode(ts->css.ss.ps.instrument, (double) buf->n_rows);
-	return true;
+	return more;
 }
 
 /*
@@ -178,17 +253,49 @@ tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf)
 		cp_shuffle_uint32(buf->order, buf->n_rows, &ts->rng);
 }
 
-/*
- * TupleShuffle hands whole buffers to its parent; it has no tuple-at-a-time
- * output of its own.
- */
+/* shuffled_scan(): the next row id in feeding order. */
+static TupleTableSlot *
+tuple_shuffle_next(ScanState *node)
+{
+	TupleShuffleState *ts = (TupleShuffleState *) node;
+	TupleTableSlot *slot = node->ss_ScanTupleSlot;
+	int64		row;
+	uint64		tid;
+
+	ExecClearTuple(slot);
+	while (ts->out_pos >= ts->out.n_rows)
+	{
+		if (!tuple_shuffle_fill(ts, &ts->out))
+			return slot;
+		tuple_shuffle_permute(ts, &ts->out);
+		ts->out_pos = 0;
+	}
+	row = ts->out.order[ts->out_pos++];
+	tid = ts->out.row_tids[row];
+	ItemPointerSet(&ts->out_tid, (BlockNumber) (tid >> 16), (OffsetNumber) (tid & 0xFFFF));
+	slot->tts_values[0] = PointerGetDatum(&ts->out_tid);
+	slot->tts_isnull[0] = false;
+	slot->tts_values[1] = Int64GetDatum(ts->out.row_keys[row]);
+	slot->tts_isnull[1] = (ts->layout.id_attno == 0 || ts->out.row_keys[row] < 0);
+	return ExecStoreVirtualTuple(slot);
+}
+
+static bool
+tuple_shuffle_recheck(ScanState *node, TupleTableSlot *slot)
+{
+	return true;
+}
+
 static TupleTableSlot *
 tuple_shuffle_exec(CustomScanState *node)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("TupleShuffle can only run below an SGD operator")));
-	return NULL;
+	TupleShuffleState *ts = (TupleShuffleState *) node;
+
+	if (!ts->scan_mode)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("TupleShuffle hands whole buffers to SGD; it has no rows of its own here")));
+	return ExecScan(&node->ss, tuple_shuffle_next, tuple_shuffle_recheck);
 }
 
 static void
@@ -197,9 +304,15 @@ tuple_shuffle_rescan(CustomScanState *node)
 	TupleShuffleState *ts = (TupleShuffleState *) node;
 
 	ts->eof = false;
+	ts->drained = false;
 	ts->has_pending = false;
 	ts->next_limit = 0;
+	ts->rows_fed = 0;
+	ts->out_pos = 0;
+	ts->out.n_rows = 0;
 	ExecClearTuple(ts->pending);
+	window_rescan(ts);
+	piles_rescan(ts);
 	ExecReScan(&ts->child->css.ss.ps);
 }
 
@@ -208,6 +321,7 @@ tuple_shuffle_end(CustomScanState *node)
 {
 	TupleShuffleState *ts = (TupleShuffleState *) node;
 
+	piles_end(ts);
 	if (ts->pending != NULL)
 		ExecDropSingleTupleTableSlot(ts->pending);
 	ts->pending = NULL;
@@ -218,10 +332,39 @@ static void
 tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
 	TupleShuffleState *ts = (TupleShuffleState *) node;
+	const char *order;
 
-	ExplainPropertyText("Tuple Order", ts->shuffle_tuples ? "shuffled" : "as read", es);
+	switch (ts->shuffle)
+	{
+		case CP_SHUFFLE_CORGIPILE:
+			order = "shuffled buffers";
+			break;
+		case CP_SHUFFLE_SLIDING_WINDOW:
+			order = "sliding window";
+			break;
+		case CP_SHUFFLE_MRS:
+			order = "multiplexed reservoir sampling";
+			break;
+		case CP_SHUFFLE_SHUFFLE_ONCE:
+			order = "two-pass shuffle once";
+			break;
+		case CP_SHUFFLE_EPOCH_SHUFFLE:
+			order = "two-pass shuffle every epoch";
+			break;
+		default:
+			order = "as read";
+			break;
+	}
+	ExplainPropertyText("Tuple Order", order, es);
 	ExplainPropertyInteger("Blocks per Buffer", NULL, ts->blocks_per_buffer, es);
 	ExplainPropertyText("Features", cp_layout_mode_name(ts->layout.mode), es);
 	if (es->analyze)
+	{
 		ExplainPropertyInteger("Buffers Filled", NULL, ts->buffers_filled, es);
+		if (ts->slots.capacity > 0)
+			ExplainPropertyInteger(ts->shuffle == CP_SHUFFLE_MRS ? "Reservoir Rows" : "Window Rows",
+								   NULL, ts->slots.capacity, es);
+		if (ts->piles.n_piles > 0)
+			ExplainPropertyInteger("Piles", NULL, ts->piles.n_piles, es);
+	}
 }

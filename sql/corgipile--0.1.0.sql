@@ -124,3 +124,16 @@ BEGIN
     DELETE FROM corgipile.models AS m WHERE m.model_name = drop_model.model_name;
 END
 $$;
+
+CREATE FUNCTION corgipile.shuffled_scan(
+    relation    regclass,
+    shuffle     text DEFAULT 'corgipile',
+    block_size  text DEFAULT NULL,
+    buffer_size text DEFAULT '10%',
+    seed        bigint DEFAULT NULL)
+RETURNS TABLE (ctid tid, id bigint)
+AS 'MODULE_PATHNAME', 'corgipile_shuffled_scan'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SUPPORT corgipile.train_support;
+
+COMMENT ON FUNCTION corgipile.shuffled_scan IS 'The row ids of a table in the order one epoch of a shuffle strategy feeds them to SGD (id is NULL unless the table has an integer column id).';

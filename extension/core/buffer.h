@@ -33,8 +33,11 @@ typedef struct CpBuffer
 	uint32	   *order;			/* visiting order: a permutation of rows */
 	bool		order_is_identity;	/* order[i] == i: rows already in order */
 	void	   *memcxt;			/* owner of the arrays; opaque to the core */
-	uint64	   *row_ids;		/* optional: caller's id for each row (for
-								 * inspecting the order), or NULL */
+
+	/* with_ids: where each row came from, to inspect the order */
+	bool		with_ids;
+	uint64	   *row_tids;		/* ctid packed as block << 16 | offset */
+	int64	   *row_keys;		/* the table's id column, if it has one */
 } CpBuffer;
 
 /* Pointer to the dense feature row i. */
