@@ -19,6 +19,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/varlena.h"
+#include "executor/spi.h"
 
 #include "datum_convert.h"
 #include "layout.h"
@@ -121,14 +122,25 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 	lo->label_name = single_name(p->label, "label");
 	lo->label_attno = find_column(tupdesc, lo->label_name, relname, "label", &type);
 	lo->label_type = type;
-	if (!(cp_is_number_type(type) ||
-		  (type == BOOLOID && lo->model != CP_MODEL_LINEAR)))
+	if (lo->model == CP_MODEL_SOFTMAX)
+	{
+		if (!cp_is_class_label_type(type))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("label column \"%s\" of relation \"%s\" has type %s; expected integer, boolean or text classes",
+							lo->label_name, relname, format_type_be(type)),
+					 errhint("Use model 'linear' for a continuous label.")));
+	}
+	else if (!(cp_is_number_type(type) ||
+			   (type == BOOLOID && lo->model != CP_MODEL_LINEAR)))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("label column \"%s\" of relation \"%s\" has type %s; expected %s",
 						lo->label_name, relname, format_type_be(type),
 						lo->model == CP_MODEL_LINEAR ? "a numeric type" :
-						"a numeric or boolean type")));
+						"a numeric or boolean type"),
+				 (type == TEXTOID || type == VARCHAROID) ?
+				 errhint("Use model 'softmax' for text classes.") : 0));
 	lo->max_attno = lo->label_attno;
 
 	names = split_names(p->features, "features");
@@ -326,6 +338,142 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 	}
 }
 
+bool
+cp_is_class_label_type(Oid type)
+{
+	return cp_is_index_type(type) || type == BOOLOID || type == TEXTOID ||
+		type == VARCHAROID;
+}
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+static int
+cmp_string(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static int64
+class_key(Datum d, Oid type)
+{
+	if (type == BOOLOID)
+		return DatumGetBool(d) ? 1 : 0;
+	return (int64) cp_datum_to_double(d, type);
+}
+
+/* The class number of a label, or an error if it is not a class. */
+static double
+class_of(const CpLayout *lo, Datum d, const CpRowContext *where)
+{
+	const CpClassMap *cm = lo->classes;
+	void	   *hit;
+	char	   *label_text = NULL;
+
+	if (cm->is_text)
+	{
+		label_text = TextDatumGetCString(d);
+		hit = bsearch(&label_text, cm->names, cm->n_classes, sizeof(char *), cmp_string);
+		if (hit != NULL)
+			return (double) ((char **) hit - cm->names);
+	}
+	else
+	{
+		int64		key = class_key(d, lo->label_type);
+
+		hit = bsearch(&key, cm->keys, cm->n_classes, sizeof(int64), cmp_int64);
+		if (hit != NULL)
+			return (double) ((int64 *) hit - cm->keys);
+		label_text = psprintf(INT64_FORMAT, key);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("label \"%s\" in %s is not one of the model's %d classes",
+					label_text, cp_row_description(where), cm->n_classes)));
+	return 0.0;
+}
+
+/*
+ * A class map from class names (the text of each label), e.g. as stored
+ * with a model.  Integer and boolean names are parsed back into keys.
+ */
+CpClassMap *
+cp_class_map_from_names(Oid type, char **names, int n)
+{
+	CpClassMap *cm = palloc0(sizeof(CpClassMap));
+
+	cm->type = type;
+	cm->is_text = (type == TEXTOID || type == VARCHAROID);
+	cm->n_classes = n;
+	cm->names = palloc(sizeof(char *) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+		cm->names[i] = pstrdup(names[i]);
+	if (cm->is_text)
+		qsort(cm->names, n, sizeof(char *), cmp_string);
+	else
+	{
+		cm->keys = palloc(sizeof(int64) * Max(n, 1));
+		for (int i = 0; i < n; i++)
+			cm->keys[i] = (strcmp(names[i], "true") == 0) ? 1 :
+				(strcmp(names[i], "false") == 0) ? 0 : strtoll(names[i], NULL, 10);
+		qsort(cm->keys, n, sizeof(int64), cmp_int64);
+		for (int i = 0; i < n; i++)
+			cm->names[i] = (type == BOOLOID) ? pstrdup(cm->keys[i] ? "true" : "false") :
+				psprintf(INT64_FORMAT, cm->keys[i]);
+	}
+	return cm;
+}
+
+/*
+ * The classes of a softmax training: the distinct labels of the table,
+ * found by one query before training (the weights need their number).
+ * Text classes are in byte order, integer classes in numeric order.
+ */
+CpClassMap *
+cp_class_map_scan(Relation rel, const CpLayout *lo)
+{
+	const char *col = quote_identifier(lo->label_name);
+	char	   *sql;
+	char	  **names;
+	int			n;
+	CpClassMap *cm;
+	MemoryContext caller = CurrentMemoryContext;
+
+	sql = psprintf("SELECT DISTINCT %s::text FROM ONLY %s WHERE %s IS NOT NULL LIMIT %d",
+				   col,
+				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+											  RelationGetRelationName(rel)),
+				   col, CP_MAX_CLASSES + 1);
+	SPI_connect();
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "corgipile: could not read the classes of \"%s\"", lo->relname);
+	n = (int) SPI_processed;
+	if (n > CP_MAX_CLASSES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("label column \"%s\" of \"%s\" has more than %d distinct values",
+						lo->label_name, lo->relname, CP_MAX_CLASSES),
+				 errhint("A softmax model takes a label with few classes; use 'linear' for a continuous one.")));
+	if (n < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("label column \"%s\" of \"%s\" has %d distinct value%s; softmax needs at least two classes",
+						lo->label_name, lo->relname, n, n == 1 ? "" : "s")));
+	names = MemoryContextAlloc(caller, sizeof(char *) * n);
+	for (int i = 0; i < n; i++)
+		names[i] = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[i],
+															SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	cm = cp_class_map_from_names(lo->label_type, names, n);
+	return cm;
+}
+
 /*
  * Map a label onto the model's encoding: -1/+1 for classifiers, which
  * accept -1/+1, 0/1 or booleans (but not 0 and -1 in one table), and the
@@ -336,6 +484,8 @@ map_label(CpLayout *lo, Datum d, const CpRowContext *where)
 {
 	double		v;
 
+	if (lo->model == CP_MODEL_SOFTMAX)
+		return class_of(lo, d, where);
 	if (lo->label_type == BOOLOID)
 		return DatumGetBool(d) ? 1.0 : -1.0;
 	v = cp_datum_to_double(d, lo->label_type);

@@ -15,6 +15,7 @@
 #include "executor/tuptable.h"
 #include "nodes/bitmapset.h"
 #include "utils/palloc.h"
+#include "utils/rel.h"
 
 #include "core/buffer.h"
 #include "params.h"
@@ -26,6 +27,19 @@ typedef enum CpFeatureMode
 	CP_FEATURES_SPARSE,			/* an index array and a value array */
 	CP_FEATURES_NONE			/* no label or features: row ids only */
 } CpFeatureMode;
+
+/* The classes of a softmax model, in class order. */
+typedef struct CpClassMap
+{
+	Oid			type;			/* the label column's base type */
+	bool		is_text;		/* text labels; else integers or booleans */
+	int			n_classes;
+	int64	   *keys;			/* integer labels (booleans as 0/1), sorted */
+	char	  **names;			/* each class as text, in class order */
+} CpClassMap;
+
+/* a softmax model has at most this many classes */
+#define CP_MAX_CLASSES 10000
 
 typedef struct CpLayout
 {
@@ -53,6 +67,8 @@ typedef struct CpLayout
 	AttrNumber	id_attno;		/* an integer column named id, or 0 */
 	Oid			id_type;
 
+	CpClassMap *classes;		/* softmax: label -> class number */
+
 	/* which label values have been seen, for the label convention */
 	bool		seen_minus_one;
 	bool		seen_zero;
@@ -73,5 +89,8 @@ extern void cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values);
 extern void cp_buffer_free(CpBuffer *buf);
 extern bool cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf);
 extern void cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row);
+extern CpClassMap *cp_class_map_scan(Relation rel, const CpLayout *lo);
+extern CpClassMap *cp_class_map_from_names(Oid type, char **names, int n);
+extern bool cp_is_class_label_type(Oid type);
 
 #endif							/* CORGIPILE_LAYOUT_H */

@@ -131,6 +131,14 @@ params_json(const CpTrainRecord *rec)
 	json_key_string(&buf, "double_buffer", p->double_buffer ? "true" : "false", true);
 	json_key_string(&buf, "layout", cp_layout_mode_name(rec->layout->mode), true);
 	json_key_string(&buf, "validation", rec->validation_name, true);
+	json_key_number(&buf, "l1", p->l1);
+	json_key_number(&buf, "tolerance", p->early_stopping ? p->tolerance : NAN);
+	json_key_number(&buf, "n_iter_no_change", p->n_iter_no_change);
+	json_key_number(&buf, "best_epoch", rec->best_epoch);
+	json_key_number(&buf, "n_outputs", rec->model->n_outputs);
+	if (rec->window_rows > 0)
+		json_key_number(&buf, p->shuffle == CP_SHUFFLE_MRS ? "reservoir_rows" : "window_rows",
+						(double) rec->window_rows);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }
@@ -154,6 +162,8 @@ history_json(const CpTrainRecord *rec)
 		json_key_number(&buf, "score", r->score);
 		json_key_number(&buf, "validation_score",
 						r->has_validation ? r->validation_score : NAN);
+		json_key_number(&buf, "validation_loss",
+						r->has_validation ? r->validation_loss : NAN);
 		json_key_number(&buf, "seconds", r->seconds);
 		appendStringInfoChar(&buf, '}');
 	}
@@ -162,19 +172,38 @@ history_json(const CpTrainRecord *rec)
 }
 
 /*
- * The label values for the internal -1 and +1, in the table's convention:
- * booleans, 0/1, or -1/+1 (also when only positives were seen).
+ * The table's label for each class, as JSON: booleans, numbers or strings.
+ * Binary models: the labels of the internal -1 and +1 (-1/+1 also when
+ * only positives were seen); softmax: every class in class order.
  */
 static char *
 classes_json(const CpLayout *lo)
 {
+	StringInfoData buf;
+
 	if (lo->model == CP_MODEL_LINEAR)
 		return NULL;
-	if (lo->label_type == BOOLOID)
-		return "[false, true]";
-	if (lo->seen_zero)
-		return "[0, 1]";
-	return "[-1, 1]";
+	if (lo->model != CP_MODEL_SOFTMAX)
+	{
+		if (lo->label_type == BOOLOID)
+			return "[false, true]";
+		if (lo->seen_zero)
+			return "[0, 1]";
+		return "[-1, 1]";
+	}
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (int k = 0; k < lo->classes->n_classes; k++)
+	{
+		if (k > 0)
+			appendStringInfoString(&buf, ", ");
+		if (lo->classes->is_text)
+			escape_json(&buf, lo->classes->names[k]);
+		else
+			appendStringInfoString(&buf, lo->classes->names[k]);
+	}
+	appendStringInfoChar(&buf, ']');
+	return buf.data;
 }
 
 void
@@ -197,7 +226,7 @@ cp_models_insert(const CpTrainRecord *rec)
 		names[foreach_current_index(lc)] = CStringGetTextDatum(lfirst(lc));
 	weights = palloc(sizeof(Datum) * rec->model->n_weights);
 	for (int j = 0; j < rec->model->n_weights; j++)
-		weights[j] = Float8GetDatum(rec->model->w[j]);
+		weights[j] = Float8GetDatum(rec->weights[j]);
 
 	args[0] = CStringGetTextDatum(rec->model_name);
 	args[1] = CStringGetTextDatum(cp_model_kind_name(rec->params->model));
@@ -231,16 +260,6 @@ cp_models_insert(const CpTrainRecord *rec)
 	SPI_finish();
 }
 
-static double
-class_value(const char *s)
-{
-	if (strcmp(s, "true") == 0)
-		return 1.0;
-	if (strcmp(s, "false") == 0)
-		return 0.0;
-	return strtod(s, NULL);
-}
-
 /*
  * Load a model for prediction.  The result is allocated in the caller's
  * memory context.
@@ -251,19 +270,23 @@ cp_models_load(const char *model_name)
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
 	MemoryContext caller = CurrentMemoryContext;
+	MemoryContext old;
 	CpStoredModel *m;
 	HeapTuple	tup;
 	TupleDesc	desc;
 	bool		isnull;
 	char	   *kind;
-	ArrayType  *w;
+	char	   *layout;
+	char	   *class_type;
 	Datum	   *elems;
 	int			n_elems;
 
 	args[0] = CStringGetTextDatum(model_name);
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT model, n_features, weights, classes->>0, classes->>1, "
-							  "params->>'layout', features, feature_indices "
+	if (SPI_execute_with_args("SELECT model, n_features, weights, "
+							  "ARRAY(SELECT jsonb_array_elements_text(classes)), "
+							  "jsonb_typeof(classes->0), params->>'layout', features, "
+							  "feature_indices, label "
 							  "FROM corgipile.models WHERE model_name = $1",
 							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "corgipile: could not read corgipile.models");
@@ -275,60 +298,68 @@ cp_models_load(const char *model_name)
 	tup = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 
-	m = MemoryContextAllocZero(caller, sizeof(CpStoredModel));
-	m->model_name = MemoryContextStrdup(caller, model_name);
+	old = MemoryContextSwitchTo(caller);
+	m = palloc0(sizeof(CpStoredModel));
+	m->model_name = pstrdup(model_name);
 	kind = SPI_getvalue(tup, desc, 1);
-	if (strcmp(kind, "svm") == 0)
-		m->kind = CP_MODEL_SVM;
-	else if (strcmp(kind, "logistic") == 0)
-		m->kind = CP_MODEL_LOGISTIC;
-	else
+	if (!cp_parse_model_kind(kind, &m->kind))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("model \"%s\" has unknown kind \"%s\"", model_name, kind)));
 	m->n_features = DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull));
 
-	w = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 3, &isnull));
-	deconstruct_array(w, FLOAT8OID, sizeof(float8), FLOAT8PASSBYVAL,
+	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 3, &isnull)),
+					  FLOAT8OID, sizeof(float8), FLOAT8PASSBYVAL,
 					  TYPALIGN_DOUBLE, &elems, NULL, &n_elems);
-	if (n_elems != m->n_features + 1)
+	m->n_outputs = n_elems / (m->n_features + 1);
+	if (n_elems % (m->n_features + 1) != 0 || m->n_outputs < 1 ||
+		(m->kind != CP_MODEL_SOFTMAX && m->n_outputs != 1))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("model \"%s\" has %d weights; expected n_features + 1 = %d",
-						model_name, n_elems, m->n_features + 1)));
-	m->weights = MemoryContextAlloc(caller, sizeof(double) * n_elems);
+				 errmsg("model \"%s\" has %d weights, which do not fit %d features",
+						model_name, n_elems, m->n_features)));
+	m->weights = palloc(sizeof(double) * n_elems);
 	for (int j = 0; j < n_elems; j++)
 		m->weights[j] = DatumGetFloat8(elems[j]);
 
-	m->class_values[0] = -1.0;
-	m->class_values[1] = 1.0;
-	if (SPI_getvalue(tup, desc, 4) != NULL)
+	/* the classes: their text, and their value when they are numbers */
+	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 4, &isnull)),
+					  TEXTOID, -1, false, TYPALIGN_INT, &elems, NULL, &n_elems);
+	class_type = SPI_getvalue(tup, desc, 5);
+	m->n_classes = n_elems;
+	m->classes_are_text = class_type != NULL && strcmp(class_type, "string") == 0;
+	m->class_names = palloc(sizeof(char *) * Max(n_elems, 1));
+	m->class_values = palloc(sizeof(double) * Max(n_elems, 1));
+	for (int k = 0; k < n_elems; k++)
 	{
-		m->class_values[0] = class_value(SPI_getvalue(tup, desc, 4));
-		m->class_values[1] = class_value(SPI_getvalue(tup, desc, 5));
-	}
+		char	   *name = TextDatumGetCString(elems[k]);
 
-	{
-		char	   *layout = SPI_getvalue(tup, desc, 6);
-		ArrayType  *f = DatumGetArrayTypeP(SPI_getbinval(tup, desc, 7, &isnull));
-		Datum	   *fe;
-		int			nf;
-		MemoryContext old;
-
-		if (layout != NULL && strcmp(layout, "sparse") == 0)
-			m->mode = CP_FEATURES_SPARSE;
-		else if (layout != NULL && strcmp(layout, "columns") == 0)
-			m->mode = CP_FEATURES_COLUMNS;
-		else
-			m->mode = CP_FEATURES_ARRAY;
-		deconstruct_array(f, TEXTOID, -1, false, TYPALIGN_INT, &fe, NULL, &nf);
-		old = MemoryContextSwitchTo(caller);
-		for (int i = 0; i < nf; i++)
-			m->features = lappend(m->features, TextDatumGetCString(fe[i]));
-		if (SPI_getvalue(tup, desc, 8) != NULL)
-			m->feature_indices = pstrdup(SPI_getvalue(tup, desc, 8));
-		MemoryContextSwitchTo(old);
+		m->class_names[k] = name;
+		m->class_values[k] = strcmp(name, "true") == 0 ? 1.0 :
+			strcmp(name, "false") == 0 ? 0.0 : strtod(name, NULL);
 	}
+	if (m->kind != CP_MODEL_LINEAR &&
+		n_elems != (m->kind == CP_MODEL_SOFTMAX ? m->n_outputs : 2))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("model \"%s\" has %d classes for %d outputs",
+						model_name, n_elems, m->n_outputs)));
+
+	layout = SPI_getvalue(tup, desc, 6);
+	if (layout != NULL && strcmp(layout, "sparse") == 0)
+		m->mode = CP_FEATURES_SPARSE;
+	else if (layout != NULL && strcmp(layout, "columns") == 0)
+		m->mode = CP_FEATURES_COLUMNS;
+	else
+		m->mode = CP_FEATURES_ARRAY;
+	deconstruct_array(DatumGetArrayTypeP(SPI_getbinval(tup, desc, 7, &isnull)),
+					  TEXTOID, -1, false, TYPALIGN_INT, &elems, NULL, &n_elems);
+	for (int i = 0; i < n_elems; i++)
+		m->features = lappend(m->features, TextDatumGetCString(elems[i]));
+	if (SPI_getvalue(tup, desc, 8) != NULL)
+		m->feature_indices = SPI_getvalue(tup, desc, 8);
+	m->label = SPI_getvalue(tup, desc, 9);
+	MemoryContextSwitchTo(old);
 	SPI_finish();
 	return m;
 }

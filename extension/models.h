@@ -25,6 +25,7 @@ typedef struct CpEpochResult
 	double		score;
 	bool		has_validation;
 	double		validation_score;
+	double		validation_loss;
 	double		seconds;
 } CpEpochResult;
 
@@ -39,6 +40,9 @@ typedef struct CpTrainRecord
 	const char *validation_name;	/* or NULL */
 	int64		seed;
 	const CpModel *model;
+	const double *weights;		/* the weights kept (the best epoch's) */
+	int			best_epoch;
+	int64		window_rows;	/* sliding_window and mrs: rows held */
 	const CpEpochResult *results;
 	int			n_results;
 } CpTrainRecord;
@@ -49,8 +53,14 @@ typedef struct CpStoredModel
 	char	   *model_name;
 	CpModelKind kind;
 	int			n_features;
-	double	   *weights;		/* n_features + 1, bias last */
-	double		class_values[2];	/* label for -1 and for +1 */
+	int			n_outputs;		/* 1, or the classes of softmax */
+	double	   *weights;		/* n_outputs blocks of n_features + 1 */
+	int			n_classes;		/* classifiers: 2, or softmax's classes */
+	char	  **class_names;	/* each class's label as text */
+	double	   *class_values;	/* ... as a number, when labels are numbers
+								 * or booleans (0/1) */
+	bool		classes_are_text;
+	char	   *label;			/* the label column */
 	CpFeatureMode mode;
 	List	   *features;		/* feature column names */
 	char	   *feature_indices;	/* sparse index column, or NULL */

@@ -22,7 +22,7 @@ static const char *const arg_names[CP_NUM_ARGS] = {
 	"relation", "model", "model_name", "label", "features",
 	"feature_indices", "n_features", "shuffle", "learning_rate", "decay",
 	"max_epoch_num", "batch_size", "l2", "block_size", "buffer_size", "seed",
-	"double_buffer", "validation"
+	"double_buffer", "validation", "l1", "tolerance", "n_iter_no_change"
 };
 
 const char *
@@ -36,6 +36,8 @@ cp_model_kind_name(CpModelKind kind)
 			return "logistic";
 		case CP_MODEL_LINEAR:
 			return "linear";
+		case CP_MODEL_SOFTMAX:
+			return "softmax";
 	}
 	return "unknown";
 }
@@ -47,6 +49,10 @@ cp_parse_model_kind(const char *name, CpModelKind *kind)
 		*kind = CP_MODEL_SVM;
 	else if (pg_strcasecmp(name, "logistic") == 0 || pg_strcasecmp(name, "lr") == 0)
 		*kind = CP_MODEL_LOGISTIC;
+	else if (pg_strcasecmp(name, "linear") == 0)
+		*kind = CP_MODEL_LINEAR;
+	else if (pg_strcasecmp(name, "softmax") == 0)
+		*kind = CP_MODEL_SOFTMAX;
 	else
 		return false;
 	return true;
@@ -215,7 +221,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("corgipile.train: unknown model \"%s\"", s),
-				 errhint("Valid models are 'svm' and 'logistic' (alias 'lr').")));
+				 errhint("Valid models are 'svm', 'logistic' (alias 'lr'), 'linear' and 'softmax'.")));
 
 	p->model_name = text_arg(values, nulls, CP_ARG_MODEL_NAME);
 	require_not_null(nulls, CP_ARG_LABEL);
@@ -273,6 +279,27 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 
 	p->validation_relid = nulls[CP_ARG_VALIDATION] ? InvalidOid :
 		DatumGetObjectId(values[CP_ARG_VALIDATION]);
+
+	require_not_null(nulls, CP_ARG_L1);
+	p->l1 = DatumGetFloat8(values[CP_ARG_L1]);
+	if (!(p->l1 >= 0.0) || isinf(p->l1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: l1 must be a non-negative finite number, got %g",
+						p->l1)));
+
+	p->early_stopping = !nulls[CP_ARG_TOLERANCE];
+	if (p->early_stopping)
+	{
+		p->tolerance = DatumGetFloat8(values[CP_ARG_TOLERANCE]);
+		if (!(p->tolerance >= 0.0) || isinf(p->tolerance))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("corgipile.train: tolerance must be a non-negative finite number, got %g",
+							p->tolerance),
+					 errhint("Leave tolerance NULL to train for max_epoch_num epochs.")));
+	}
+	p->n_iter_no_change = positive_int(values, nulls, CP_ARG_N_ITER_NO_CHANGE);
 }
 
 /* Parse the argument list of a planned call, all of it constants. */

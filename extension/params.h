@@ -40,6 +40,9 @@ typedef enum CpArg
 	CP_ARG_SEED,
 	CP_ARG_DOUBLE_BUFFER,
 	CP_ARG_VALIDATION,
+	CP_ARG_L1,
+	CP_ARG_TOLERANCE,
+	CP_ARG_N_ITER_NO_CHANGE,
 	CP_NUM_ARGS
 } CpArg;
 
@@ -91,6 +94,10 @@ typedef struct CpTrainParams
 	int64		seed;
 	bool		double_buffer;
 	Oid			validation_relid;	/* InvalidOid: none */
+	double		l1;
+	bool		early_stopping; /* tolerance given */
+	double		tolerance;
+	int32		n_iter_no_change;
 } CpTrainParams;
 
 /* How a table is cut into blocks and buffers. */

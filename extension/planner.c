@@ -128,6 +128,9 @@ scan_args_as_train_args(List *args)
 	c[CP_ARG_SEED] = list_nth(args, 4);
 	c[CP_ARG_DOUBLE_BUFFER] = makeConst(BOOLOID, -1, InvalidOid, 1, BoolGetDatum(false), false, true);
 	c[CP_ARG_VALIDATION] = makeConst(REGCLASSOID, -1, InvalidOid, 4, (Datum) 0, true, true);
+	c[CP_ARG_L1] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(0.0), false, FLOAT8PASSBYVAL);
+	c[CP_ARG_TOLERANCE] = makeConst(FLOAT8OID, -1, InvalidOid, 8, (Datum) 0, true, FLOAT8PASSBYVAL);
+	c[CP_ARG_N_ITER_NO_CHANGE] = makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(5), false, true);
 	for (int i = 0; i < CP_NUM_ARGS; i++)
 		out = lappend(out, c[i]);
 	return out;

@@ -78,6 +78,13 @@ typedef struct SgdState
 
 	CpEpochResult *results;
 	int			n_done;			/* epochs trained */
+	bool		finished;		/* no more epochs: the last, or stopped early */
+
+	/* early stopping: the best epoch so far and its weights */
+	int			best_epoch;		/* 0: none yet */
+	double		best_loss;
+	double	   *best_w;
+	int			since_best;		/* epochs without enough improvement */
 	int			replay_pos;		/* rows returned since the last rescan */
 	bool		saved;
 
@@ -254,8 +261,11 @@ ensure_model(SgdState *s)
 		return;
 	old = MemoryContextSwitchTo(s->train_cxt);
 	cp_model_init(&s->model, s->params.model, s->ts->layout.n_features,
+				  s->ts->layout.classes ? s->ts->layout.classes->n_classes : 1,
 				  s->ts->layout.mode == CP_FEATURES_SPARSE,
-				  s->params.batch_size, s->params.l2, palloc0);
+				  s->params.batch_size, s->params.l2, s->params.l1, palloc0);
+	if (s->params.early_stopping)
+		s->best_w = palloc(sizeof(double) * s->model.n_weights);
 	MemoryContextSwitchTo(old);
 	s->model.learning_rate = s->learning_rate;
 	s->model_ready = true;
@@ -353,8 +363,8 @@ train_double_buffered(SgdState *s)
 }
 
 /* Score the validation relation with the current weights. */
-static double
-validation_score(SgdState *s)
+static CpStats
+validate(SgdState *s)
 {
 	EState	   *estate = s->css.ss.ps.state;
 	TableScanDesc scan;
@@ -387,7 +397,7 @@ validation_score(SgdState *s)
 	cp_model_evaluate(&s->model, &s->vbuf, &st);
 	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);
-	return cp_stats_score(&st, s->model.kind);
+	return st;
 }
 
 static void
@@ -397,6 +407,38 @@ no_rows_error(SgdState *s)
 			(errcode(ERRCODE_NO_DATA),
 			 errmsg("relation \"%s\" has no rows with a non-NULL label and features to train on",
 					s->ts->layout.relname)));
+}
+
+/*
+ * Early stopping, as scikit-learn's SGD does it: an epoch improves when its
+ * loss (the validation loss when there is a validation relation) is below
+ * the best so far minus tolerance.  After n_iter_no_change epochs without
+ * improvement training stops, and the best epoch's weights are kept.
+ */
+static void
+track_best(SgdState *s, const CpEpochResult *res)
+{
+	double		loss = res->has_validation ? res->validation_loss : res->loss;
+
+	if (s->best_epoch == 0 || loss < s->best_loss - s->params.tolerance)
+		s->since_best = 0;
+	else
+		s->since_best++;
+	if (s->best_epoch == 0 || loss < s->best_loss)
+	{
+		s->best_epoch = res->epoch;
+		s->best_loss = loss;
+		memcpy(s->best_w, s->model.w, sizeof(double) * s->model.n_weights);
+	}
+	if (s->since_best >= s->params.n_iter_no_change)
+	{
+		s->finished = true;
+		ereport(NOTICE,
+				(errmsg("corgipile: stopped after epoch %d: the %s loss did not improve by %g for %d epochs; keeping the model of epoch %d",
+						res->epoch, res->has_validation ? "validation" : "training",
+						s->params.tolerance, s->params.n_iter_no_change,
+						s->best_epoch)));
+	}
 }
 
 static void
@@ -410,8 +452,18 @@ run_epoch(SgdState *s)
 
 	if (s->n_done > 0)
 		ExecReScan(&s->ts->css.ss.ps);
-	else if (s->ts->layout.mode == CP_FEATURES_SPARSE && s->ts->layout.n_features == 0)
-		infer_sparse_dimension(s);
+	else
+	{
+		/* what the weights' shape needs, found before the first epoch */
+		if (s->ts->layout.mode == CP_FEATURES_SPARSE && s->ts->layout.n_features == 0)
+			infer_sparse_dimension(s);
+		if (s->params.model == CP_MODEL_SOFTMAX)
+		{
+			s->ts->layout.classes =
+				cp_class_map_scan(s->ts->child->css.ss.ss_currentRelation, &s->ts->layout);
+			s->vlayout.classes = s->ts->layout.classes;
+		}
+	}
 
 	s->learning_rate = s->params.learning_rate * pow(s->params.decay, s->n_done);
 	if (s->model_ready)
@@ -454,13 +506,20 @@ run_epoch(SgdState *s)
 				 errhint("Lower learning_rate, add l2, or scale the features.")));
 	if (s->vrel != NULL)
 	{
+		CpStats		vst = validate(s);
+
 		res->has_validation = true;
-		res->validation_score = validation_score(s);
+		res->validation_score = cp_stats_score(&vst, s->model.kind);
+		res->validation_loss = cp_stats_loss(&vst);
 	}
+	if (s->params.early_stopping)
+		track_best(s, res);
 	INSTR_TIME_SET_CURRENT(elapsed);
 	INSTR_TIME_SUBTRACT(elapsed, start);
 	res->seconds = INSTR_TIME_GET_DOUBLE(elapsed);
 	s->n_done++;
+	if (s->n_done >= s->params.max_epoch_num)
+		s->finished = true;
 
 	if (s->n_done == 1 && s->ts->layout.n_skipped > 0)
 		ereport(NOTICE,
@@ -498,6 +557,9 @@ save_model(SgdState *s)
 	rec.model = &s->model;
 	rec.results = s->results;
 	rec.n_results = s->n_done;
+	rec.weights = s->best_epoch > 0 ? s->best_w : s->model.w;
+	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
+	rec.window_rows = s->ts->slots.capacity;
 	cp_models_insert(&rec);
 	s->saved = true;
 }
@@ -512,10 +574,10 @@ sgd_next(ScanState *node)
 	ExecClearTuple(slot);
 	if (s->replay_pos >= s->n_done)
 	{
-		if (s->n_done >= s->params.max_epoch_num)
+		if (s->finished)
 			return slot;
 		run_epoch(s);
-		if (s->n_done == s->params.max_epoch_num)
+		if (s->finished)
 			save_model(s);
 	}
 	res = &s->results[s->replay_pos++];

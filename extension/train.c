@@ -36,7 +36,7 @@ static bool replanning = false;
 static const Oid train_argtypes[CP_NUM_ARGS] = {
 	REGCLASSOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
 	FLOAT8OID, FLOAT8OID, INT4OID, INT4OID, FLOAT8OID, TEXTOID, TEXTOID,
-	INT8OID, BOOLOID, REGCLASSOID
+	INT8OID, BOOLOID, REGCLASSOID, FLOAT8OID, FLOAT8OID, INT4OID
 };
 
 static const Oid scan_argtypes[5] = {
@@ -67,6 +67,7 @@ replan(FunctionCallInfo fcinfo, const char *function, int nargs, const Oid *type
 	InitMaterializedSRF(fcinfo, 0);
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT * FROM corgipile.%s(", function);
+	Assert(nargs <= CP_NUM_ARGS);
 	for (int i = 0; i < nargs; i++)
 	{
 		values[i] = PG_GETARG_DATUM(i);

@@ -70,7 +70,10 @@ CREATE FUNCTION corgipile.train(
     buffer_size     text DEFAULT '10%',
     seed            bigint DEFAULT NULL,
     double_buffer   boolean DEFAULT true,
-    validation      regclass DEFAULT NULL)
+    validation      regclass DEFAULT NULL,
+    l1              float8 DEFAULT 0,
+    tolerance       float8 DEFAULT NULL,
+    n_iter_no_change integer DEFAULT 5)
 RETURNS TABLE (
     model_name       text,
     epoch            integer,
@@ -81,7 +84,8 @@ RETURNS TABLE (
     seconds          float8)
 AS 'MODULE_PATHNAME', 'corgipile_train'
 -- not STRICT: NULL means "the default" for model_name, n_features,
--- feature_indices, block_size, seed and validation; other NULLs are errors.
+-- feature_indices, block_size, seed, validation and tolerance; other NULLs
+-- are errors.
 LANGUAGE C VOLATILE PARALLEL UNSAFE
 ROWS 20
 SUPPORT corgipile.train_support;
@@ -101,6 +105,36 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION corgipile.predict(model_name text, "row" record)
 RETURNS float8
 AS 'MODULE_PATHNAME', 'corgipile_predict_row'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_class(model_name text, features anyarray)
+RETURNS text
+AS 'MODULE_PATHNAME', 'corgipile_predict_class_dense'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_class(model_name text, feature_indices integer[], features anyarray)
+RETURNS text
+AS 'MODULE_PATHNAME', 'corgipile_predict_class_sparse'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_class(model_name text, "row" record)
+RETURNS text
+AS 'MODULE_PATHNAME', 'corgipile_predict_class_row'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_proba(model_name text, features anyarray)
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'corgipile_predict_proba_dense'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_proba(model_name text, feature_indices integer[], features anyarray)
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'corgipile_predict_proba_sparse'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_proba(model_name text, "row" record)
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'corgipile_predict_proba_row'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
 CREATE FUNCTION corgipile.drop_model(model_name text)

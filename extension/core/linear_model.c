@@ -1,17 +1,20 @@
 /*-------------------------------------------------------------------------
  *
  * linear_model.c
- *	  SGD for SVM, logistic and linear regression on dense and sparse rows.
+ *	  SGD for SVM, logistic, linear and softmax regression on dense and
+ *	  sparse rows.
  *
  * Per-tuple updates follow Algorithm 1 of the CorgiPile paper; with
  * batch_size > 1 the gradients of consecutive rows are averaged and applied
- * once.  L2 shrinkage is applied with every update; for sparse rows only to
- * the weights the row (or mini-batch) touches, as Bismarck and the published
- * CorgiPile code do, so a sparse step costs O(nnz) instead of O(d).  The bias
- * is never regularised.
+ * once.  Regularisation is applied with every update: L2 as a shrink by
+ * (1 - lr*l2), then L1 as a soft threshold by lr*l1 (truncated gradient).
+ * For sparse rows both are applied lazily, only to the weights the row (or
+ * mini-batch) touches, as Bismarck and the published CorgiPile code do, so
+ * a sparse step costs O(nnz) instead of O(d).  Biases are never
+ * regularised.
  *
- * The classifiers see labels as -1/+1; the caller maps the table's own
- * convention onto that.
+ * The binary classifiers see labels as -1/+1 and softmax as class numbers
+ * 0..K-1; the caller maps the table's own labels onto those.
  *
  *-------------------------------------------------------------------------
  */
@@ -30,17 +33,23 @@
 #define CP_GATHER_MAX_ROWS 4096
 
 void
-cp_model_init(CpModel *m, CpModelKind kind, int n_features, bool sparse,
-			  int batch_size, double l2, CpAllocZero alloc)
+cp_model_init(CpModel *m, CpModelKind kind, int n_features, int n_outputs,
+			  bool sparse, int batch_size, double l2, double l1,
+			  CpAllocZero alloc)
 {
 	memset(m, 0, sizeof(*m));
 	m->kind = kind;
 	m->sparse = sparse;
 	m->n_features = n_features;
-	m->n_weights = n_features + 1;
+	m->n_outputs = (kind == CP_MODEL_SOFTMAX) ? n_outputs : 1;
+	m->stride = n_features + 1;
+	m->n_weights = m->n_outputs * m->stride;
 	m->batch_size = batch_size;
 	m->l2 = l2;
+	m->l1 = l1;
 	m->w = alloc(sizeof(double) * m->n_weights);
+	m->z = alloc(sizeof(double) * m->n_outputs);
+	m->g = alloc(sizeof(double) * m->n_outputs);
 	if (!sparse)
 	{
 		/* about 256 kB of gathered rows: well inside L2 */
@@ -86,23 +95,38 @@ cp_margin_dense(const double *w, const double *x, int n)
 	return (s0 + s1) + (s2 + s3);
 }
 
-double
-cp_model_margin(const CpModel *m, const CpBuffer *buf, int64 row)
+/* One output's margin: w_k . x + b_k. */
+static inline double
+output_margin(const CpModel *m, const double *wk, const CpBuffer *buf, int64 row)
 {
 	double		z;
 
 	if (buf->sparse)
 	{
-		int64		start = buf->offsets[row];
 		int64		end = buf->offsets[row + 1];
 
 		z = 0.0;
-		for (int64 k = start; k < end; k++)
-			z += m->w[buf->indices[k]] * buf->values[k];
+		for (int64 k = buf->offsets[row]; k < end; k++)
+			z += wk[buf->indices[k]] * buf->values[k];
 	}
 	else
-		z = cp_margin_dense(m->w, cp_buffer_dense_row(buf, row), m->n_features);
-	return z + m->w[m->n_features];
+		z = cp_margin_dense(wk, cp_buffer_dense_row(buf, row), m->n_features);
+	return z + wk[m->n_features];
+}
+
+/* Margin of a single-output model. */
+double
+cp_model_margin(const CpModel *m, const CpBuffer *buf, int64 row)
+{
+	return output_margin(m, m->w, buf, row);
+}
+
+/* Every output's margin, into z[0..n_outputs-1]. */
+void
+cp_model_outputs(const CpModel *m, const CpBuffer *buf, int64 row, double *z)
+{
+	for (int k = 0; k < m->n_outputs; k++)
+		z[k] = output_margin(m, m->w + (int64) k * m->stride, buf, row);
 }
 
 /* log(1 + exp(t)) without overflow for large t or loss of precision. */
@@ -112,6 +136,41 @@ log1pexp(double t)
 	if (t > 0)
 		return t + log1p(exp(-t));
 	return log1p(exp(t));
+}
+
+/* 1 / (1 + exp(-t)), without overflow. */
+double
+cp_sigmoid(double t)
+{
+	if (t >= 0)
+		return 1.0 / (1.0 + exp(-t));
+	else
+	{
+		double		e = exp(t);
+
+		return e / (1.0 + e);
+	}
+}
+
+/*
+ * Turn margins into probabilities in place, subtracting the largest margin
+ * first so that exp() cannot overflow; returns log-sum-exp of the margins.
+ */
+double
+cp_softmax(double *z, int k)
+{
+	double		max = z[0];
+	double		sum = 0.0;
+	double		lse;
+
+	for (int i = 1; i < k; i++)
+		max = Max(max, z[i]);
+	for (int i = 0; i < k; i++)
+		sum += exp(z[i] - max);
+	lse = max + log(sum);
+	for (int i = 0; i < k; i++)
+		z[i] = exp(z[i] - lse);
+	return lse;
 }
 
 double
@@ -125,11 +184,13 @@ cp_loss(CpModelKind kind, double margin, double y)
 			return log1pexp(-y * margin);
 		case CP_MODEL_LINEAR:
 			return 0.5 * (margin - y) * (margin - y);
+		case CP_MODEL_SOFTMAX:
+			break;
 	}
-	return 0.0;
+	return NAN;
 }
 
-/* d loss / d margin */
+/* d loss / d margin of a single-output model */
 double
 cp_dloss(CpModelKind kind, double margin, double y)
 {
@@ -138,25 +199,17 @@ cp_dloss(CpModelKind kind, double margin, double y)
 		case CP_MODEL_SVM:
 			return (y * margin < 1.0) ? -y : 0.0;
 		case CP_MODEL_LOGISTIC:
-			{
-				/* -y * sigmoid(-y z), written so that exp() cannot overflow */
-				double		t = y * margin;
-
-				if (t > 0)
-				{
-					double		e = exp(-t);
-
-					return -y * e / (1.0 + e);
-				}
-				return -y / (1.0 + exp(t));
-			}
+			/* -y * sigmoid(-y z), written so that exp() cannot overflow */
+			return -y * cp_sigmoid(-y * margin);
 		case CP_MODEL_LINEAR:
 			return margin - y;
+		case CP_MODEL_SOFTMAX:
+			break;
 	}
-	return 0.0;
+	return NAN;
 }
 
-/* The model's answer in its internal encoding (-1/+1 for classifiers). */
+/* The model's answer in its internal encoding (-1/+1 for binary models). */
 double
 cp_predict_from_margin(CpModelKind kind, double margin)
 {
@@ -179,6 +232,40 @@ cp_stats_add(CpStats *st, CpModelKind kind, double margin, double y)
 	}
 	else if (cp_predict_from_margin(kind, margin) == y)
 		st->n_correct++;
+}
+
+static int
+argmax(const double *z, int k)
+{
+	int			best = 0;
+
+	for (int i = 1; i < k; i++)
+		if (z[i] > z[best])
+			best = i;
+	return best;
+}
+
+/*
+ * Add a row's figures given its margins z; for softmax z is turned into
+ * probabilities in place.
+ */
+void
+cp_stats_add_outputs(CpStats *st, const CpModel *m, double *z, double y)
+{
+	if (m->kind != CP_MODEL_SOFTMAX)
+	{
+		cp_stats_add(st, m->kind, z[0], y);
+		return;
+	}
+	st->n++;
+	if (argmax(z, m->n_outputs) == (int) y)
+		st->n_correct++;
+	{
+		/* cross-entropy: log-sum-exp of the margins minus the true margin */
+		double		zy = z[(int) y];
+
+		st->loss_sum += cp_softmax(z, m->n_outputs) - zy;
+	}
 }
 
 double
@@ -205,13 +292,24 @@ cp_stats_score(const CpStats *st, CpModelKind kind)
 	return (double) st->n_correct / (double) st->n;
 }
 
-/* One per-tuple step: w <- (1 - lr*l2) w - lr * g * x. */
+/* Soft threshold of L1: move w towards 0 by t, stopping at 0. */
+static inline double
+soft_threshold(double w, double t)
+{
+	if (w > t)
+		return w - t;
+	if (w < -t)
+		return w + t;
+	return 0.0;
+}
+
+/* One per-tuple step of one output: w <- reg(w) - lr * g * x. */
 static void
-step_row(CpModel *m, const CpBuffer *buf, int64 row, double g)
+step_output(CpModel *m, double *w, const CpBuffer *buf, int64 row, double g)
 {
 	double		lr = m->learning_rate;
 	double		shrink = 1.0 - lr * m->l2;
-	double	   *w = m->w;
+	double		t = lr * m->l1;
 
 	if (buf->sparse)
 	{
@@ -222,6 +320,8 @@ step_row(CpModel *m, const CpBuffer *buf, int64 row, double g)
 			int32		j = buf->indices[k];
 
 			w[j] = w[j] * shrink - lr * g * buf->values[k];
+			if (t > 0.0)
+				w[j] = soft_threshold(w[j], t);
 		}
 	}
 	else
@@ -235,40 +335,47 @@ step_row(CpModel *m, const CpBuffer *buf, int64 row, double g)
 		else if (g != 0.0)
 			for (int j = 0; j < n; j++)
 				w[j] -= lr * g * x[j];
+		if (t > 0.0)
+			for (int j = 0; j < n; j++)
+				w[j] = soft_threshold(w[j], t);
 	}
 	w[m->n_features] -= lr * g;
 }
 
-/* Add one row's gradient to the mini-batch accumulator. */
+/* Add one row's gradients (m->g per output) to the mini-batch accumulator. */
 static void
-accumulate_row(CpModel *m, const CpBuffer *buf, int64 row, double g)
+accumulate_row(CpModel *m, const CpBuffer *buf, int64 row)
 {
-	double	   *grad = m->grad;
-
-	if (buf->sparse)
+	for (int o = 0; o < m->n_outputs; o++)
 	{
-		int64		end = buf->offsets[row + 1];
+		double	   *grad = m->grad + (int64) o * m->stride;
+		double		g = m->g[o];
 
-		for (int64 k = buf->offsets[row]; k < end; k++)
+		if (buf->sparse)
 		{
-			int32		j = buf->indices[k];
+			int64		end = buf->offsets[row + 1];
 
-			if (!m->mark[j])
+			for (int64 k = buf->offsets[row]; k < end; k++)
 			{
-				m->mark[j] = 1;
-				m->touched[m->n_touched++] = j;
-			}
-			grad[j] += g * buf->values[k];
-		}
-	}
-	else if (g != 0.0)
-	{
-		const double *x = cp_buffer_dense_row(buf, row);
+				int32		j = buf->indices[k];
 
-		for (int j = 0; j < m->n_features; j++)
-			grad[j] += g * x[j];
+				if (!m->mark[j])
+				{
+					m->mark[j] = 1;
+					m->touched[m->n_touched++] = j;
+				}
+				grad[j] += g * buf->values[k];
+			}
+		}
+		else if (g != 0.0)
+		{
+			const double *x = cp_buffer_dense_row(buf, row);
+
+			for (int j = 0; j < m->n_features; j++)
+				grad[j] += g * x[j];
+		}
+		grad[m->n_features] += g;
 	}
-	grad[m->n_features] += g;
 	m->batch_fill++;
 }
 
@@ -281,37 +388,38 @@ cp_model_flush(CpModel *m)
 {
 	double		scale;
 	double		shrink;
-	double	   *w = m->w;
-	double	   *grad = m->grad;
+	double		t;
 
 	if (m->batch_fill == 0)
 		return;
 	scale = m->learning_rate / (double) m->batch_fill;
 	shrink = 1.0 - m->learning_rate * m->l2;
+	t = m->learning_rate * m->l1;
 
+	for (int o = 0; o < m->n_outputs; o++)
+	{
+		double	   *w = m->w + (int64) o * m->stride;
+		double	   *grad = m->grad + (int64) o * m->stride;
+		int			n = m->sparse ? m->n_touched : m->n_features;
+
+		for (int i = 0; i < n; i++)
+		{
+			int32		j = m->sparse ? m->touched[i] : i;
+
+			w[j] = w[j] * shrink - scale * grad[j];
+			if (t > 0.0)
+				w[j] = soft_threshold(w[j], t);
+			grad[j] = 0.0;
+		}
+		w[m->n_features] -= scale * grad[m->n_features];
+		grad[m->n_features] = 0.0;
+	}
 	if (m->sparse)
 	{
-		/* sparse rows: only the touched weights */
-		for (int t = 0; t < m->n_touched; t++)
-		{
-			int32		j = m->touched[t];
-
-			w[j] = w[j] * shrink - scale * grad[j];
-			grad[j] = 0.0;
-			m->mark[j] = 0;
-		}
+		for (int i = 0; i < m->n_touched; i++)
+			m->mark[m->touched[i]] = 0;
 		m->n_touched = 0;
 	}
-	else
-	{
-		for (int j = 0; j < m->n_features; j++)
-		{
-			w[j] = w[j] * shrink - scale * grad[j];
-			grad[j] = 0.0;
-		}
-	}
-	w[m->n_features] -= scale * grad[m->n_features];
-	grad[m->n_features] = 0.0;
 	m->batch_fill = 0;
 }
 
@@ -320,16 +428,33 @@ static inline void
 train_row(CpModel *m, const CpBuffer *buf, int64 row)
 {
 	double		y = buf->labels[row];
-	double		z = cp_model_margin(m, buf, row);
-	double		g;
 
-	cp_stats_add(&m->stats, m->kind, z, y);
-	g = cp_dloss(m->kind, z, y);
-	if (m->batch_size <= 1)
-		step_row(m, buf, row, g);
+	if (m->kind == CP_MODEL_SOFTMAX)
+	{
+		int			cls = (int) y;
+
+		cp_model_outputs(m, buf, row, m->z);
+		cp_stats_add_outputs(&m->stats, m, m->z, y);
+		/* z now holds probabilities: d loss / d z_k = p_k - [k == y] */
+		for (int k = 0; k < m->n_outputs; k++)
+			m->g[k] = m->z[k] - (k == cls ? 1.0 : 0.0);
+	}
 	else
 	{
-		accumulate_row(m, buf, row, g);
+		double		z = output_margin(m, m->w, buf, row);
+
+		cp_stats_add(&m->stats, m->kind, z, y);
+		m->g[0] = cp_dloss(m->kind, z, y);
+	}
+
+	if (m->batch_size <= 1)
+	{
+		for (int k = 0; k < m->n_outputs; k++)
+			step_output(m, m->w + (int64) k * m->stride, buf, row, m->g[k]);
+	}
+	else
+	{
+		accumulate_row(m, buf, row);
 		if (m->batch_fill >= m->batch_size)
 			cp_model_flush(m);
 	}
@@ -418,5 +543,8 @@ void
 cp_model_evaluate(const CpModel *m, const CpBuffer *buf, CpStats *st)
 {
 	for (int64 row = 0; row < buf->n_rows; row++)
-		cp_stats_add(st, m->kind, cp_model_margin(m, buf, row), buf->labels[row]);
+	{
+		cp_model_outputs(m, buf, row, m->z);
+		cp_stats_add_outputs(st, m, m->z, buf->labels[row]);
+	}
 }

@@ -20,9 +20,10 @@
 
 typedef enum CpModelKind
 {
-	CP_MODEL_SVM,
-	CP_MODEL_LOGISTIC,
-	CP_MODEL_LINEAR
+	CP_MODEL_SVM,				/* hinge loss, labels -1/+1 */
+	CP_MODEL_LOGISTIC,			/* log loss, labels -1/+1 */
+	CP_MODEL_LINEAR,			/* squared loss, any numeric label */
+	CP_MODEL_SOFTMAX			/* cross-entropy, labels 0..K-1 */
 } CpModelKind;
 
 /* Figures accumulated over one pass, from predictions made before updates. */
@@ -36,23 +37,33 @@ typedef struct CpStats
 	double		sse;
 } CpStats;
 
+/*
+ * Weights: one block of n_features weights and a bias per output; one
+ * output for the binary and regression models, one per class for softmax.
+ */
 typedef struct CpModel
 {
 	CpModelKind kind;
 	int			n_features;
-	int			n_weights;		/* n_features + 1, the bias last */
+	int			n_outputs;		/* 1, or the number of classes */
+	int			stride;			/* n_features + 1 */
+	int			n_weights;		/* n_outputs * stride */
 	bool		sparse;			/* rows come in the sparse layout */
 	double	   *w;
 
 	/* hyper-parameters in force; learning_rate changes per epoch */
 	double		learning_rate;
 	double		l2;
+	double		l1;
 	int			batch_size;
+
+	double	   *z;				/* n_outputs scratch */
+	double	   *g;				/* n_outputs scratch */
 
 	/* mini-batch accumulator (batch_size > 1 only) */
 	int			batch_fill;
 	double	   *grad;			/* n_weights */
-	int32	   *touched;		/* sparse: indices with pending gradient */
+	int32	   *touched;		/* sparse: features with pending gradient */
 	uint8	   *mark;			/* sparse: touched[] membership */
 	int			n_touched;
 
@@ -67,14 +78,19 @@ typedef struct CpModel
 typedef void *(*CpAllocZero) (Size size);
 
 extern void cp_model_init(CpModel *m, CpModelKind kind, int n_features,
-						  bool sparse, int batch_size, double l2,
-						  CpAllocZero alloc);
+						  int n_outputs, bool sparse, int batch_size,
+						  double l2, double l1, CpAllocZero alloc);
 extern double cp_model_margin(const CpModel *m, const CpBuffer *buf, int64 row);
+extern void cp_model_outputs(const CpModel *m, const CpBuffer *buf, int64 row,
+							 double *z);
+extern double cp_softmax(double *z, int k);
+extern double cp_sigmoid(double t);
 extern double cp_margin_dense(const double *w, const double *x, int n);
 extern double cp_loss(CpModelKind kind, double margin, double y);
 extern double cp_dloss(CpModelKind kind, double margin, double y);
 extern double cp_predict_from_margin(CpModelKind kind, double margin);
 extern void cp_stats_add(CpStats *st, CpModelKind kind, double margin, double y);
+extern void cp_stats_add_outputs(CpStats *st, const CpModel *m, double *z, double y);
 extern int64 cp_model_train(CpModel *m, const CpBuffer *buf, int64 start,
 							volatile const sig_atomic_t *cancel);
 extern bool cp_model_is_finite(const CpModel *m);

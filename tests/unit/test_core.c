@@ -201,7 +201,7 @@ test_gradients(void)
 		CpBuffer	b = blobs(1, 5, 1.0, 9);
 		CpModel		m;
 
-		cp_model_init(&m, CP_MODEL_LOGISTIC, 5, false, 1, 0.0, alloc_zero);
+		cp_model_init(&m, CP_MODEL_LOGISTIC, 5, 1, false, 1, 0.0, 0.0, alloc_zero);
 		for (int j = 0; j < 6; j++)
 			m.w[j] = 0.1 * (j + 1);
 		for (int j = 0; j < 6; j++)
@@ -242,7 +242,7 @@ test_training(void)
 	CpBuffer	b = blobs(2000, 4, 2.0, 3);
 	CpModel		m;
 
-	cp_model_init(&m, CP_MODEL_SVM, 4, false, 1, 0.0, alloc_zero);
+	cp_model_init(&m, CP_MODEL_SVM, 4, 1, false, 1, 0.0, 0.0, alloc_zero);
 	m.learning_rate = 0.1;
 	for (int e = 0; e < 3; e++)
 	{
@@ -259,7 +259,7 @@ test_training(void)
 		CpModel		mb;
 		double		expect[4] = {0, 0, 0, 0};
 
-		cp_model_init(&mb, CP_MODEL_LINEAR, 3, false, 8, 0.0, alloc_zero);
+		cp_model_init(&mb, CP_MODEL_LINEAR, 3, 1, false, 8, 0.0, 0.0, alloc_zero);
 		mb.learning_rate = 0.5;
 		for (int i = 0; i < 8; i++)
 		{
@@ -282,7 +282,7 @@ test_training(void)
 
 		for (int i = 0; i < 4000; i++)
 			r.labels[i] = 2 * r.values[i * 2] - r.values[i * 2 + 1] + 0.5;
-		cp_model_init(&lm, CP_MODEL_LINEAR, 2, false, 1, 0.0, alloc_zero);
+		cp_model_init(&lm, CP_MODEL_LINEAR, 2, 1, false, 1, 0.0, 0.0, alloc_zero);
 		lm.learning_rate = 0.05;
 		for (int e = 0; e < 20; e++)
 			cp_model_train(&lm, &r, 0, NULL);
@@ -304,8 +304,8 @@ test_sparse_equals_dense(void)
 					ms;
 		double		maxdiff = 0.0;
 
-		cp_model_init(&md, CP_MODEL_LOGISTIC, 6, false, batch, 0.0, alloc_zero);
-		cp_model_init(&ms, CP_MODEL_LOGISTIC, 6, true, batch, 0.0, alloc_zero);
+		cp_model_init(&md, CP_MODEL_LOGISTIC, 6, 1, false, batch, 0.0, 0.0, alloc_zero);
+		cp_model_init(&ms, CP_MODEL_LOGISTIC, 6, 1, true, batch, 0.0, 0.0, alloc_zero);
 		md.learning_rate = ms.learning_rate = 0.2;
 		cp_model_train(&md, &d, 0, NULL);
 		cp_model_train(&ms, &s, 0, NULL);
@@ -335,8 +335,8 @@ test_resume(void)
 
 		pg_prng_seed(&rng, 5);
 		cp_shuffle_uint32(b.order, b.n_rows, &rng);
-		cp_model_init(&a, CP_MODEL_SVM, 5, sparse, 1, 0.01, alloc_zero);
-		cp_model_init(&r, CP_MODEL_SVM, 5, sparse, 1, 0.01, alloc_zero);
+		cp_model_init(&a, CP_MODEL_SVM, 5, 1, sparse, 1, 0.01, 0.0, alloc_zero);
+		cp_model_init(&r, CP_MODEL_SVM, 5, 1, sparse, 1, 0.01, 0.0, alloc_zero);
 		a.learning_rate = r.learning_rate = 0.1;
 		cp_model_train(&a, &b, 0, NULL);
 		while ((pos = cp_model_train(&r, &b, pos, &flag)) < b.n_rows)
@@ -363,8 +363,8 @@ test_gather_matches_direct(void)
 	pg_prng_seed(&rng, 8);
 	cp_shuffle_uint32(d.order, d.n_rows, &rng);
 	s = to_sparse(&d);
-	cp_model_init(&md, CP_MODEL_SVM, 7, false, 1, 0.0, alloc_zero);
-	cp_model_init(&ms, CP_MODEL_SVM, 7, true, 1, 0.0, alloc_zero);
+	cp_model_init(&md, CP_MODEL_SVM, 7, 1, false, 1, 0.0, 0.0, alloc_zero);
+	cp_model_init(&ms, CP_MODEL_SVM, 7, 1, true, 1, 0.0, 0.0, alloc_zero);
 	md.learning_rate = ms.learning_rate = 0.05;
 	CHECK(md.gather_rows > 0 && md.gather_rows < d.n_rows, "dense model does not gather in chunks");
 	cp_model_train(&md, &d, 0, NULL);
