@@ -1,0 +1,270 @@
+"""The tables a benchmark trains on: generated ones and tables the user names.
+
+A Dataset knows how to write its label and features as SQL for each
+baseline: the engine takes the column names as given; the Bismarck
+aggregate and MADlib take a float array; scikit-learn takes numpy arrays
+exported with COPY.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+FLOAT_ARRAYS = {"float8": "float8[]", "float4": "float4[]"}
+
+
+@dataclass
+class Dataset:
+    name: str
+    table: str                  # the server's own quoting of the relation (regclass::text)
+    test_table: str | None      # held-out table; None: score on the training table itself
+    label: str
+    features: str               # as the engine takes it: one array column, or "a, b, c"
+    label_is_bool: bool
+    feature_columns: list[str]  # the array column, or the list of numeric columns
+    array_element: str | None   # float8, float4, int4, numeric... for an array column
+    dims: int
+    rows: int
+    test_rows: int
+    size_bytes: int
+    generated: bool = False
+    order: str = "as stored"
+    info: dict[str, Any] = field(default_factory=dict)
+
+    # --- SQL for the baselines -------------------------------------------
+    def rel(self, table: str | None = None) -> sql.Composable:
+        """A relation name already quoted by the server (regclass output)."""
+        return sql.SQL(table or self.table)
+
+    @property
+    def scored_table(self) -> str:
+        return self.test_table or self.table
+
+    def features_sql(self) -> sql.Composable:
+        """The features as float8[] (or float4[], which the aggregate takes too)."""
+        if self.array_element is not None:
+            col = sql.Identifier(self.feature_columns[0])
+            if self.array_element in FLOAT_ARRAYS:
+                return col
+            return sql.SQL("{}::float8[]").format(col)
+        return sql.SQL("ARRAY[{}]::float8[]").format(
+            sql.SQL(", ").join(sql.Identifier(c) for c in self.feature_columns))
+
+    def label_sql(self) -> sql.Composable:
+        """The label as float8 (booleans as 0/1)."""
+        col = sql.Identifier(self.label)
+        if self.label_is_bool:
+            return sql.SQL("({}::int)::float8").format(col)
+        return sql.SQL("({})::float8").format(col)
+
+    def positive_sql(self) -> sql.Composable:
+        """True for the positive class (label +1, 1 or true)."""
+        col = sql.Identifier(self.label)
+        if self.label_is_bool:
+            return sql.SQL("({})").format(col)
+        return sql.SQL("({} > 0)").format(col)
+
+    def not_null_sql(self) -> sql.Composable:
+        cols = [self.label, *self.feature_columns]
+        return sql.SQL(" AND ").join(sql.SQL("{} IS NOT NULL").format(sql.Identifier(c))
+                                     for c in cols)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "table": self.table, "test_table": self.test_table,
+            "scored_on": "held-out table" if self.test_table else "the training table",
+            "label": self.label, "features": self.features, "dims": self.dims,
+            "rows": self.rows, "test_rows": self.test_rows, "size_bytes": self.size_bytes,
+            "generated": self.generated, "order": self.order, **self.info,
+        }
+
+
+def _column_type(conn: psycopg.Connection, oid: int, column: str) -> tuple[str, str, str | None]:
+    """(type name, type category, array element type name or None)."""
+    row = conn.execute(
+        "SELECT t.typname::text, t.typcategory::text, e.typname::text "
+        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+        "LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A' "
+        "WHERE a.attrelid = %s AND a.attname = %s AND a.attnum > 0 AND NOT a.attisdropped",
+        (oid, column)).fetchone()
+    if row is None:
+        raise ValueError(f"column {column!r} does not exist in relation {oid}")
+    return row[0], row[1], row[2]
+
+
+def _resolve(conn: psycopg.Connection, table: str) -> tuple[int, str]:
+    row = conn.execute("SELECT %s::regclass::oid::int8, %s::regclass::text",
+                       (table, table)).fetchone()
+    assert row is not None
+    return int(row[0]), row[1]
+
+
+def describe_table(conn: psycopg.Connection, table: str, test_table: str | None = None,
+                   label: str = "label", features: str = "features",
+                   name: str | None = None) -> Dataset:
+    """A user's table (and optional held-out table) as a Dataset."""
+    oid, qual = _resolve(conn, table)
+    test_qual = None
+    if test_table:
+        _, test_qual = _resolve(conn, test_table)
+    ltype, cat, _ = _column_type(conn, oid, label)
+    if cat not in ("N", "B"):
+        raise ValueError(f"label column {label!r} of {qual} has type {ltype}; "
+                         "a numeric or boolean label is needed")
+    cols = [c.strip() for c in features.split(",") if c.strip()]
+    if not cols:
+        raise ValueError("no feature column given")
+    element = None
+    if len(cols) == 1:
+        typ, fcat, element = _column_type(conn, oid, cols[0])
+        if fcat != "A" and fcat != "N":
+            raise ValueError(f"feature column {cols[0]!r} of {qual} has type {typ}; "
+                             "a numeric array or numeric columns are needed")
+    else:
+        for c in cols:
+            typ, fcat, _ = _column_type(conn, oid, c)
+            if fcat != "N":
+                raise ValueError(f"feature column {c!r} of {qual} has type {typ}; "
+                                 "a list of feature columns must all be numeric")
+    rel = sql.SQL(qual)
+    if element is not None:
+        dims = conn.execute(sql.SQL("SELECT cardinality({c}) FROM {t} WHERE {c} IS NOT NULL LIMIT 1")
+                            .format(c=sql.Identifier(cols[0]), t=rel)).fetchone()
+        dims_n = int(dims[0]) if dims else 0
+    else:
+        dims_n = len(cols)
+    rows = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(rel)).fetchone()[0]
+    test_rows = rows
+    if test_qual:
+        test_rows = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.SQL(test_qual))).fetchone()[0]
+    size = conn.execute("SELECT pg_table_size(%s::regclass)", (qual,)).fetchone()[0]
+    return Dataset(name=name or qual, table=qual, test_table=test_qual, label=label,
+                   features=features, label_is_bool=(cat == "B"), feature_columns=cols,
+                   array_element=element, dims=dims_n, rows=int(rows), test_rows=int(test_rows),
+                   size_bytes=int(size))
+
+
+# --- generated data ------------------------------------------------------
+
+ORDERS = ("clustered", "feature", "random")
+
+
+def class_shift(dims: int, bayes_accuracy: float) -> float:
+    """Per-feature class mean offset giving that accuracy to the best linear
+    classifier: features are U(-1, 1) + label * shift, so sum(x) has mean
+    +-shift*d and variance d/3, and the error is Phi(-shift * sqrt(3 d))."""
+    z = statistics.NormalDist().inv_cdf(bayes_accuracy)
+    return z / math.sqrt(3.0 * dims)
+
+
+def _generate(conn: psycopg.Connection, table: str, rows: int, dims: int, shift: float,
+              order: str, seed: float) -> None:
+    order_by = {"clustered": "label, id", "feature": "features[1], id", "random": "random()"}[order]
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+    conn.execute("SELECT setseed(%s)", (seed,))
+    # half the rows -1, half +1; each feature U(-1, 1) shifted by label * shift
+    conn.execute(sql.SQL(
+        "CREATE TABLE {t} AS SELECT id, label, features FROM ("
+        " SELECT i AS id, l AS label,"
+        "  (SELECT array_agg(random() * 2 - 1 + l * {shift} ORDER BY j)"
+        "   FROM generate_series(1, {d}) AS j)::float8[] AS features"
+        " FROM (SELECT i, CASE WHEN i % 2 = 0 THEN 1 ELSE -1 END AS l"
+        "       FROM generate_series(1, {n}) AS i) AS s) AS g"
+        " ORDER BY " + order_by).format(
+            t=sql.Identifier(table), shift=sql.Literal(shift), d=sql.Literal(dims),
+            n=sql.Literal(rows)))
+    conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
+
+
+def synthetic(conn: psycopg.Connection, rows: int, dims: int, test_rows: int,
+              order: str = "clustered", bayes_accuracy: float = 0.95, seed: int = 1,
+              log=None) -> Dataset:
+    """A binary table stored in the given order (clustered by label: all -1
+    rows, then all +1 rows, the paper's worst case), and a held-out table.
+
+    The tables are kept and reused by later runs with the same parameters
+    (recorded in a table comment)."""
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}")
+    shift = class_shift(dims, bayes_accuracy)
+    base = f"corgipile_bench_{rows}x{dims}_{order}"
+    spec = f"corgipile bench synthetic rows={rows} dims={dims} order={order} shift={shift!r} seed={seed}"
+    test_spec = f"corgipile bench synthetic rows={test_rows} dims={dims} shift={shift!r} seed={seed} test"
+    # setseed() takes [-1, 1]: the training table on the positive side, the test table on the negative
+    s_train = (seed % 1000 + 1) / 1001.0
+    for table, n, o, s, want in ((base, rows, order, s_train, spec),
+                                 (base + "_test", test_rows, "random", -s_train, test_spec)):
+        have = conn.execute("SELECT obj_description(to_regclass(%s), 'pg_class')",
+                            (table,)).fetchone()[0]
+        if have != want:
+            if log:
+                log(f"generating {table}: {n:,} rows x {dims} features ({o})")
+            _generate(conn, table, n, dims, shift, o, s)
+            conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(
+                sql.Identifier(table), sql.Literal(want)))
+    ds = describe_table(conn, base, base + "_test",
+                        name=f"synthetic-{rows}x{dims}-{order}")
+    ds.generated = True
+    ds.order = order
+    ds.info = {"bayes_accuracy": bayes_accuracy, "class_shift": shift}
+    return ds
+
+
+# --- measurements ----------------------------------------------------------
+
+def scan_query(ds: Dataset) -> sql.Composable:
+    """A plain sequential scan that reads the same columns as training:
+    every label, and every feature array detoasted."""
+    if ds.array_element is not None:
+        feats = sql.SQL("sum(cardinality({}))").format(sql.Identifier(ds.feature_columns[0]))
+    else:
+        feats = sql.SQL(" + ").join(sql.SQL("sum({})").format(sql.Identifier(c))
+                                    for c in ds.feature_columns)
+    return sql.SQL("SELECT count(*), sum({lab}), {feats} FROM {t} WHERE {nn}").format(
+        lab=ds.label_sql(), feats=feats, t=ds.rel(), nn=ds.not_null_sql())
+
+
+def time_scan(conn: psycopg.Connection, ds: Dataset, repeat: int) -> tuple[float, list[float]]:
+    """Median seconds of `repeat` scans, after one that warms the caches."""
+    q = scan_query(ds)
+    conn.execute(q).fetchall()
+    times = []
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        conn.execute(q).fetchall()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
+
+
+def export(conn: psycopg.Connection, ds: Dataset, table: str | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The table's labels and features as numpy arrays, in storage order,
+    through COPY ... TO STDOUT in binary."""
+    q = sql.SQL("COPY (SELECT {lab}, {feat} FROM {t} WHERE {nn}) TO STDOUT (FORMAT BINARY)").format(
+        lab=ds.label_sql(), feat=_float8_features(ds), t=ds.rel(table), nn=ds.not_null_sql())
+    labels: list[float] = []
+    rows: list[list[float]] = []
+    with conn.cursor() as cur, cur.copy(q) as copy:
+        copy.set_types(["float8", "float8[]"])
+        for lab, feats in copy.rows():
+            if feats is None or any(v is None for v in feats):
+                continue
+            labels.append(lab)
+            rows.append(feats)
+    x = np.asarray(rows, dtype=np.float64).reshape(len(rows), ds.dims)
+    return x, np.asarray(labels, dtype=np.float64)
+
+
+def _float8_features(ds: Dataset) -> sql.Composable:
+    f = ds.features_sql()
+    if ds.array_element == "float4":
+        return sql.SQL("{}::float8[]").format(f)
+    return f

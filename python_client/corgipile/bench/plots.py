@@ -1,0 +1,137 @@
+"""PNG plots of a benchmark run (matplotlib, no display needed).
+
+Per dataset and model:
+  <name>-score-vs-time.png   held-out score against wall time, setup
+                             included (like the paper's Fig. 7); time in
+                             plain-scan units below, seconds above;
+  <name>-loss-vs-epoch.png   mean training loss per epoch (Fig. 8);
+  <name>-epoch-time.png      epoch and setup time as ratios to a plain scan.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .results import OK, Run
+
+_STYLES = {
+    "corgipile": dict(color="tab:red", marker="o", linewidth=2.2),
+    "block_only": dict(color="tab:orange", marker="s"),
+    "no_shuffle": dict(color="tab:gray", marker="x"),
+    "shuffle_once": dict(color="tab:blue", marker="^"),
+    "epoch_shuffle": dict(color="tab:cyan", marker="v"),
+    "sliding_window": dict(color="tab:olive", marker="<"),
+    "mrs": dict(color="tab:brown", marker=">"),
+}
+_BY_SYSTEM = {"bismarck": "tab:green", "madlib": "tab:purple", "sklearn": "black"}
+
+
+def _style(run: Run) -> dict:
+    if run.system == "engine":
+        return dict(_STYLES.get(run.order, dict(marker=".")))
+    st = dict(color=_BY_SYSTEM.get(run.system, None),
+              marker="D" if run.order == "shuffle_once" else "P",
+              linestyle="--" if run.order == "no_shuffle" else "-")
+    return st
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
+
+
+def plot(runs: list[Run], scan_seconds: dict[str, float],
+         targets: dict[tuple[str, str], float | None], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[Path] = []
+    keys: list[tuple[str, str]] = []
+    for r in runs:
+        if (r.dataset, r.model) not in keys:
+            keys.append((r.dataset, r.model))
+    for ds, model in keys:
+        mine = [r for r in runs if (r.dataset, r.model) == (ds, model) and r.status == OK
+                and r.epochs]
+        if not mine:
+            continue
+        scan = scan_seconds.get(ds) or 1.0
+        base = out / slug(f"{ds}-{model}")
+        score_name = "R²" if model == "linear" else "accuracy"
+
+        # score against wall time
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        for r in mine:
+            xs = [t / scan for t in r.cumulative_seconds()]
+            ys = [e.test_score for e in r.epochs]
+            pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
+            if not pts:
+                continue
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=r.method, markersize=4,
+                    **_style(r))
+            if r.setup_seconds > 0 and r.system != "engine":
+                ax.axvline(r.setup_seconds / scan, color=_style(r).get("color"), alpha=0.25,
+                           linestyle=":")
+        target = targets.get((ds, model))
+        if target is not None:
+            ax.axhline(target, color="0.5", linewidth=0.8, linestyle="--", label="target")
+        ax.set_xlabel("wall time, in plain scans of the table (setup included)")
+        ax.set_ylabel(f"held-out {score_name}")
+        sec = ax.secondary_xaxis("top", functions=(lambda v: v * scan, lambda v: v / scan))
+        sec.set_xlabel(f"seconds (one scan = {scan:.3g} s)")
+        ax.set_title(f"{ds} / {model}: {score_name} against time", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        fig.tight_layout()
+        p = base.with_name(base.name + "-score-vs-time.png")
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        written.append(p)
+
+        # loss against epoch
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        any_loss = False
+        for r in mine:
+            pts = [(e.epoch, e.loss) for e in r.epochs if e.loss is not None]
+            if len(pts) < 1:
+                continue
+            any_loss = True
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=r.method, markersize=4,
+                    **_style(r))
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("mean training loss (before each row's update)")
+        ax.set_title(f"{ds} / {model}: loss per epoch", fontsize=10)
+        ax.grid(alpha=0.3)
+        if any_loss:
+            ax.legend(fontsize=7, loc="upper right")
+        fig.tight_layout()
+        p = base.with_name(base.name + "-loss-vs-epoch.png")
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        written.append(p)
+
+        # epoch and setup time relative to a scan
+        with_summary = [r for r in mine if r.summary.get("epoch_ratio_to_scan") is not None]
+        if with_summary:
+            fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(with_summary) + 1.6))
+            names = [r.method for r in with_summary]
+            epoch = [r.summary["epoch_ratio_to_scan"] for r in with_summary]
+            setup = [r.summary.get("setup_ratio_to_scan") or 0.0 for r in with_summary]
+            ypos = range(len(names))
+            ax.barh(ypos, epoch, color="tab:blue", label="one epoch")
+            ax.barh(ypos, setup, left=epoch, color="tab:gray", alpha=0.6,
+                    label="setup (shuffled copy, export)")
+            ax.set_yticks(list(ypos), names, fontsize=8)
+            ax.axvline(1.0, color="black", linewidth=0.8)
+            ax.set_xlabel("time / plain scan of the same columns")
+            ax.set_title(f"{ds} / {model}: epoch time relative to a scan", fontsize=10)
+            ax.legend(fontsize=7)
+            ax.invert_yaxis()
+            fig.tight_layout()
+            p = base.with_name(base.name + "-epoch-time.png")
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            written.append(p)
+    return written
