@@ -6,6 +6,7 @@ OBJS = \
 	extension/blockshuffle.o \
 	extension/corgipile.o \
 	extension/datum_convert.o \
+	extension/evaluate.o \
 	extension/layout.o \
 	extension/models.o \
 	extension/params.o \

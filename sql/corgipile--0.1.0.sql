@@ -171,3 +171,10 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 SUPPORT corgipile.train_support;
 
 COMMENT ON FUNCTION corgipile.shuffled_scan IS 'The row ids of a table in the order one epoch of a shuffle strategy feeds them to SGD (id is NULL unless the table has an integer column id).';
+
+CREATE FUNCTION corgipile.evaluate(model_name text, relation regclass)
+RETURNS TABLE (metric text, value float8)
+AS 'MODULE_PATHNAME', 'corgipile_evaluate'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION corgipile.evaluate IS 'Metrics of a stored model on a table: accuracy, precision, recall, f1, auc, log_loss (binary); accuracy, macro_f1, log_loss (softmax); rmse, mae, r2 (linear).';
