@@ -14,6 +14,7 @@ OBJS = \
 	extension/predict.o \
 	extension/relation.o \
 	extension/sgd.o \
+	extension/shuffle_table.o \
 	extension/train.o \
 	extension/tupleshuffle.o \
 	extension/window.o \

@@ -178,3 +178,10 @@ AS 'MODULE_PATHNAME', 'corgipile_evaluate'
 LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION corgipile.evaluate IS 'Metrics of a stored model on a table: accuracy, precision, recall, f1, auc, log_loss (binary); accuracy, macro_f1, log_loss (softmax); rmse, mae, r2 (linear).';
+
+CREATE FUNCTION corgipile.shuffle_table(src regclass, dst text, seed bigint DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'corgipile_shuffle_table'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.shuffle_table IS 'Write a fully shuffled copy of src as a new table dst (two-pass external shuffle within work_mem); returns the rows written.';
