@@ -63,7 +63,9 @@ def main() -> int:
     table = f"bench_{args.rows}_{args.dims}"
 
     with psycopg.connect(args.dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
+        # the benchmark database holds nothing of value: start from the installed version
+        conn.execute("DROP EXTENSION IF EXISTS corgipile CASCADE")
+        conn.execute("CREATE EXTENSION corgipile")
         conn.execute("SET max_parallel_workers_per_gather = 0")  # training is one process
         conn.execute("SET corgipile.progress = off")
         ensure_table(conn, table, args.rows, args.dims)

@@ -34,7 +34,9 @@ def main() -> int:
     src = f"shuffle_src_{args.rows}_{args.dims}"
 
     with psycopg.connect(args.dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
+        # the benchmark database holds nothing of value: start from the installed version
+        conn.execute("DROP EXTENSION IF EXISTS corgipile CASCADE")
+        conn.execute("CREATE EXTENSION corgipile")
         conn.execute("SET max_parallel_workers_per_gather = 0")
         if not conn.execute("SELECT count(*) FROM pg_class WHERE relname = %s", (src,)).fetchone()[0]:
             print(f"generating {args.rows:,} rows ...", file=sys.stderr, flush=True)

@@ -161,16 +161,17 @@ cp_softmax(double *z, int k)
 {
 	double		max = z[0];
 	double		sum = 0.0;
-	double		lse;
 
 	for (int i = 1; i < k; i++)
 		max = Max(max, z[i]);
 	for (int i = 0; i < k; i++)
-		sum += exp(z[i] - max);
-	lse = max + log(sum);
+	{
+		z[i] = exp(z[i] - max);
+		sum += z[i];
+	}
 	for (int i = 0; i < k; i++)
-		z[i] = exp(z[i] - lse);
-	return lse;
+		z[i] /= sum;
+	return max + log(sum);
 }
 
 double

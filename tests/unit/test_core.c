@@ -440,6 +440,111 @@ test_worker(void)
 	cp_worker_stop(&w);			/* a second stop must not hang or crash */
 }
 
+/* Softmax: the gradient of the cross-entropy against finite differences of
+ * the loss in every weight of every class, and numerical safety. */
+static void
+test_softmax(void)
+{
+	CpBuffer	b = blobs(1, 3, 1.0, 41);
+	CpModel		m;
+	CpStats		st;
+	double		h = 1e-6;
+	int			k = 4;
+
+	b.labels[0] = 2.0;
+	cp_model_init(&m, CP_MODEL_SOFTMAX, 3, k, false, 1, 0.0, 0.0, alloc_zero);
+	for (int j = 0; j < m.n_weights; j++)
+		m.w[j] = 0.05 * ((j * 7) % 11) - 0.2;
+	for (int j = 0; j < m.n_weights; j++)
+	{
+		int			cls = j / m.stride;
+		int			f = j % m.stride;
+		double		x = (f < 3) ? b.values[f] : 1.0;
+		double		saved = m.w[j];
+		double		up,
+					down,
+					an;
+
+		cp_model_outputs(&m, &b, 0, m.z);
+		cp_softmax(m.z, k);
+		an = (m.z[cls] - (cls == 2 ? 1.0 : 0.0)) * x;
+		memset(&st, 0, sizeof(st));
+		m.w[j] = saved + h;
+		cp_model_evaluate(&m, &b, &st);
+		up = st.loss_sum;
+		memset(&st, 0, sizeof(st));
+		m.w[j] = saved - h;
+		cp_model_evaluate(&m, &b, &st);
+		down = st.loss_sum;
+		m.w[j] = saved;
+		CHECK(fabs((up - down) / (2 * h) - an) < 1e-6,
+			  "softmax weight %d: analytic %g, numeric %g", j, an, (up - down) / (2 * h));
+	}
+
+	/* huge margins: probabilities stay finite and sum to 1 */
+	{
+		double		z[3] = {1e6, -1e6, 999990.0};
+		double		lse = cp_softmax(z, 3);
+
+		CHECK(isfinite(lse) && fabs(z[0] + z[1] + z[2] - 1.0) < 1e-12 && z[0] > 0.99,
+			  "softmax of huge margins: %g %g %g", z[0], z[1], z[2]);
+	}
+
+	/* it learns three separable classes */
+	{
+		CpBuffer	t = dense_buffer(3000, 2);
+		CpModel		sm;
+		pg_prng_state rng;
+
+		pg_prng_seed(&rng, 2);
+		for (int64 i = 0; i < 3000; i++)
+		{
+			int			c = i % 3;
+
+			t.labels[i] = c;
+			t.values[i * 2] = (c == 0 ? 3 : 0) + pg_prng_double(&rng) - 0.5;
+			t.values[i * 2 + 1] = (c == 1 ? 3 : 0) + pg_prng_double(&rng) - 0.5;
+		}
+		cp_model_init(&sm, CP_MODEL_SOFTMAX, 2, 3, false, 1, 0.0, 0.0, alloc_zero);
+		sm.learning_rate = 0.1;
+		for (int e = 0; e < 3; e++)
+		{
+			memset(&sm.stats, 0, sizeof(sm.stats));
+			cp_model_train(&sm, &t, 0, NULL);
+		}
+		CHECK(cp_stats_score(&sm.stats, sm.kind) > 0.99, "softmax accuracy %.3f",
+			  cp_stats_score(&sm.stats, sm.kind));
+	}
+}
+
+/* L1 drives the weights of useless features to exactly zero. */
+static void
+test_l1(void)
+{
+	CpBuffer	b = blobs(4000, 6, 2.0, 43);
+	CpModel		plain,
+				lasso;
+	int			zeros_plain = 0,
+				zeros_lasso = 0;
+
+	cp_model_init(&plain, CP_MODEL_LOGISTIC, 6, 1, false, 1, 0.0, 0.0, alloc_zero);
+	cp_model_init(&lasso, CP_MODEL_LOGISTIC, 6, 1, false, 1, 0.0, 0.01, alloc_zero);
+	plain.learning_rate = lasso.learning_rate = 0.05;
+	for (int e = 0; e < 3; e++)
+	{
+		cp_model_train(&plain, &b, 0, NULL);
+		cp_model_train(&lasso, &b, 0, NULL);
+	}
+	for (int j = 1; j < 6; j++)
+	{
+		zeros_plain += (plain.w[j] == 0.0);
+		zeros_lasso += (lasso.w[j] == 0.0);
+	}
+	CHECK(zeros_lasso >= 4 && zeros_plain == 0,
+		  "l1 zeroed %d of 5 noise weights (without l1: %d)", zeros_lasso, zeros_plain);
+	CHECK(lasso.w[0] > 0.5, "l1 killed the useful weight too: %g", lasso.w[0]);
+}
+
 int
 main(void)
 {
@@ -450,6 +555,8 @@ main(void)
 	test_sparse_equals_dense();
 	test_resume();
 	test_gather_matches_direct();
+	test_softmax();
+	test_l1();
 	test_worker();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
