@@ -27,6 +27,7 @@ from .datasets import Dataset
 from .results import FAILED, Epoch, Run
 
 EXTENSION = "corgipile_bismarck"
+MODELS = ("svm", "logistic", "linear")
 INSTALL_HINT = "build and install it with `make -C benchmarks/bismarck install` (PG_CONFIG selects the server)"
 
 _copies = 0
@@ -115,6 +116,10 @@ def run(conn: psycopg.Connection, ds: Dataset, model: str, order: str, cfg: Trai
     """One Bismarck run; `copy` is the shuffled copy and its creation time
     (for order shuffle_once)."""
     method = f"bismarck ({order})"
+    if model not in MODELS:
+        return Run.skipped(ds.name, model, method, "bismarck", order,
+                           f"the Bismarck aggregate has no model {model!r} "
+                           f"({', '.join(MODELS)} only)")
     r = Run(ds.name, model, method, "bismarck", order)
     if order == "shuffle_once":
         assert copy is not None
