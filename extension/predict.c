@@ -26,6 +26,7 @@
 #include "core/linear_model.h"
 #include "datum_convert.h"
 #include "models.h"
+#include "params.h"
 
 PG_FUNCTION_INFO_V1(corgipile_predict_dense);
 PG_FUNCTION_INFO_V1(corgipile_predict_sparse);
@@ -399,8 +400,8 @@ predict_proba(FunctionCallInfo fcinfo, CpInputForm form)
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("corgipile.predict_proba: model \"%s\" is a %s model, which has no probabilities",
-						m->model_name, m->kind == CP_MODEL_SVM ? "svm" : "linear"),
+				 errmsg("corgipile.predict_proba: model \"%s\" (%s) has no probabilities",
+						m->model_name, cp_model_kind_name(m->kind)),
 				 errhint("Probabilities come from logistic and softmax models.")));
 	d = palloc(sizeof(Datum) * n);
 	for (int k = 0; k < n; k++)

@@ -9,7 +9,9 @@
  * Fisher-Yates-shuffles it in memory and inserts its tuples into dst.
  * M is chosen so that a pile is expected to fill 80% of work_mem, the
  * budget a sort of the same table would get; a pile that comes out larger
- * is still loaded whole.  The result is a uniform permutation of the table
+ * is still loaded whole.  Tuples go into dst in batches through
+ * table_multi_insert(), as COPY does.  The result is a uniform permutation
+ * of the table
  * (papers/two-pass-shuffle.txt), with two sequential passes of I/O and no
  * comparisons, where ORDER BY random() sorts.
  *
@@ -50,35 +52,71 @@
 PG_FUNCTION_INFO_V1(corgipile_shuffle_table);
 
 #define CP_PILE_FILL 0.8
+/* tuples handed to table_multi_insert at a time, as COPY does */
+#define CP_INSERT_BATCH 1000
 
-static void
+/*
+ * A record is the tuple's length (8 bytes) and its bytes, padded so that
+ * every tuple starts MAXALIGNed when the pile is loaded whole.
+ */
+static int64
 pile_write(BufFile *f, HeapTuple tup)
 {
-	uint32		len = tup->t_len;
+	static const char zeros[MAXIMUM_ALIGNOF] = {0};
+	uint64		len = tup->t_len;
 
 	BufFileWrite(f, &len, sizeof(len));
 	BufFileWrite(f, tup->t_data, len);
+	if (MAXALIGN(len) > len)
+		BufFileWrite(f, (void *) zeros, MAXALIGN(len) - len);
+	return sizeof(len) + MAXALIGN(len);
 }
 
-/* Read the next tuple of a pile, or NULL at its end. */
-static HeapTuple
-pile_read(BufFile *f)
+/*
+ * Load a whole pile (size bytes, as written: a temporary BufFile does not
+ * know its own size until flushed) in one read into an arena, and point a
+ * tuple header at each record; returns the number of tuples.
+ */
+static int64
+pile_load(BufFile *f, int64 size, HeapTupleData **tuples_out)
 {
-	uint32		len;
-	HeapTuple	tup;
+	char	   *arena;
+	char	   *p;
+	char	   *end;
+	int64		n = 0;
+	int64		cap = 1024;
+	HeapTupleData *tuples;
 
-	if (BufFileRead(f, &len, sizeof(len)) == 0)
-		return NULL;
-	tup = (HeapTuple) palloc(HEAPTUPLESIZE + len);
-	tup->t_len = len;
-	ItemPointerSetInvalid(&tup->t_self);
-	tup->t_tableOid = InvalidOid;
-	tup->t_data = (HeapTupleHeader) ((char *) tup + HEAPTUPLESIZE);
-	if (BufFileRead(f, tup->t_data, len) != len)
+	if (BufFileSeek(f, 0, 0, SEEK_SET) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("corgipile: could not rewind a temporary shuffle file")));
+	arena = MemoryContextAllocHuge(CurrentMemoryContext, Max(size, 1));
+	if (size > 0 && BufFileRead(f, arena, size) != (size_t) size)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("corgipile: could not read from a temporary shuffle file")));
-	return tup;
+	tuples = palloc(sizeof(HeapTupleData) * cap);
+	for (p = arena, end = arena + size; p < end;)
+	{
+		uint64		len;
+
+		memcpy(&len, p, sizeof(len));
+		p += sizeof(len);
+		if (n == cap)
+		{
+			cap *= 2;
+			tuples = repalloc_huge(tuples, sizeof(HeapTupleData) * cap);
+		}
+		tuples[n].t_len = (uint32) len;
+		ItemPointerSetInvalid(&tuples[n].t_self);
+		tuples[n].t_tableOid = InvalidOid;
+		tuples[n].t_data = (HeapTupleHeader) p;
+		p += MAXALIGN(len);
+		n++;
+	}
+	*tuples_out = tuples;
+	return n;
 }
 
 /* CREATE TABLE dst (LIKE src ...) and return dst's OID. */
@@ -110,15 +148,16 @@ create_destination(Relation src, const char *dst)
 Datum
 corgipile_shuffle_table(PG_FUNCTION_ARGS)
 {
-	Oid			src_oid = PG_GETARG_OID(0);
-	char	   *dst_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	Oid			src_oid;
+	char	   *dst_name;
 	pg_prng_state rng;
 	Relation	src;
 	Relation	dst;
 	TableScanDesc scan;
 	TupleTableSlot *in;
-	TupleTableSlot *out;
+	TupleTableSlot **batch;
 	BufFile   **piles;
+	int64	   *pile_bytes;
 	int			n_piles;
 	double		budget = (double) work_mem * 1024.0 * CP_PILE_FILL;
 	BulkInsertState bistate;
@@ -127,6 +166,19 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 	MemoryContext old;
 	int64		rows = 0;
 	AclResult	acl;
+
+	/* not STRICT, so that a NULL seed means a random one */
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("corgipile.shuffle_table: %s must not be NULL",
+						PG_ARGISNULL(0) ? "src" : "dst")));
+	src_oid = PG_GETARG_OID(0);
+	dst_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (dst_name[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("corgipile.shuffle_table: dst must name the table to create")));
 
 	if (PG_ARGISNULL(2))
 		pg_prng_seed(&rng, pg_prng_uint64(&pg_global_prng_state));
@@ -146,6 +198,7 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 	n_piles = (int) Min(Max(1.0, ceil((double) RelationGetNumberOfBlocks(src) * BLCKSZ / budget)),
 						(double) (MaxAllocSize / sizeof(BufFile *)));
 	piles = palloc(sizeof(BufFile *) * n_piles);
+	pile_bytes = palloc0(sizeof(int64) * n_piles);
 	for (int k = 0; k < n_piles; k++)
 		piles[k] = BufFileCreateTemp(false);
 	scan = table_beginscan(src, GetActiveSnapshot(), 0, NULL);
@@ -155,7 +208,9 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 		bool		should_free;
 		HeapTuple	tup = ExecFetchSlotHeapTuple(in, false, &should_free);
 
-		pile_write(piles[pg_prng_uint64_range(&rng, 0, n_piles - 1)], tup);
+		int			k = (int) pg_prng_uint64_range(&rng, 0, n_piles - 1);
+
+		pile_bytes[k] += pile_write(piles[k], tup);
 		if (should_free)
 			heap_freetuple(tup);
 		if ((++rows & 1023) == 0)
@@ -164,57 +219,50 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(in);
 
-	/* pass 2: shuffle each pile in memory and append it to dst */
+	/*
+	 * pass 2: shuffle each pile in memory and append it to dst, a batch of
+	 * tuples at a time as COPY does (one WAL record per page filled rather
+	 * than per row)
+	 */
 	bistate = GetBulkInsertState();
 	cid = GetCurrentCommandId(true);
-	out = MakeSingleTupleTableSlot(RelationGetDescr(dst), &TTSOpsHeapTuple);
+	batch = palloc(sizeof(TupleTableSlot *) * CP_INSERT_BATCH);
+	for (int i = 0; i < CP_INSERT_BATCH; i++)
+		batch[i] = MakeSingleTupleTableSlot(RelationGetDescr(dst), &TTSOpsHeapTuple);
 	pile_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile pile",
 									 ALLOCSET_DEFAULT_SIZES);
 	for (int k = 0; k < n_piles; k++)
 	{
-		HeapTuple  *tuples;
-		int64		n = 0;
-		int64		cap = 1024;
-		HeapTuple	tup;
+		HeapTupleData *tuples;
+		uint32	   *order;
+		int64		n;
+		int			filled = 0;
 
-		if (BufFileSeek(piles[k], 0, 0, SEEK_SET) != 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("corgipile: could not rewind a temporary shuffle file")));
 		old = MemoryContextSwitchTo(pile_cxt);
-		tuples = palloc(sizeof(HeapTuple) * cap);
-		while ((tup = pile_read(piles[k])) != NULL)
-		{
-			if (n == cap)
-			{
-				cap *= 2;
-				tuples = repalloc_huge(tuples, sizeof(HeapTuple) * cap);
-			}
-			tuples[n++] = tup;
-		}
-		MemoryContextSwitchTo(old);
+		n = pile_load(piles[k], pile_bytes[k], &tuples);
 		BufFileClose(piles[k]);
+		order = palloc(sizeof(uint32) * Max(n, 1));
+		cp_order_identity(order, n);
+		cp_shuffle_uint32(order, n, &rng);
+		MemoryContextSwitchTo(old);
 
-		for (int64 i = n - 1; i > 0; i--)
-		{
-			int64		j = (int64) pg_prng_uint64_range(&rng, 0, (uint64) i);
-			HeapTuple	t = tuples[i];
-
-			tuples[i] = tuples[j];
-			tuples[j] = t;
-		}
 		for (int64 i = 0; i < n; i++)
 		{
-			ExecStoreHeapTuple(tuples[i], out, false);
-			table_tuple_insert(dst, out, cid, 0, bistate);
-			ExecClearTuple(out);
-			if ((i & 1023) == 0)
+			ExecStoreHeapTuple(&tuples[order[i]], batch[filled++], false);
+			if (filled == CP_INSERT_BATCH || i == n - 1)
+			{
+				table_multi_insert(dst, batch, filled, cid, TABLE_INSERT_SKIP_FSM, bistate);
+				for (int j = 0; j < filled; j++)
+					ExecClearTuple(batch[j]);
+				filled = 0;
 				CHECK_FOR_INTERRUPTS();
+			}
 		}
 		MemoryContextReset(pile_cxt);
 	}
+	for (int i = 0; i < CP_INSERT_BATCH; i++)
+		ExecDropSingleTupleTableSlot(batch[i]);
 	FreeBulkInsertState(bistate);
-	ExecDropSingleTupleTableSlot(out);
 	table_close(dst, NoLock);
 	relation_close(src, NoLock);
 	PG_RETURN_INT64(rows);
