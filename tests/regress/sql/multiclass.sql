@@ -95,7 +95,7 @@ FROM corgipile.models WHERE model_name = 'sm_es';
 SELECT * FROM corgipile.train('animals', 'softmax', label => 'features');
 CREATE TABLE one_class AS SELECT 1 AS cls, ARRAY[1.0] AS features FROM generate_series(1, 5);
 SELECT * FROM corgipile.train('one_class', 'softmax', label => 'cls');
-SELECT * FROM corgipile.train('houses', 'svm', label => 'price', features => 'rooms');
+SELECT * FROM corgipile.train('houses', 'svm', label => 'price', features => 'rooms', shuffle => 'no_shuffle');
 SELECT * FROM corgipile.train('animals', 'svm', label => 'name');
 SELECT * FROM corgipile.train('animals', 'softmax', label => 'cls', validation => 'houses');
 SELECT * FROM corgipile.train('houses', 'linear', label => 'price', features => 'rooms', tolerance => -1);
