@@ -1,0 +1,46 @@
+# syntax=docker/dockerfile:1
+#
+# The corgipile Python client and the Fashion-MNIST demo, to run against the
+# database image (docker/Dockerfile).  Build from the repository root:
+#
+#   docker build -f docker/client.Dockerfile -t corgipile-client:0.1.0 .
+#
+# The default command runs scripts/demo.py with the connection taken from
+# libpq's PG* environment variables (PGHOST, PGUSER, PGPASSWORD, ...), which
+# docker/docker-compose.yml sets to the db service.  CI does not build this
+# image; the test suite lints it (docker/README.md).
+FROM python:3.11-slim-bookworm
+
+LABEL org.opencontainers.image.title="corgipile-client" \
+      org.opencontainers.image.description="corgipile Python client and the Fashion-MNIST demo" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.base.name="docker.io/library/python:3.11-slim-bookworm"
+
+# Fashion-MNIST as Debian packages it, where the demo reads it
+# (/usr/share/datasets/fashion-mnist), the same package the project's
+# scripts/install_deps.sh installs on a development machine.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends \
+        dataset-fashion-mnist=0.0~git20200523.55506a9-1 \
+    && rm -rf /var/lib/apt/lists/*
+
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+
+# The client package, then what the demo imports, at the versions that
+# requirements-dev.txt pins for the test suite (a test checks they agree).
+COPY python_client/ /opt/corgipile/python_client/
+RUN pip install --no-cache-dir \
+        /opt/corgipile/python_client \
+        "psycopg[binary]==3.3.9" \
+        numpy==2.4.6
+
+COPY scripts/demo.py /opt/corgipile/demo.py
+
+# Nothing here needs root.
+RUN useradd --create-home --uid 10001 corgipile
+USER 10001
+WORKDIR /home/corgipile
+
+CMD ["python", "/opt/corgipile/demo.py"]
