@@ -1,0 +1,50 @@
+"""corgipile: the Python client of the corgipile PostgreSQL extension.
+
+In-database SGD with CorgiPile's two-level shuffle, from Python::
+
+    import corgipile
+
+    client = corgipile.connect("dbname=ml")          # or the PG* variables
+    client.execute("SELECT * FROM points TRAIN BY svm WITH max_epoch_num = 10")
+    model = client.train("points", "logistic", learning_rate=0.05, seed=1)
+    rows = client.execute("SELECT id, label FROM points PREDICT BY " + model.name)
+
+See README.md for the full tour: statements, models, estimators, loaders
+and the ``corgipile`` command.
+"""
+
+from __future__ import annotations
+
+from .client import Client, Result, connect
+from .errors import (ConnectionTypeError, CorgipileError, ModelExists, ModelFormatError,
+                     ModelNotFound, ParameterError, StatementError, TrainingCancelled,
+                     TrainingInterrupted)
+from .estimators import SGDClassifier, SGDRegressor
+from .loaders import LoadResult
+from .models import Epoch, Model, ModelInfo
+from .training import EpochProgress
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "Result",
+    "connect",
+    "Model",
+    "ModelInfo",
+    "Epoch",
+    "EpochProgress",
+    "LoadResult",
+    "SGDClassifier",
+    "SGDRegressor",
+    "CorgipileError",
+    "StatementError",
+    "ParameterError",
+    "ModelNotFound",
+    "ModelExists",
+    "ModelFormatError",
+    "TrainingCancelled",
+    "TrainingInterrupted",
+    "ConnectionTypeError",
+    "__version__",
+]

@@ -1,0 +1,643 @@
+"""Loading training data at COPY speed.
+
+Sources: numpy arrays, pandas DataFrames, CSV files and LIBSVM/SVMlight
+files. Each becomes one table, written with ``COPY ... FROM STDIN (FORMAT
+BINARY)`` in a single transaction (the table is created in it too).
+
+Table layouts (``layout=``), matching corgipile.train's defaults:
+
+- ``"array"``: ``id bigint, label, features float8[]`` — train with the
+  defaults (``label => 'label', features => 'features'``);
+- ``"columns"``: ``id bigint, label, <one float8 column per feature>`` —
+  train with ``features => 'x1, x2, ...'`` (the loader returns the list
+  in :attr:`LoadResult.features`);
+- ``"sparse"``: ``id bigint, label, feature_indices int4[], features
+  float8[]`` with 0-based indices of the non-zero features — train with
+  ``feature_indices => 'feature_indices'``.
+
+Storage order (``order=``), to reproduce the paper's cases:
+
+- ``"given"``: rows in input order;
+- ``"label"``: clustered by label (stable sort), SGD's worst case;
+- ``"feature:J"``: ordered by feature J (an index, or a column name);
+- ``"random"``: shuffled once (``seed=`` for a fixed order).
+
+``id`` is always the row's position in the input (0-based), whatever the
+storage order. Dense layouts are encoded with numpy in bulk, so the
+Python cost per row is nil; the sparse layout goes through psycopg's
+binary ``write_row``. A tqdm bar shows progress on inputs of 100,000 rows
+or more when stderr is a terminal (``progress=True/False`` forces it).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import struct
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from pglast import ast, parser
+from psycopg import sql
+
+from .statements import quote_ident
+from .training import transaction
+
+__all__ = ["LoadResult", "load_numpy", "load_dataframe", "load_csv", "load_libsvm",
+           "read_libsvm", "read_csv", "table_name"]
+
+PROGRESS_ROWS = 100_000
+_CHUNK_BYTES = 4 << 20
+_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_TRAILER = struct.pack(">h", -1)
+_FLOAT_OID = {"float8": 701, "float4": 700}
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What a loader wrote: the table, the row count, and the names to pass
+    to corgipile.train (``train_params()``)."""
+
+    table: str
+    rows: int
+    n_features: int
+    layout: str
+    label: str | None
+    features: str
+    feature_indices: str | None = None
+
+    def train_params(self) -> dict[str, Any]:
+        """label/features/feature_indices/n_features for client.train."""
+        out: dict[str, Any] = {"features": self.features}
+        if self.label is not None:
+            out["label"] = self.label
+        if self.feature_indices is not None:
+            out["feature_indices"] = self.feature_indices
+            out["n_features"] = self.n_features
+        return out
+
+    def __int__(self) -> int:
+        return self.rows
+
+
+def table_name(name: str) -> sql.Identifier:
+    """A table name as written in SQL (``points``, ``s.points``,
+    ``"My Table"``), checked with PostgreSQL's grammar, as an Identifier."""
+    try:
+        stmts = parser.parse_sql(f"SELECT * FROM {name}")
+    except parser.ParseError:
+        stmts = []
+    stmt = stmts[0].stmt if len(stmts) == 1 else None
+    if (not isinstance(stmt, ast.SelectStmt) or stmt.whereClause is not None
+            or len(stmt.fromClause or ()) != 1 or len(stmt.targetList or ()) != 1
+            or any(getattr(stmt, a, None) for a in (
+                "sortClause", "limitCount", "limitOffset", "groupClause", "lockingClause",
+                "withClause", "distinctClause", "havingClause", "windowClause", "larg"))
+            or not isinstance(stmt.fromClause[0], ast.RangeVar)
+            or stmt.fromClause[0].alias is not None or stmt.fromClause[0].catalogname):
+        raise ValueError(f"not a table name: {name!r} (quote names with capitals or spaces: "
+                         "'\"My Table\"')")
+    rv = stmt.fromClause[0]
+    return sql.Identifier(rv.schemaname, rv.relname) if rv.schemaname \
+        else sql.Identifier(rv.relname)
+
+
+# -- order ---------------------------------------------------------------------
+
+def _order_index(order: str, n: int, labels: np.ndarray | None,
+                 feature_values: Any, seed: int | None) -> np.ndarray | None:
+    """Row permutation for the storage order (None = as given).
+    feature_values(j) returns feature j for every row."""
+    if order in ("given", None):
+        return None
+    if order == "label":
+        if labels is None:
+            raise ValueError("order='label' needs labels")
+        return np.argsort(labels, kind="stable")
+    if order == "random":
+        return np.random.default_rng(seed).permutation(n)
+    if isinstance(order, str) and order.startswith("feature:"):
+        key = order.split(":", 1)[1]
+        return np.argsort(feature_values(key), kind="stable")
+    raise ValueError(f"unknown order {order!r}: use 'given', 'label', 'feature:J' or 'random'")
+
+
+def _feature_index(key: str | int, names: Sequence[str] | None, d: int) -> int:
+    if isinstance(key, int) or (isinstance(key, str) and key.lstrip("-").isdigit()):
+        j = int(key)
+        if not 0 <= j < d:
+            raise ValueError(f"feature {j} out of range: there are {d} features (0-based)")
+        return j
+    if names is not None and key in names:
+        return list(names).index(key)
+    raise ValueError(f"no feature named {key!r}")
+
+
+# -- labels --------------------------------------------------------------------
+
+def _label_type(y: np.ndarray, integral_floats: bool) -> str:
+    if y.dtype == np.bool_:
+        return "bool"
+    if np.issubdtype(y.dtype, np.integer):
+        if y.size and (y.min() < -2**31 or y.max() >= 2**31):
+            return "int8"
+        return "int4"
+    if np.issubdtype(y.dtype, np.floating):
+        if integral_floats and y.size and np.all(np.isfinite(y)) and np.all(y == np.round(y)) \
+                and np.abs(y).max() < 2**31:
+            return "int4"
+        return "float8"
+    if y.dtype.kind in "US" or y.dtype == object:
+        return "text"
+    raise ValueError(f"unsupported label dtype {y.dtype}")
+
+
+_LABEL_SQL = {"bool": "boolean", "int4": "integer", "int8": "bigint", "float8": "double precision",
+              "text": "text"}
+_LABEL_BIN = {"bool": "?", "int4": ">i4", "int8": ">i8", "float8": ">f8"}
+
+
+def _label_array(y: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "int4":
+        return y.astype(np.int64).astype(np.int32)
+    if kind == "int8":
+        return y.astype(np.int64)
+    if kind == "float8":
+        return y.astype(np.float64)
+    if kind == "bool":
+        return y.astype(np.bool_)
+    return y
+
+
+# -- writing ---------------------------------------------------------------------
+
+def _progress_bar(n: int, progress: bool | None, desc: str) -> Any:
+    show = progress if progress is not None else (
+        n >= PROGRESS_ROWS and bool(getattr(sys.stderr, "isatty", lambda: False)()))
+    if not show:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=n, desc=desc, unit="row", unit_scale=True, file=sys.stderr)
+
+
+def _dense_records(ids: np.ndarray, labels: np.ndarray | None, label_kind: str | None,
+                   x: np.ndarray, layout: str, ftype: str) -> np.ndarray:
+    """Every row's binary COPY tuple, built by numpy as one structured array."""
+    n, d = x.shape
+    esize = 8 if ftype == "float8" else 4
+    elem = ">f8" if ftype == "float8" else ">f4"
+    nfields = 1 + (labels is not None) + (1 if layout == "array" else d)
+    fields: list[tuple[Any, ...]] = [("n", ">i2"), ("id_len", ">i4"), ("id", ">i8")]
+    if labels is not None:
+        assert label_kind is not None
+        fields += [("l_len", ">i4"), ("l", _LABEL_BIN[label_kind])]
+    if layout == "array":
+        fields += [("a_len", ">i4"), ("ndim", ">i4"), ("flags", ">i4"), ("elemtype", ">u4"),
+                   ("dim", ">i4"), ("lbound", ">i4")]
+    fields += [("v", [("len", ">i4"), ("x", elem)], (d,))]
+    rec = np.empty(n, dtype=np.dtype(fields))
+    rec["n"] = nfields
+    rec["id_len"] = 8
+    rec["id"] = ids
+    if labels is not None:
+        rec["l_len"] = 1 if label_kind == "bool" else np.dtype(_LABEL_BIN[label_kind]).itemsize  # type: ignore[index]
+        rec["l"] = labels
+    if layout == "array":
+        rec["a_len"] = 20 + d * (4 + esize)
+        rec["ndim"] = 1
+        rec["flags"] = 0
+        rec["elemtype"] = _FLOAT_OID[ftype]
+        rec["dim"] = d
+        rec["lbound"] = 1
+    rec["v"]["len"] = esize
+    rec["v"]["x"] = x
+    return rec
+
+
+def _create(conn: psycopg.Connection[Any], ident: sql.Identifier, columns: list[tuple[str, str]],
+            if_exists: str, temporary: bool) -> int:
+    """Create the table (per if_exists); returns the first id to use."""
+    if if_exists not in ("fail", "replace", "append"):
+        raise ValueError("if_exists is 'fail', 'replace' or 'append'")
+    cols = sql.SQL(", ").join(sql.SQL("{} " + typ).format(sql.Identifier(name))
+                              for name, typ in columns)
+    temp = sql.SQL("TEMPORARY ") if temporary else sql.SQL("")
+    if if_exists == "replace":
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident))
+    if if_exists == "append":
+        exists = conn.execute("SELECT to_regclass(%s)", (ident.as_string(conn),)).fetchone()
+        if exists and exists[0] is not None:
+            row = conn.execute(sql.SQL("SELECT coalesce(max(id) + 1, 0) FROM {}").format(
+                ident)).fetchone()
+            return int(row[0]) if row else 0
+    conn.execute(sql.SQL("CREATE {}TABLE {} ({})").format(temp, ident, cols))
+    return 0
+
+
+def _write_dense(conn: psycopg.Connection[Any], ident: sql.Identifier, names: list[str],
+                 ids: np.ndarray, labels: np.ndarray | None, label_kind: str | None,
+                 x: np.ndarray, layout: str, ftype: str, bar: Any) -> None:
+    n = x.shape[0]
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in names)
+    row_bytes = 64 + x.shape[1] * 12
+    step = max(1, _CHUNK_BYTES // row_bytes)
+    query = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(ident, cols)
+    with conn.cursor().copy(query) as copy:
+        copy.write(_HEADER)
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            rec = _dense_records(ids[start:stop],
+                                 None if labels is None else labels[start:stop], label_kind,
+                                 x[start:stop], layout, ftype)
+            copy.write(rec.tobytes())
+            if bar is not None:
+                bar.update(stop - start)
+        copy.write(_TRAILER)
+
+
+def _write_rows(conn: psycopg.Connection[Any], ident: sql.Identifier, names: list[str],
+                types: list[str], rows: Iterable[tuple[Any, ...]], bar: Any) -> None:
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in names)
+    query = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(ident, cols)
+    with conn.cursor().copy(query) as copy:
+        copy.set_types(types)
+        for i, row in enumerate(rows, 1):
+            copy.write_row(row)
+            if bar is not None and i % 4096 == 0:
+                bar.update(4096)
+        if bar is not None:
+            bar.update(bar.total - bar.n)
+
+
+def _finish(conn: psycopg.Connection[Any], ident: sql.Identifier, analyze: bool) -> None:
+    if analyze:
+        conn.execute(sql.SQL("ANALYZE {}").format(ident))
+
+
+# -- public loaders ----------------------------------------------------------------
+
+def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None, *,
+               layout: str = "array", order: str = "given", columns: Sequence[str] | None = None,
+               feature_type: str = "float8", if_exists: str = "fail", temporary: bool = False,
+               seed: int | None = None, progress: bool | None = None, analyze: bool = True,
+               _integral_float_labels: bool = False) -> LoadResult:
+    """Write a 2-D array of features (and optional labels) into a new table.
+
+    x: array-like (n, d); y: array-like (n,) of labels (-1/+1, 0/1, bool,
+    class ids, or values for regression) or None for no label column.
+    layout: "array", "columns" (names from columns=, default x1..xd) or
+    "sparse" (the non-zero entries of each row).
+    feature_type: "float8" or "float4" (half the space).
+    if_exists: "fail", "replace" (drop and recreate) or "append".
+    """
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise ValueError("x must be a 2-D array with at least one feature")
+    n, d = arr.shape
+    labels = None
+    kind = None
+    if y is not None:
+        labels = np.asarray(y)
+        if labels.shape != (n,):
+            raise ValueError(f"y must have shape ({n},), got {labels.shape}")
+        kind = _label_type(labels, _integral_float_labels)
+        labels = _label_array(labels, kind)
+    if feature_type not in _FLOAT_OID:
+        raise ValueError("feature_type is 'float8' or 'float4'")
+    if layout == "columns":
+        names = list(columns) if columns is not None else [f"x{j + 1}" for j in range(d)]
+        if len(names) != d or len(set(names)) != d:
+            raise ValueError(f"columns= needs {d} distinct names")
+        if {"id", "label"} & set(names):
+            raise ValueError("feature columns cannot be called id or label")
+    elif layout in ("array", "sparse"):
+        names = list(columns) if columns is not None else None  # type: ignore[assignment]
+    else:
+        raise ValueError(f"unknown layout {layout!r}: use 'array', 'columns' or 'sparse'")
+    perm = _order_index(order, n, labels,
+                        lambda key: arr[:, _feature_index(key, names, d)], seed)
+    ids = np.arange(n, dtype=np.int64)
+    if perm is not None:
+        arr, ids = arr[perm], ids[perm]
+        if labels is not None:
+            labels = labels[perm]
+    ident = table_name(table)
+    with transaction(conn):
+        columns_sql: list[tuple[str, str]] = [("id", "bigint")]
+        if labels is not None:
+            columns_sql.append(("label", _LABEL_SQL[kind]))  # type: ignore[index]
+        ftype_sql = "double precision" if feature_type == "float8" else "real"
+        if layout == "array":
+            columns_sql.append(("features", ftype_sql + "[]"))
+        elif layout == "columns":
+            columns_sql += [(c, ftype_sql) for c in names]
+        else:
+            columns_sql += [("feature_indices", "integer[]"), ("features", ftype_sql + "[]")]
+        first = _create(conn, ident, columns_sql, if_exists, temporary)
+        ids = ids + first
+        bar = _progress_bar(n, progress, f"COPY {table}")
+        try:
+            col_names = [c for c, _ in columns_sql]
+            if layout != "sparse" and kind != "text":
+                _write_dense(conn, ident, col_names, ids, labels, kind, arr, layout,
+                             feature_type, bar)
+            else:
+                _write_rows(conn, ident, col_names, _row_types(kind, layout, feature_type, d),
+                            _py_rows(ids, labels, arr, layout), bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        _finish(conn, ident, analyze)
+    return _result(table, n, d, layout, labels is not None, names if layout == "columns" else None)
+
+
+def _row_types(kind: str | None, layout: str, ftype: str, d: int) -> list[str]:
+    types = ["int8"]
+    if kind is not None:
+        types.append({"bool": "bool", "int4": "int4", "int8": "int8", "float8": "float8",
+                      "text": "text"}[kind])
+    if layout == "sparse":
+        types += ["int4[]", ftype + "[]"]
+    elif layout == "array":
+        types.append(ftype + "[]")
+    else:
+        types += [ftype] * d
+    return types
+
+
+def _py_rows(ids: np.ndarray, labels: np.ndarray | None, x: np.ndarray, layout: str
+             ) -> Iterable[tuple[Any, ...]]:
+    for i in range(x.shape[0]):
+        head: tuple[Any, ...] = (int(ids[i]),)
+        if labels is not None:
+            lab = labels[i]
+            head += (lab.item() if hasattr(lab, "item") else lab,)
+        if layout == "sparse":
+            nz = np.flatnonzero(x[i])
+            yield head + (nz.tolist(), x[i, nz].tolist())
+        elif layout == "array":
+            yield head + (x[i].tolist(),)
+        else:
+            yield head + tuple(x[i].tolist())
+
+
+def _result(table: str, n: int, d: int, layout: str, has_label: bool,
+            names: Sequence[str] | None) -> LoadResult:
+    if layout == "columns":
+        assert names is not None
+        features = ", ".join(quote_ident(c) for c in names)
+    else:
+        features = "features"
+    return LoadResult(table=table, rows=n, n_features=d, layout=layout,
+                      label="label" if has_label else None, features=features,
+                      feature_indices="feature_indices" if layout == "sparse" else None)
+
+
+def load_dataframe(conn: psycopg.Connection[Any], table: str, frame: Any, *,
+                   label: str | None = "label", features: Sequence[str] | None = None,
+                   layout: str = "columns", **kwargs: Any) -> LoadResult:
+    """Write a pandas DataFrame: label= names the label column (None for
+    none), features= the feature columns (default: all other columns, which
+    must be numeric or boolean). With layout "columns" the table keeps the
+    frame's column names. Other options as in load_numpy."""
+    if label is not None and label not in frame.columns:
+        raise ValueError(f"the DataFrame has no column {label!r} (pass label=)")
+    names = list(features) if features is not None else [
+        c for c in frame.columns if c != label]
+    bad = [c for c in names if frame[c].dtype.kind not in "biuf"]
+    if bad:
+        raise ValueError(f"non-numeric feature columns {bad}; choose the features with "
+                         "features=[...]")
+    x = frame[names].to_numpy(dtype=np.float64)
+    y = frame[label].to_numpy() if label is not None else None
+    return load_numpy(conn, table, x, y, layout=layout, columns=[str(c) for c in names],
+                      **kwargs)
+
+
+def read_csv(path: str | os.PathLike[str] | io.TextIOBase, *, label: str | int | None = "label",
+             features: Sequence[str] | None = None, delimiter: str = ",", header: bool = True
+             ) -> tuple[np.ndarray, np.ndarray | None, list[str], str | None]:
+    """Parse a CSV file of numbers: (x, y, feature names, label name)."""
+    handle: Any = open(path, newline="", encoding="utf-8") if not hasattr(path, "read") \
+        else path
+    try:
+        reader = csv.reader(handle, delimiter=delimiter)
+        first = next(reader, None)
+        if first is None:
+            raise ValueError(f"{path}: empty file")
+        if header:
+            names = [h.strip() for h in first]
+            rows: Iterable[list[str]] = reader
+        else:
+            names = [f"x{j + 1}" for j in range(len(first))]
+            rows = _chain([first], reader)
+        if label is None:
+            label_idx = None
+        elif isinstance(label, int):
+            label_idx = label
+        elif label in names:
+            label_idx = names.index(label)
+        elif not header and label == "label":
+            label_idx = 0
+        else:
+            raise ValueError(f"{path}: no column {label!r} (columns: {', '.join(names)}); "
+                             "pass label=")
+        label_name = names[label_idx] if label_idx is not None else None
+        if header is False and label_idx is not None:
+            names[label_idx] = "label"
+            label_name = "label"
+        feat = [j for j in range(len(names)) if j != label_idx] if features is None else \
+            [names.index(f) for f in features]
+        xs: list[list[float]] = []
+        ys: list[str] = []
+        for lineno, row in enumerate(rows, 2 if header else 1):
+            if not row:
+                continue
+            if len(row) != len(names):
+                raise ValueError(f"{path}, line {lineno}: {len(row)} fields, expected "
+                                 f"{len(names)}")
+            try:
+                xs.append([float(row[j]) for j in feat])
+            except ValueError:
+                bad = next(j for j in feat if not _is_float(row[j]))
+                raise ValueError(f"{path}, line {lineno}: column {names[bad]!r} is not a "
+                                 f"number: {row[bad]!r}") from None
+            if label_idx is not None:
+                ys.append(row[label_idx].strip())
+    finally:
+        if handle is not path:
+            handle.close()
+    x = np.array(xs, dtype=np.float64).reshape(len(xs), len(feat))
+    y = _parse_labels(ys) if label_idx is not None else None
+    return x, y, [names[j] for j in feat], label_name
+
+
+def _chain(*its: Iterable[Any]) -> Iterable[Any]:
+    for it in its:
+        yield from it
+
+
+def _is_float(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def _parse_labels(ys: list[str]) -> np.ndarray:
+    lowered = {s.lower() for s in ys}
+    if lowered <= {"true", "false", "t", "f"}:
+        return np.array([s.lower() in ("true", "t") for s in ys], dtype=np.bool_)
+    try:
+        vals = np.array([float(s) for s in ys], dtype=np.float64)
+    except ValueError:
+        return np.array(ys, dtype=object)
+    if vals.size and np.all(np.isfinite(vals)) and np.all(vals == np.round(vals)):
+        return vals.astype(np.int64)
+    return vals
+
+
+def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[str], *,
+             label: str | int | None = "label", features: Sequence[str] | None = None,
+             delimiter: str = ",", header: bool = True, layout: str = "array",
+             **kwargs: Any) -> LoadResult:
+    """Write a CSV file of numbers. label= names (or numbers, 0-based) the
+    label column, default "label" (the first column when header=False);
+    every other column is a feature unless features= picks them. With
+    layout "columns" the table keeps the header's names."""
+    x, y, names, _ = read_csv(path, label=label, features=features, delimiter=delimiter,
+                              header=header)
+    return load_numpy(conn, table, x, y, layout=layout, columns=names, **kwargs)
+
+
+def read_libsvm(path: str | os.PathLike[str], *, n_features: int | None = None,
+                zero_based: bool | str = "auto", progress: bool | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Parse a LIBSVM/SVMlight file into CSR arrays:
+    (labels, row offsets, 0-based column indices, values, n_features).
+
+    zero_based: "auto" treats the indices as 1-based unless an index 0
+    appears (as scikit-learn does); qid:... and # comments are ignored."""
+    labels: list[float] = []
+    offsets = [0]
+    indices: list[int] = []
+    values: list[float] = []
+    size = os.path.getsize(path)
+    bar = None
+    show = progress if progress is not None else (
+        size >= 64 << 20 and bool(getattr(sys.stderr, "isatty", lambda: False)()))
+    if show:
+        from tqdm import tqdm
+
+        bar = tqdm(total=size, desc=f"read {Path(path).name}", unit="B", unit_scale=True,
+                   file=sys.stderr)
+    try:
+        with open(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                if bar is not None:
+                    bar.update(len(raw))
+                line = raw.split(b"#", 1)[0].strip()
+                if not line:
+                    continue
+                parts = line.split()
+                try:
+                    labels.append(float(parts[0]))
+                    for item in parts[1:]:
+                        key, _, val = item.partition(b":")
+                        if key == b"qid":
+                            continue
+                        if not _:
+                            raise ValueError
+                        indices.append(int(key))
+                        values.append(float(val))
+                except ValueError:
+                    raise ValueError(f"{path}, line {lineno}: not in LIBSVM format "
+                                     "(<label> <index>:<value> ...)") from None
+                offsets.append(len(indices))
+    finally:
+        if bar is not None:
+            bar.close()
+    idx = np.array(indices, dtype=np.int64)
+    if zero_based == "auto":
+        zero_based = bool(idx.size) and int(idx.min()) == 0
+    if not zero_based:
+        idx -= 1
+    if idx.size and idx.min() < 0:
+        raise ValueError(f"{path}: negative feature index")
+    d = int(idx.max()) + 1 if idx.size else 0
+    if n_features is not None:
+        if d > n_features:
+            raise ValueError(f"{path}: feature index {d - 1} (0-based) >= n_features "
+                             f"{n_features}")
+        d = n_features
+    if d == 0:
+        raise ValueError(f"{path}: no features")
+    return (np.array(labels, dtype=np.float64), np.array(offsets, dtype=np.int64), idx,
+            np.array(values, dtype=np.float64), d)
+
+
+def load_libsvm(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[str], *,
+                layout: str = "sparse", n_features: int | None = None,
+                zero_based: bool | str = "auto", order: str = "given",
+                feature_type: str = "float8", if_exists: str = "fail", temporary: bool = False,
+                seed: int | None = None, progress: bool | None = None, analyze: bool = True
+                ) -> LoadResult:
+    """Write a LIBSVM/SVMlight file: layout "sparse" (default; indices and
+    values of the non-zero features) or "dense"/"array" (a full features
+    array per row). Integral labels become an integer column."""
+    y, offsets, idx, vals, d = read_libsvm(path, n_features=n_features,
+                                           zero_based=zero_based, progress=progress)
+    n = y.shape[0]
+    if layout in ("dense", "array", "columns"):
+        x = np.zeros((n, d), dtype=np.float64)
+        rows = np.repeat(np.arange(n), np.diff(offsets))
+        x[rows, idx] = vals
+        return load_numpy(conn, table, x, y, layout="array" if layout == "dense" else layout,
+                          order=order, feature_type=feature_type, if_exists=if_exists,
+                          temporary=temporary, seed=seed, progress=progress, analyze=analyze,
+                          _integral_float_labels=True)
+    if layout != "sparse":
+        raise ValueError(f"unknown layout {layout!r}: use 'sparse' or 'dense'")
+    kind = _label_type(y, True)
+    labels = _label_array(y, kind)
+    row_of = np.repeat(np.arange(n), np.diff(offsets))
+
+    def feature(key: str) -> np.ndarray:
+        j = _feature_index(key, None, d)
+        col = np.zeros(n, dtype=np.float64)
+        mask = idx == j
+        col[row_of[mask]] = vals[mask]
+        return col
+
+    perm = _order_index(order, n, labels, feature, seed)
+    order_rows = perm if perm is not None else np.arange(n)
+    ident = table_name(table)
+    ftype_sql = "double precision" if feature_type == "float8" else "real"
+    with transaction(conn):
+        first = _create(conn, ident, [("id", "bigint"), ("label", _LABEL_SQL[kind]),
+                                      ("feature_indices", "integer[]"),
+                                      ("features", ftype_sql + "[]")], if_exists, temporary)
+        bar = _progress_bar(n, progress, f"COPY {table}")
+
+        def rows_iter() -> Iterable[tuple[Any, ...]]:
+            for i in order_rows:
+                a, b = offsets[i], offsets[i + 1]
+                yield (int(i) + first, labels[i].item(), idx[a:b].tolist(), vals[a:b].tolist())
+
+        try:
+            _write_rows(conn, ident, ["id", "label", "feature_indices", "features"],
+                        ["int8", _row_types(kind, "array", feature_type, d)[1], "int4[]",
+                         feature_type + "[]"], rows_iter(), bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        _finish(conn, ident, analyze)
+    return _result(table, n, d, "sparse", True, None)

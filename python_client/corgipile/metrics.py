@@ -1,0 +1,107 @@
+"""Scoring a stored model on a table or query.
+
+``evaluate`` uses the server's ``corgipile.evaluate(model_name, relation)``
+when the installed engine has it (checked in pg_proc) and the source is a
+table; otherwise it computes the figures here with ``corgipile.predict``:
+accuracy for classifiers, R², RMSE and MAE for regression (the same
+names as the server's metrics).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .errors import ModelNotFound
+
+__all__ = ["has_server_evaluate", "evaluate", "accuracy", "r2_score", "source_sql"]
+
+
+def has_server_evaluate(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n "
+        "ON n.oid = p.pronamespace WHERE n.nspname = 'corgipile' AND p.proname = 'evaluate'"
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def predict_function(classes: Any) -> str:
+    """corgipile.predict returns numbers; models with text classes need
+    corgipile.predict_class."""
+    if classes and any(isinstance(c, str) for c in classes):
+        return "predict_class"
+    return "predict"
+
+
+def model_head(conn: psycopg.Connection[Any], model_name: str) -> tuple[str, str, Any]:
+    row = conn.execute("SELECT model, label, classes FROM corgipile.models "
+                       "WHERE model_name = %s", (model_name,)).fetchone()
+    if row is None:
+        raise ModelNotFound(f'model "{model_name}" does not exist')
+    return row[0], row[1], row[2]
+
+
+def source_sql(relation: sql.Composable | None, query: sql.Composable | None
+               ) -> sql.Composable:
+    """A FROM item aliased s: the table, or the query as a subquery."""
+    if query is not None:
+        return sql.SQL("({}\n) AS s").format(query)
+    assert relation is not None
+    return sql.SQL("{} AS s").format(relation)
+
+
+def accuracy(conn: psycopg.Connection[Any], model_name: str, source: sql.Composable,
+             label: str, text_classes: bool = False) -> tuple[float | None, int]:
+    """(accuracy, rows scored) of a classifier; rows with a NULL label or
+    prediction are left out."""
+    if text_classes:
+        pred, truth = "corgipile.predict_class({m}, s)", "(s.{label})::text"
+    else:
+        pred, truth = "corgipile.predict({m}, s)", "(s.{label})::int::float8"
+    query = sql.SQL(
+        "SELECT avg((p = y)::int)::float8, count(*) FROM ("
+        "SELECT " + pred + " AS p, " + truth + " AS y FROM {src}) z "
+        "WHERE p IS NOT NULL AND y IS NOT NULL").format(
+        m=sql.Literal(model_name), label=sql.Identifier(label), src=source)
+    row = conn.execute(query).fetchone()
+    assert row is not None
+    return row[0], int(row[1])
+
+
+def r2_score(conn: psycopg.Connection[Any], model_name: str, source: sql.Composable,
+             label: str) -> tuple[float | None, float | None, float | None, int]:
+    """(R², root mean squared error, mean absolute error, rows scored) of a
+    regression model."""
+    query = sql.SQL(
+        "SELECT 1 - sum((y - p) ^ 2) / nullif(var_pop(y) * count(*), 0), "
+        "sqrt(avg((y - p) ^ 2)), avg(abs(y - p)), count(*) FROM ("
+        "SELECT corgipile.predict({m}, s) AS p, (s.{label})::float8 AS y FROM {src}) z "
+        "WHERE p IS NOT NULL AND y IS NOT NULL").format(
+        m=sql.Literal(model_name), label=sql.Identifier(label), src=source)
+    row = conn.execute(query).fetchone()
+    assert row is not None
+    return row[0], row[1], row[2], int(row[3])
+
+
+def evaluate(conn: psycopg.Connection[Any], model_name: str, *,
+             relation: sql.Composable | None = None, relation_text: str | None = None,
+             query: sql.Composable | None = None) -> dict[str, float]:
+    """{metric: value} for model_name on a table (relation) or a query."""
+    if query is None and relation_text is not None and has_server_evaluate(conn):
+        rows = conn.execute("SELECT metric, value FROM corgipile.evaluate(%s, %s)",
+                            (model_name, relation_text)).fetchall()
+        return {str(m): float(v) if v is not None else float("nan") for m, v in rows}
+    kind, label, classes = model_head(conn, model_name)
+    src = source_sql(relation, query)
+    if classes is not None:
+        acc, n = accuracy(conn, model_name, src, label,
+                          predict_function(classes) == "predict_class")
+        return {"accuracy": _nan(acc), "rows": float(n)}
+    r2, rmse, mae, n = r2_score(conn, model_name, src, label)
+    return {"r2": _nan(r2), "rmse": _nan(rmse), "mae": _nan(mae), "rows": float(n)}
+
+
+def _nan(v: float | None) -> float:
+    return float("nan") if v is None else float(v)

@@ -1,0 +1,325 @@
+"""Stored models: reading, listing, renaming, dropping, export and import.
+
+A model is one row of ``corgipile.models``. :class:`Model` is that row in
+Python, weights as a numpy array; :func:`export_model` /
+:func:`import_model` move it between databases as a JSON document.
+Floats survive the trip bit for bit (JSON numbers are written with
+Python's shortest round-trip repr), so predictions after an import are
+identical.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg.types.json import Jsonb
+
+from .errors import ModelExists, ModelFormatError, ModelNotFound
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
+
+__all__ = [
+    "Epoch",
+    "Model",
+    "ModelInfo",
+    "FORMAT",
+    "get_model",
+    "list_models",
+    "drop_model",
+    "rename_model",
+    "export_model",
+    "import_model",
+]
+
+FORMAT = "corgipile.model"
+FORMAT_VERSION = 1
+
+
+class Epoch(NamedTuple):
+    """One epoch of a training, as the server reported it."""
+
+    epoch: int
+    tuples: int
+    loss: float
+    score: float
+    validation_score: float | None
+    seconds: float
+
+
+_EPOCH_FIELDS = Epoch._fields
+
+
+@dataclass
+class Model:
+    """A trained model: one row of corgipile.models."""
+
+    name: str
+    model: str
+    relation: str
+    label: str
+    features: list[str]
+    feature_indices: str | None
+    n_features: int
+    weights: np.ndarray = field(repr=False)
+    classes: list[Any] | None
+    params: dict[str, Any] = field(repr=False)
+    history: list[Epoch] = field(repr=False)
+    created_at: _dt.datetime | None = None
+    owner: str | None = None
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.classes is not None
+
+    @property
+    def coef(self) -> np.ndarray:
+        """Feature weights, shape (n_outputs, n_features): one row for a
+        binary or regression model, one per class for softmax."""
+        return self._matrix()[:, :-1]
+
+    @property
+    def intercept(self) -> np.ndarray:
+        """Biases, shape (n_outputs,)."""
+        return self._matrix()[:, -1]
+
+    def _matrix(self) -> np.ndarray:
+        width = self.n_features + 1
+        if self.weights.size % width:
+            raise ValueError(f"model {self.name}: {self.weights.size} weights do not "
+                             f"split into rows of {width}")
+        return self.weights.reshape(-1, width)
+
+    @property
+    def epochs(self) -> int:
+        return len(self.history)
+
+    def history_records(self) -> list[dict[str, Any]]:
+        """The per-epoch history as a list of dicts."""
+        return [e._asdict() for e in self.history]
+
+    def history_frame(self) -> pandas.DataFrame:
+        """The per-epoch history as a pandas DataFrame (needs pandas)."""
+        try:
+            import pandas as pd
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("history_frame() needs pandas: pip install "
+                              "'corgipile[pandas]'") from exc
+        return pd.DataFrame.from_records(self.history, columns=list(_EPOCH_FIELDS))
+
+    def decision_function(self, x: Any) -> np.ndarray:
+        """w·x + b for each row of a dense 2-D array, computed locally (binary
+        and regression models). Use Client.predict for the server's labels."""
+        arr = np.asarray(x, dtype=np.float64)
+        if arr.ndim == 1:
+            arr = arr.reshape(1, -1)
+        if arr.shape[1] != self.n_features:
+            raise ValueError(f"model {self.name} takes {self.n_features} features, "
+                             f"got {arr.shape[1]}")
+        out = arr @ self.coef.T + self.intercept
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The export document (JSON-serialisable)."""
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "model_name": self.name,
+            "model": self.model,
+            "relation": self.relation,
+            "label": self.label,
+            "features": list(self.features),
+            "feature_indices": self.feature_indices,
+            "n_features": self.n_features,
+            "weights": [float(w) for w in self.weights],
+            "classes": self.classes,
+            "params": self.params,
+            "history": self.history_records(),
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "owner": self.owner,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> Model:
+        """Check an export document and build the Model it describes."""
+        if isinstance(doc, (str, bytes)):
+            try:
+                doc = json.loads(doc)
+            except json.JSONDecodeError as exc:
+                raise ModelFormatError(f"not a JSON document: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ModelFormatError("a model document is a JSON object")
+        if doc.get("format") != FORMAT:
+            raise ModelFormatError(f"not a corgipile model export (format should be "
+                                   f"{FORMAT!r}, got {doc.get('format')!r})")
+        version = doc.get("version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise ModelFormatError(f"unsupported export version {version!r}; this client "
+                                   f"reads version {FORMAT_VERSION}")
+
+        def need(key: str, kind: Any, optional: bool = False) -> Any:
+            if key not in doc or (doc[key] is None and not optional):
+                raise ModelFormatError(f"the document has no {key!r}")
+            value = doc[key]
+            if value is not None and not isinstance(value, kind):
+                raise ModelFormatError(f"{key!r} has the wrong type ({type(value).__name__})")
+            return value
+
+        name = need("model_name", str)
+        n_features = need("n_features", int)
+        weights = need("weights", list)
+        if isinstance(n_features, bool) or n_features <= 0:
+            raise ModelFormatError("'n_features' must be a positive integer")
+        if not weights or not all(
+                isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
+                for w in weights):
+            raise ModelFormatError("'weights' must be a non-empty list of finite numbers")
+        if len(weights) % (n_features + 1):
+            raise ModelFormatError(f"{len(weights)} weights do not fit {n_features} features "
+                                   "plus a bias")
+        features = need("features", list)
+        if not all(isinstance(f, str) for f in features):
+            raise ModelFormatError("'features' must be a list of column names")
+        history = []
+        for i, rec in enumerate(need("history", list, optional=True) or []):
+            if not isinstance(rec, dict):
+                raise ModelFormatError(f"history[{i}] is not an object")
+            history.append(_epoch(rec))
+        created = doc.get("created_at")
+        created_at = None
+        if created:
+            try:
+                created_at = _dt.datetime.fromisoformat(created)
+            except (TypeError, ValueError):
+                raise ModelFormatError(f"bad created_at {created!r}") from None
+        return cls(
+            name=name, model=need("model", str), relation=need("relation", str),
+            label=need("label", str), features=features,
+            feature_indices=need("feature_indices", str, optional=True),
+            n_features=n_features, weights=np.array(weights, dtype=np.float64),
+            classes=need("classes", list, optional=True),
+            params=need("params", dict, optional=True) or {}, history=history,
+            created_at=created_at, owner=doc.get("owner"))
+
+
+def _epoch(rec: dict[str, Any]) -> Epoch:
+    return Epoch(
+        epoch=int(rec.get("epoch", 0)), tuples=int(rec.get("tuples", 0)),
+        loss=_float(rec.get("loss")), score=_float(rec.get("score")),
+        validation_score=(None if rec.get("validation_score") is None
+                          else _float(rec.get("validation_score"))),
+        seconds=_float(rec.get("seconds")))
+
+
+def _float(v: Any) -> float:
+    return float("nan") if v is None else float(v)
+
+
+class ModelInfo(NamedTuple):
+    """A line of list_models(): the model without its weights."""
+
+    name: str
+    model: str
+    relation: str
+    n_features: int
+    epochs: int
+    loss: float | None
+    score: float | None
+    validation_score: float | None
+    created_at: _dt.datetime
+    owner: str
+
+
+_COLUMNS = ("model_name, model, relation, label, features, feature_indices, n_features, "
+            "weights, classes, params, history, created_at, owner")
+
+
+def _row_to_model(row: tuple[Any, ...]) -> Model:
+    (name, model, relation, label, features, feature_indices, n_features, weights,
+     classes, params, history, created_at, owner) = row
+    return Model(
+        name=name, model=model, relation=relation, label=label, features=list(features),
+        feature_indices=feature_indices, n_features=n_features,
+        weights=np.array(weights, dtype=np.float64), classes=classes,
+        params=params or {}, history=[_epoch(r) for r in (history or [])],
+        created_at=created_at, owner=owner)
+
+
+def get_model(conn: psycopg.Connection[Any], name: str) -> Model:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM corgipile.models WHERE model_name = %s",
+                       (name,)).fetchone()
+    if row is None:
+        raise ModelNotFound(f'model "{name}" does not exist')
+    return _row_to_model(row)
+
+
+def list_models(conn: psycopg.Connection[Any]) -> list[ModelInfo]:
+    rows = conn.execute(
+        "SELECT model_name, model, relation, n_features, "
+        "       coalesce(jsonb_array_length(history), 0), "
+        "       (history -> -1 ->> 'loss')::float8, (history -> -1 ->> 'score')::float8, "
+        "       (history -> -1 ->> 'validation_score')::float8, created_at, owner "
+        "  FROM corgipile.models ORDER BY created_at, model_name").fetchall()
+    return [ModelInfo(*r) for r in rows]
+
+
+def _exists(conn: psycopg.Connection[Any], name: str) -> bool:
+    return conn.execute("SELECT 1 FROM corgipile.models WHERE model_name = %s",
+                        (name,)).fetchone() is not None
+
+
+def drop_model(conn: psycopg.Connection[Any], name: str) -> None:
+    try:
+        conn.execute("SELECT corgipile.drop_model(%s)", (name,))
+    except pgerrors.UndefinedObject as exc:
+        raise ModelNotFound(str(exc.diag.message_primary or exc)) from None
+
+
+def rename_model(conn: psycopg.Connection[Any], old: str, new: str) -> None:
+    if not _exists(conn, old):
+        raise ModelNotFound(f'model "{old}" does not exist')
+    try:
+        cur = conn.execute("UPDATE corgipile.models SET model_name = %s WHERE model_name = %s",
+                           (new, old))
+    except pgerrors.UniqueViolation:
+        raise ModelExists(f'model "{new}" already exists') from None
+    if cur.rowcount != 1:
+        raise pgerrors.InsufficientPrivilege(f'must be owner of model "{old}" to rename it')
+
+
+def export_model(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
+    return get_model(conn, name).to_dict()
+
+
+def import_model(conn: psycopg.Connection[Any], doc: Any, name: str | None = None,
+                 replace: bool = False) -> Model:
+    """Insert an exported model; the caller provides the transaction."""
+    model = Model.from_dict(doc)
+    if name is not None:
+        model.name = name
+    if replace and _exists(conn, model.name):
+        drop_model(conn, model.name)
+    try:
+        conn.execute(
+            "INSERT INTO corgipile.models (model_name, model, relation, label, features, "
+            " feature_indices, n_features, weights, classes, params, history, created_at) "
+            "VALUES (%s, %s, %s, %s, %s::text[], %s, %s, %s::float8[], %s, %s, %s, "
+            " coalesce(%s::timestamptz, now()))",
+            (model.name, model.model, model.relation, model.label, model.features,
+             model.feature_indices, model.n_features, [float(w) for w in model.weights],
+             None if model.classes is None else Jsonb(model.classes), Jsonb(model.params),
+             Jsonb(model.history_records()), model.created_at))
+    except pgerrors.UniqueViolation:
+        raise ModelExists(f'model "{model.name}" already exists; pass replace=True or '
+                          'another name') from None
+    return get_model(conn, model.name)

@@ -1,0 +1,150 @@
+"""The parameters of ``corgipile.train``, read from the server's catalog.
+
+Reading them from ``pg_proc`` rather than hard-coding them keeps the client
+in step with the installed engine: a parameter the engine adds is accepted
+by ``client.train(...)``, TRAIN BY ... WITH and the CLI's ``--set`` at once,
+and an unknown one is refused with the list of valid names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .errors import CorgipileError, ParameterError
+from .statements import Bound, Name
+
+__all__ = ["TrainSignature", "POSITIONAL"]
+
+# corgipile.train(relation, model, ...): these two are never named parameters
+POSITIONAL = ("relation", "model")
+
+_SAFE_TYPE = re.compile(r"^[a-z][a-z0-9_ ]*(\[\])?$")
+_INTEGER = {"integer", "bigint", "smallint"}
+_FLOAT = {"double precision", "real", "numeric"}
+_TEXT = {"text", "character varying", "name"}
+
+_SIGNATURE_SQL = """
+SELECT p.proargnames, p.proargmodes,
+       ARRAY(SELECT pg_catalog.format_type(u.t, NULL)
+               FROM unnest(coalesce(p.proallargtypes, p.proargtypes::oid[]))
+                    WITH ORDINALITY AS u(t, i)
+              ORDER BY u.i)
+  FROM pg_catalog.pg_proc p
+  JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'corgipile' AND p.proname = 'train'
+"""
+
+
+@dataclass(frozen=True)
+class TrainSignature:
+    """Name and SQL type of each named parameter of corgipile.train, in
+    declaration order (relation and model excluded)."""
+
+    types: dict[str, str]
+
+    @classmethod
+    def load(cls, conn: psycopg.Connection[Any]) -> TrainSignature:
+        rows = conn.execute(_SIGNATURE_SQL).fetchall()
+        if not rows:
+            raise CorgipileError(
+                "corgipile.train() is not installed in this database: run "
+                "CREATE EXTENSION corgipile (as a user allowed to create extensions)")
+        names, modes, types = rows[0]
+        out: dict[str, str] = {}
+        for i, (name, typ) in enumerate(zip(names or [], types)):
+            mode = modes[i] if modes else "i"
+            if mode in ("i", "b", "v") and name and name not in POSITIONAL:
+                out[name] = typ
+        return cls(out)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.types)
+
+    def valid_names_text(self) -> str:
+        return ", ".join(self.names)
+
+    def check_name(self, name: str) -> str:
+        if name in POSITIONAL:
+            raise ParameterError(
+                f"{name} is not a named parameter: the table comes from FROM / the first "
+                "argument, the model from TRAIN BY / the second argument")
+        if name not in self.types:
+            raise ParameterError(
+                f"unknown training parameter {name!r}; valid parameters are: "
+                f"{self.valid_names_text()}")
+        return self.types[name]
+
+    def convert(self, name: str, value: Any) -> Any:
+        """The Python value to bind for parameter name (checked and coerced
+        to what the SQL type accepts)."""
+        typ = self.check_name(name)
+        if isinstance(value, Bound):
+            value = value.value
+        if hasattr(value, "item") and type(value).__module__ == "numpy":
+            value = value.item()  # numpy scalar
+        if value is None:
+            return None
+        if isinstance(value, Name):
+            if typ == "regclass":
+                return value.quoted()
+            if len(value.parts) != 1:
+                raise ParameterError(f"{name} takes a single name or a quoted string, "
+                                     f"not {'.'.join(value.parts)}")
+            return value.parts[0]
+        if typ in _INTEGER:
+            if isinstance(value, bool):
+                raise ParameterError(f"{name} takes an integer, not {value!r}")
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise ParameterError(f"{name} takes an integer, not {value!r}")
+                return int(value)
+            if isinstance(value, (int, str)):
+                return value
+        elif typ in _FLOAT:
+            if isinstance(value, bool):
+                raise ParameterError(f"{name} takes a number, not {value!r}")
+            if isinstance(value, (int, float, str)):
+                return value
+        elif typ == "boolean":
+            if isinstance(value, (bool, str)):
+                return value
+            if isinstance(value, int) and value in (0, 1):
+                return bool(value)
+        elif typ in _TEXT:
+            if isinstance(value, bool):
+                return "true" if value else "false"
+            if isinstance(value, (str, int, float)):
+                return str(value)
+        elif typ == "regclass":
+            if isinstance(value, str):
+                return value
+            if isinstance(value, sql.Identifier):
+                return value.as_string(None)
+        else:
+            return value
+        raise ParameterError(f"{name} takes a value of type {typ}, not {value!r}")
+
+    def cast(self, name: str) -> sql.Composable:
+        """``name => %s::type``"""
+        typ = self.types[name]
+        if not _SAFE_TYPE.match(typ):  # pragma: no cover - the catalog's own names
+            raise CorgipileError(f"unexpected type {typ!r} for parameter {name}")
+        return sql.SQL("{} => {}::" + typ).format(sql.Identifier(name), sql.Placeholder())
+
+    def call(self, relation: str, model: str, params: dict[str, Any]
+             ) -> tuple[sql.Composed, list[Any]]:
+        """``SELECT * FROM corgipile.train(%s::regclass, %s, name => %s::type, ...)``
+        and its parameters (already converted)."""
+        parts: list[sql.Composable] = [sql.SQL("%s::regclass"), sql.SQL("%s::text")]
+        values: list[Any] = [relation, model]
+        for name, value in params.items():
+            parts.append(self.cast(name))
+            values.append(value)
+        query = sql.SQL("SELECT * FROM corgipile.train({})").format(sql.SQL(", ").join(parts))
+        return query, values
