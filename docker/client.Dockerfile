@@ -28,13 +28,17 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 
-# The client package, then what the demo imports, at the versions that
-# requirements-dev.txt pins for the test suite (a test checks they agree).
+# The client package with its dependencies and what the demo imports,
+# pinned to the versions requirements-dev.txt pins for the test suite (a
+# test checks that every dependency in python_client/pyproject.toml is
+# pinned here, at that version).  psycopg's binary extra brings libpq.
 COPY python_client/ /opt/corgipile/python_client/
 RUN pip install --no-cache-dir \
         /opt/corgipile/python_client \
         "psycopg[binary]==3.3.9" \
-        numpy==2.4.6
+        numpy==2.4.6 \
+        pglast==8.7 \
+        tqdm==4.70.1
 
 COPY scripts/demo.py /opt/corgipile/demo.py
 

