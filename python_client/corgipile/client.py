@@ -238,8 +238,12 @@ class Client:
         params: dict[str, Any] = {}
         for p in stmt.params:
             if p.name not in sig.types:
-                raise StatementError(f"unknown parameter {p.name}", stmt.text, p.position,
-                                     f"valid parameters are: {sig.valid_names_text()}")
+                try:
+                    sig.check_name(p.name)
+                except ParameterError as exc:
+                    raise StatementError(str(exc).split(";")[0], stmt.text, p.position,
+                                         f"valid parameters are: {sig.valid_names_text()}"
+                                         ) from None
             try:
                 params[p.name] = sig.convert(p.name, p.value)
             except ParameterError as exc:

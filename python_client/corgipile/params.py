@@ -23,6 +23,10 @@ __all__ = ["TrainSignature", "POSITIONAL"]
 # corgipile.train(relation, model, ...): these two are never named parameters
 POSITIONAL = ("relation", "model")
 
+# text parameters the engine reads as SQL identifiers (unquoted names fold
+# to lower case there); a bare name given for them is passed quoted
+IDENTIFIER_PARAMS = frozenset({"label", "features", "feature_indices"})
+
 _SAFE_TYPE = re.compile(r"^[a-z][a-z0-9_ ]*(\[\])?$")
 _INTEGER = {"integer", "bigint", "smallint"}
 _FLOAT = {"double precision", "real", "numeric"}
@@ -91,7 +95,8 @@ class TrainSignature:
         if value is None:
             return None
         if isinstance(value, Name):
-            if typ == "regclass":
+            if typ == "regclass" or (name in IDENTIFIER_PARAMS and len(value.parts) == 1):
+                # a name written in SQL keeps its meaning: "Y" is the column Y
                 return value.quoted()
             if len(value.parts) != 1:
                 raise ParameterError(f"{name} takes a single name or a quoted string, "

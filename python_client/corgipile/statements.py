@@ -317,6 +317,8 @@ class _Context:
             except parser.ParseError as ascii_exc:
                 if len(ascii_exc.args) > 1 and isinstance(ascii_exc.args[1], int):
                     position = start + max(0, ascii_exc.args[1] - len(prefix))
+            if position is None:  # "at end of input"
+                position = start + len(self.content[start:end].rstrip())
             raise self.error(str(exc.args[0]), position) from None
 
     def placeholder_at(self, position: int) -> _Placeholder:
@@ -585,10 +587,9 @@ def _predict(ctx: _Context, kw_start: int, tail: list[Any], by_end: int,
         values = list(ctx.params)
         placeholder = sql.Placeholder()
         params = values[:k] + [model] + values[k:n]
-    if not before.endswith((" ", "\n", "\t")):
-        before += " "
+    # before keeps its trailing whitespace: a -- comment must stay ended
     return PredictStatement(text=ctx.text, model_name=model, model_position=model_pos,
-                            params=params, before=before.rstrip() + comma, after=after,
+                            params=params, before=before + comma.lstrip(), after=after,
                             placeholder=placeholder, row=row)
 
 
