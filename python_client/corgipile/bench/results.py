@@ -255,8 +255,9 @@ def format_table(runs: list[Run], targets: dict[tuple[str, str], float | None]) 
         target = targets.get((ds, model))
         lines.append(f"== {ds} / {model}"
                      + (f"  (target held-out score {target:.4f})" if target is not None else ""))
-        lines.append(f"{'method':<28} {'setup/scan':>10} {'epoch/scan':>10} {'final loss':>10} "
-                     f"{'final score':>11} {'to target/scan':>14} {'vs corgipile':>12}")
+        lines.append(f"{'method':<28} {'setup/scan':>10} {'epoch/scan':>10} {'(fastest)':>9} "
+                     f"{'final loss':>10} {'final score':>11} {'to target/scan':>14} "
+                     f"{'vs corgipile':>12}")
         for r in runs:
             if (r.dataset, r.model) != (ds, model):
                 continue
@@ -266,7 +267,9 @@ def format_table(runs: list[Run], targets: dict[tuple[str, str], float | None]) 
             s = r.summary
             lines.append(
                 f"{r.method:<28} {_fmt(s.get('setup_ratio_to_scan'), '.2f'):>10} "
-                f"{_fmt(s.get('epoch_ratio_to_scan'), '.2f'):>10} {_fmt(s.get('final_loss'), '.4f'):>10} "
+                f"{_fmt(s.get('epoch_ratio_to_scan'), '.2f'):>10} "
+                f"{_fmt(s.get('epoch_min_ratio_to_scan_min'), '.2f'):>9} "
+                f"{_fmt(s.get('final_loss'), '.4f'):>10} "
                 f"{_fmt(s.get('final_test_score'), '.4f'):>11} "
                 f"{_fmt(s.get('time_to_target_ratio_to_scan'), '.1f'):>14} "
                 f"{_fmt(s.get('time_to_target_ratio_to_corgipile'), '.2f', 'x'):>12}")

@@ -73,6 +73,9 @@ def test_module_run_writes_json_csv_and_plots(bconn, dsn, tmp_path, client_env):
             assert math.isfinite(s["epoch_ratio_to_scan"]) and s["epoch_ratio_to_scan"] > 0
             assert s["epoch_ratio_to_scan"] == pytest.approx(s["epoch_seconds"] / ds["scan_seconds"])
             assert s["final_test_score"] == r["epochs"][-1]["test_score"]
+            assert s["epoch_seconds_min"] == min(e["seconds"] for e in r["epochs"])
+            assert s["epoch_min_ratio_to_scan_min"] == pytest.approx(
+                s["epoch_seconds_min"] / min(ds["scan_seconds_before"] + ds["scan_seconds_after"]))
 
     for model in ("svm", "logistic"):
         corgi = _one(doc, model, "corgipile")
