@@ -11,7 +11,8 @@
 #
 # How: DATADIR/corgipile.conf is rewritten on every run, and postgresql.conf
 # gets one line, include_if_exists = 'corgipile.conf', kept as its last
-# setting so that nothing in postgresql.conf overrides it.  A separate file
+# setting so that nothing in postgresql.conf overrides it.  Off on a data
+# directory where it was never on changes nothing at all.  A separate file
 # makes the switch reversible on any later start without editing the user's
 # own settings.  shared_preload_libraries is a single list, so the value
 # written keeps the libraries that postgresql.conf itself lists
@@ -49,6 +50,12 @@ fi
 conf="$datadir/postgresql.conf"
 auto="$datadir/postgresql.auto.conf"
 managed="$datadir/corgipile.conf"
+# Off, and never switched on here before: leave the data directory exactly
+# as it is (the default costs nothing, whatever its layout).
+if [ "$want" = off ] && [ ! -e "$managed" ]; then
+    echo "$me: CORGIPILE_PRELOAD=off, nothing to do in $datadir"
+    exit 0
+fi
 if [ ! -f "$conf" ]; then
     echo "$me: $conf not found: is $datadir an initialised data directory?" >&2
     exit 1

@@ -706,10 +706,19 @@ def test_preload_on(pgconf, value):
 
 @pytest.mark.parametrize("value", [None, "", "off", "Off", "false", "no", "0"])
 def test_preload_off(pgconf, value):
+    # the default: a data directory where it was never on is left untouched
+    before = (pgconf / "postgresql.conf").read_bytes()
     proc = preload(pgconf, value, str(pgconf))
     assert proc.returncode == 0, proc.stderr
     assert effective(pgconf) == ""
-    # the include is in place, so that turning it on later needs no initdb
+    assert (pgconf / "postgresql.conf").read_bytes() == before
+    assert not (pgconf / "corgipile.conf").exists()
+
+    # and after it was on, off takes it out again
+    assert preload(pgconf, "on", str(pgconf)).returncode == 0
+    assert effective(pgconf) == "corgipile"
+    assert preload(pgconf, value, str(pgconf)).returncode == 0
+    assert effective(pgconf) == ""
     assert len(include_lines(pgconf)) == 1
 
 
@@ -762,10 +771,13 @@ def test_preload_rejects_a_bad_value_and_changes_nothing(pgconf):
     assert preload(None, "on", "--check").returncode == 0
 
 
-def test_preload_needs_a_data_directory(tmp_path):
+def test_preload_needs_a_data_directory_only_to_switch_on(tmp_path):
     proc = preload(tmp_path, "on", str(tmp_path))
     assert proc.returncode != 0
     assert "postgresql.conf not found" in proc.stderr
+    # off (the default) never fails the container's start
+    assert preload(tmp_path, "off", str(tmp_path)).returncode == 0
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_preload_warns_when_alter_system_overrides_it(pgconf):
