@@ -1,0 +1,743 @@
+#!/usr/bin/env python3
+"""Convergence study: every shuffle strategy of corgipile.train on real data.
+
+Follows the CorgiPile paper's protocol (sections 3 and 7.2, Fig. 2, 8, 11,
+Table 3) on Fashion-MNIST (Debian's dataset-fashion-mnist package):
+
+* two tasks: a binary one (upper-body clothing, classes {0,2,3,4,6}, against
+  the rest, trained with a logistic or SVM model) and the 10-class one
+  (softmax);
+* each training table stored twice: label-clustered (sorted by the task's
+  label) and feature-ordered (sorted by the image's mean pixel intensity);
+* every strategy with the same memory budget, buffer_size 10% and 2%;
+* per epoch: the mean training loss and the held-out accuracy on the 10,000
+  test images (corgipile.train's validation), for several seeds;
+* a block-size sweep of the two block-based strategies at the 2% buffer
+  (the paper's Fig. 11b asks the same question).
+
+Writes, into --output-dir (default docs/):
+  convergence-results.csv          every epoch of every run (the data of every plot)
+  convergence-results.json         protocol, machine, datasets, learning-rate search,
+                                   runs with their engine parameters, summary, checks
+  convergence-results.md           the final-accuracy tables and the acceptance checks
+  convergence-lr-search.csv        the learning-rate search, when it ran
+  img/convergence-*.png            accuracy and loss per epoch, mean over seeds with
+                                   a min-max band, one line per strategy
+
+Usage: scripts/convergence_study.py [--dsn DSN] [--quick] [--jobs 2] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import gzip
+import json
+import os
+import platform
+import struct
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path("/usr/share/datasets/fashion-mnist")
+UPPER_BODY = (0, 2, 3, 4, 6)  # T-shirt/top, Pullover, Dress, Coat, Shirt
+STRATEGIES = ("no_shuffle", "block_only", "corgipile", "sliding_window", "mrs",
+              "shuffle_once", "epoch_shuffle")
+ORDERINGS = ("clustered", "feature")
+TASKS = ("fashion-binary", "fashion-10")
+LR_GRID = (0.1, 0.01, 0.001, 0.0001)
+# Chosen by the learning-rate search below (shuffle_once, seed 1, 20 epochs,
+# label-clustered table, best final held-out accuracy); --lr-search redoes it.
+DEFAULT_LR = {"logistic": 0.001, "svm": 0.001, "softmax": 0.001}
+PREFIX = "cs_"
+STYLE = {  # one colour and line style per strategy, the same in every plot
+    "no_shuffle": ("tab:red", ":"),
+    "block_only": ("tab:orange", "--"),
+    "corgipile": ("tab:blue", "-"),
+    "sliding_window": ("tab:purple", "-."),
+    "mrs": ("tab:brown", "--"),
+    "shuffle_once": ("black", "-"),
+    "epoch_shuffle": ("tab:green", ":"),
+}
+
+
+# ---------------------------------------------------------------- data
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read an IDX file (the MNIST format): magic, dimensions, then bytes."""
+    with gzip.open(path, "rb") as f:
+        _, _, dtype, ndim = struct.unpack(">BBBB", f.read(4))
+        if dtype != 0x08:
+            raise ValueError(f"{path}: expected unsigned bytes, got type {dtype:#x}")
+        dims = struct.unpack(">" + "I" * ndim, f.read(4 * ndim))
+        return np.frombuffer(f.read(), dtype=np.uint8).reshape(dims)
+
+
+def stratified_subset(classes: np.ndarray, n: int | None, seed: int) -> np.ndarray:
+    """Indices of about n rows with the class proportions kept (all rows if n is None)."""
+    if n is None or n >= len(classes):
+        return np.arange(len(classes))
+    rng = np.random.default_rng(seed)
+    picked = []
+    for c in np.unique(classes):
+        idx = np.flatnonzero(classes == c)
+        k = max(1, round(n * len(idx) / len(classes)))
+        picked.append(rng.choice(idx, size=k, replace=False))
+    return np.sort(np.concatenate(picked))
+
+
+def load_fashion(train_rows: int | None, test_rows: int | None) -> dict:
+    if not DATA.is_dir():
+        sys.exit(f"{DATA} is missing: install Debian's dataset-fashion-mnist package "
+                 "(scripts/install_deps.sh does)")
+    xtr = read_idx(DATA / "train-images-idx3-ubyte.gz").reshape(60000, -1)
+    ytr = read_idx(DATA / "train-labels-idx1-ubyte.gz")
+    xte = read_idx(DATA / "t10k-images-idx3-ubyte.gz").reshape(10000, -1)
+    yte = read_idx(DATA / "t10k-labels-idx1-ubyte.gz")
+    tr = stratified_subset(ytr, train_rows, seed=0)
+    te = stratified_subset(yte, test_rows, seed=1)
+    return {"train": (xtr[tr], ytr[tr], tr), "test": (xte[te], yte[te], te)}
+
+
+def binary_label(classes: np.ndarray) -> np.ndarray:
+    return np.where(np.isin(classes, UPPER_BODY), 1, -1)
+
+
+def orders(images: np.ndarray, classes: np.ndarray) -> dict[str, np.ndarray]:
+    """Storage orders of the training tables (stable: ties keep the file's order)."""
+    mean_intensity = images.astype(np.float64).mean(axis=1)
+    return {
+        # the binary task's table is clustered by its own label (-1 then +1),
+        # the 10-class task's by class (0, 1, ..., 9)
+        "clustered-binary": np.argsort(binary_label(classes), kind="stable"),
+        "clustered-10": np.argsort(classes, kind="stable"),
+        # one table serves both tasks: sorted by mean pixel intensity
+        "feature": np.argsort(mean_intensity, kind="stable"),
+    }
+
+
+def adjacent_same(labels: np.ndarray) -> float:
+    """Share of consecutive rows with the same label: 1 is fully clustered."""
+    return float(np.mean(labels[1:] == labels[:-1])) if len(labels) > 1 else 1.0
+
+
+def copy_table(conn: psycopg.Connection, table: str, images: np.ndarray, classes: np.ndarray,
+               ids: np.ndarray, order: np.ndarray, fingerprint: str) -> None:
+    x = (images / 255.0).astype(np.float32)
+    y = binary_label(classes)
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f"CREATE TABLE {table} (id int, class int, label int, features float4[])")
+    # keep the 784-float arrays (compressed) in the heap pages rather than in
+    # TOAST, so that a block of pages holds its rows, as in scripts/demo.py
+    conn.execute(f"ALTER TABLE {table} ALTER COLUMN features SET STORAGE MAIN")
+    with conn.cursor().copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int4", "int4", "int4", "float4[]"])
+        for i in order:
+            copy.write_row((int(ids[i]), int(classes[i]), int(y[i]), x[i].tolist()))
+    conn.execute(f"VACUUM ANALYZE {table}")
+    conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(sql.Identifier(table),
+                                                          sql.Literal(fingerprint)))
+
+
+def table_fingerprint(conn: psycopg.Connection, table: str) -> str | None:
+    row = conn.execute("SELECT obj_description(to_regclass(%s), 'pg_class')", (table,)).fetchone()
+    return row[0] if row else None
+
+
+def prepare_tables(conn: psycopg.Connection, data: dict, reuse: bool, log) -> dict:
+    """Create the test table and the three training tables; return their description."""
+    xtr, ytr, idtr = data["train"]
+    xte, yte, idte = data["test"]
+    fp = f"convergence_study v1 train={len(ytr)} test={len(yte)}"
+    tables = {"test": (xte, yte, idte, np.arange(len(yte)))}
+    for name, order in orders(xtr, ytr).items():
+        tables[name] = (xtr, ytr, idtr, order)
+    info = {}
+    for name, (x, y, ids, order) in tables.items():
+        table = PREFIX + name.replace("-", "_")
+        t0 = time.monotonic()
+        if reuse and table_fingerprint(conn, table) == f"{fp} {name}":
+            log(f"  {table}: reusing the table loaded earlier")
+        else:
+            copy_table(conn, table, x, y, ids, order, f"{fp} {name}")
+            log(f"  {table}: {len(order)} rows loaded in {time.monotonic() - t0:.1f} s")
+        pages, size = conn.execute(
+            "SELECT relpages, pg_relation_size(oid) FROM pg_class WHERE oid = %s::regclass",
+            (table,)).fetchone()
+        info[name] = {
+            "table": table, "rows": int(len(order)), "pages": int(pages), "bytes": int(size),
+            "adjacent_same_class": adjacent_same(y[order]),
+            "adjacent_same_binary_label": adjacent_same(binary_label(y[order])),
+        }
+    return info
+
+
+# ---------------------------------------------------------------- tasks
+
+def tasks(args: argparse.Namespace) -> dict[str, dict]:
+    all_tasks = {
+        "fashion-binary": {"model": args.binary_model, "label": "label",
+                           "tables": {"clustered": "clustered-binary", "feature": "feature"},
+                           "what": "upper-body clothing {0,2,3,4,6} (+1) vs the rest (-1)"},
+        "fashion-10": {"model": "softmax", "label": "class",
+                       "tables": {"clustered": "clustered-10", "feature": "feature"},
+                       "what": "the 10 Fashion-MNIST classes"},
+    }
+    return {t: all_tasks[t] for t in args.datasets}
+
+
+def buffer_tag(buffer: str) -> str:
+    return buffer.replace("%", "pct")
+
+
+def block_tag(block: str | None) -> str:
+    return "default" if block is None else f"{block}p"
+
+
+# ---------------------------------------------------------------- training
+
+class Runner:
+    """Runs corgipile.train calls, one connection per worker thread."""
+
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+        self.local = threading.local()
+        self.conns: list[psycopg.Connection] = []
+        self.lock = threading.Lock()
+
+    def conn(self) -> psycopg.Connection:
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = psycopg.connect(self.dsn, autocommit=True)
+            c.execute("SET corgipile.progress = off")
+            self.local.conn = c
+            with self.lock:
+                self.conns.append(c)
+        return c
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+
+    def train(self, run: dict) -> dict:
+        conn = self.conn()
+        name = run["model_name"]
+        conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
+        t0 = time.monotonic()
+        try:
+            rows = self._train(conn, run)
+        except psycopg.errors.DataException as e:
+            # a learning rate of the search may diverge (non-finite loss):
+            # that rate loses; anywhere else the error is a real failure
+            if not run["stage"].startswith("lr"):
+                raise
+            return {**run, "history": [], "final_validation_score": None,
+                    "wall_seconds": time.monotonic() - t0, "engine_params": {},
+                    "error": str(e).strip()}
+        wall = time.monotonic() - t0
+        params = conn.execute("SELECT params FROM corgipile.models WHERE model_name = %s",
+                              (name,)).fetchone()[0]
+        conn.execute("SELECT corgipile.drop_model(%s)", (name,))
+        out = dict(run)
+        out["history"] = [
+            {"epoch": e, "tuples": n, "loss": loss, "train_score": score,
+             "validation_score": vscore, "seconds": secs}
+            for e, n, loss, score, vscore, secs in rows]
+        out["final_validation_score"] = rows[-1][4]
+        out["wall_seconds"] = wall
+        out["engine_params"] = {k: params.get(k) for k in
+                                ("pages_per_block", "blocks_per_buffer", "n_blocks")}
+        return out
+
+    @staticmethod
+    def _train(conn: psycopg.Connection, run: dict) -> list[tuple]:
+        return conn.execute(
+            "SELECT epoch, tuples, loss, score, validation_score, seconds "
+            "FROM corgipile.train(%s::regclass, %s, model_name => %s, label => %s, "
+            "shuffle => %s, learning_rate => %s, decay => %s, max_epoch_num => %s, "
+            "buffer_size => %s, block_size => %s, seed => %s, validation => %s::regclass)",
+            (run["table"], run["model"], run["model_name"], run["label"], run["strategy"],
+             run["learning_rate"], run["decay"], run["epochs"], run["buffer"],
+             run["block_size"], run["seed"], run["test_table"])).fetchall()
+
+
+def run_all(runner: Runner, runs: list[dict], jobs: int, log) -> list[dict]:
+    done: list[dict] = []
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(runner.train, r): r for r in runs}
+        for k, fut in enumerate(as_completed(futures), 1):
+            r = fut.result()
+            done.append(r)
+            if "error" in r:
+                log(f"  [{k}/{len(runs)}] {r['task']} lr={r['learning_rate']}: {r['error']}")
+                continue
+            log(f"  [{k}/{len(runs)} {time.monotonic() - t0:6.0f}s] {r['task']} {r['ordering']} "
+                f"buf={r['buffer']} block={block_tag(r['block_size'])} {r['strategy']:<14} "
+                f"seed={r['seed']}: held-out {r['final_validation_score']:.4f} "
+                f"({r['wall_seconds']:.1f} s)")
+    order = {r["model_name"]: i for i, r in enumerate(runs)}
+    done.sort(key=lambda r: order[r["model_name"]])
+    return done
+
+
+def make_run(task: str, spec: dict, ordering: str, buffer: str, block: str | None,
+             strategy: str, seed: int, lr: float, args: argparse.Namespace, tinfo: dict,
+             stage: str) -> dict:
+    table = tinfo[spec["tables"][ordering]]["table"]
+    name = (f"{PREFIX}{task}_{ordering}_{buffer_tag(buffer)}_{block_tag(block)}_{strategy}_"
+            f"s{seed}_{stage}").replace("-", "_")
+    return {"stage": stage, "task": task, "model": spec["model"], "label": spec["label"],
+            "ordering": ordering, "table": table, "test_table": tinfo["test"]["table"],
+            "buffer": buffer, "block_size": block, "strategy": strategy, "seed": seed,
+            "learning_rate": lr, "decay": args.decay, "epochs": args.epochs, "model_name": name}
+
+
+# ---------------------------------------------------------------- summaries
+
+def summarise(runs: list[dict]) -> list[dict]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        k = (r["stage"], r["task"], r["ordering"], r["buffer"], r["block_size"], r["strategy"])
+        groups.setdefault(k, []).append(r)
+    out = []
+    for (stage, task, ordering, buffer, block, strategy), rs in groups.items():
+        acc = np.array([r["final_validation_score"] for r in rs], dtype=float)
+        loss = np.array([r["history"][-1]["loss"] for r in rs], dtype=float)
+        out.append({"stage": stage, "task": task, "model": rs[0]["model"], "ordering": ordering,
+                    "buffer": buffer, "block_size": block, "strategy": strategy,
+                    "seeds": [r["seed"] for r in rs], "final_accuracy_mean": float(acc.mean()),
+                    "final_accuracy_min": float(acc.min()), "final_accuracy_max": float(acc.max()),
+                    "final_accuracy_std": float(acc.std(ddof=1)) if len(acc) > 1 else 0.0,
+                    "final_loss_mean": float(loss.mean()),
+                    "best_epoch_accuracy_mean": float(np.mean(
+                        [max(h["validation_score"] for h in r["history"]) for r in rs])),
+                    "pages_per_block": rs[0]["engine_params"]["pages_per_block"],
+                    "blocks_per_buffer": rs[0]["engine_params"]["blocks_per_buffer"],
+                    "n_blocks": rs[0]["engine_params"]["n_blocks"],
+                    "seconds_per_epoch": float(np.mean(
+                        [np.mean([h["seconds"] for h in r["history"]]) for r in rs]))})
+    return out
+
+
+def find(summary: list[dict], **kw) -> dict | None:
+    for s in summary:
+        if all(s[k] == v for k, v in kw.items()):
+            return s
+    return None
+
+
+def acceptance(summary: list[dict], args: argparse.Namespace) -> list[dict]:
+    """The issue's two statements, checked on the main grid (engine default block size)."""
+    checks = []
+    small = "2%" if "2%" in args.buffers else args.buffers[-1]
+    for task in args.datasets:
+        for ordering in args.orderings:
+            so = find(summary, stage="main", task=task, ordering=ordering, buffer=small,
+                      strategy="shuffle_once")
+            cp = find(summary, stage="main", task=task, ordering=ordering, buffer=small,
+                      strategy="corgipile")
+            if so and cp:
+                gap = 100 * (cp["final_accuracy_mean"] - so["final_accuracy_mean"])
+                checks.append({"check": "corgipile within 0.5 pp of shuffle_once",
+                               "task": task, "ordering": ordering, "buffer": small,
+                               "strategy": "corgipile", "gap_pp": gap,
+                               "holds": abs(gap) <= 0.5})
+    for task in args.datasets:
+        for buffer in args.buffers:
+            so = find(summary, stage="main", task=task, ordering="clustered", buffer=buffer,
+                      strategy="shuffle_once")
+            if not so:
+                continue
+            for strategy in ("no_shuffle", "block_only", "sliding_window", "mrs"):
+                s = find(summary, stage="main", task=task, ordering="clustered", buffer=buffer,
+                         strategy=strategy)
+                if s:
+                    gap = 100 * (s["final_accuracy_mean"] - so["final_accuracy_mean"])
+                    # "worse" = at least 0.5 pp below shuffle_once, the same margin
+                    # the first statement calls comparable
+                    checks.append({"check": "worse than shuffle_once on clustered data",
+                                   "task": task, "ordering": "clustered", "buffer": buffer,
+                                   "strategy": strategy, "gap_pp": gap, "holds": gap <= -0.5})
+    return checks
+
+
+def pct(v: float) -> str:
+    return f"{100 * v:.2f}"
+
+
+def markdown(summary: list[dict], checks: list[dict], args: argparse.Namespace) -> str:
+    lines = ["<!-- written by scripts/convergence_study.py; do not edit by hand -->", ""]
+    lines.append("Final held-out accuracy (%) after the last epoch: mean over seeds "
+                 "[min, max]; engine default block size.")
+    for task in args.datasets:
+        for ordering in args.orderings:
+            lines += ["", f"**{task}, {ordering}**", "",
+                      "| strategy | " + " | ".join(f"buffer {b}" for b in args.buffers) + " |",
+                      "|---|" + "---:|" * len(args.buffers)]
+            for strategy in args.strategies:
+                cells = []
+                for b in args.buffers:
+                    s = find(summary, stage="main", task=task, ordering=ordering, buffer=b,
+                             strategy=strategy)
+                    cells.append("" if s is None else
+                                 f"{pct(s['final_accuracy_mean'])} [{pct(s['final_accuracy_min'])}, "
+                                 f"{pct(s['final_accuracy_max'])}]")
+                lines.append(f"| {strategy} | " + " | ".join(cells) + " |")
+    sweep = [s for s in summary if s["stage"] == "sweep"]
+    if sweep:
+        lines += ["", f"Block-size sweep at buffer {args.sweep_buffer}: final held-out accuracy (%), "
+                  "mean [min, max]; pages per block (blocks per buffer).", ""]
+        blocks = sorted({s["block_size"] for s in sweep}, key=lambda b: int(b))
+        lines.append("| task | ordering | strategy | " + " | ".join(
+            f"{b} page(s)" for b in blocks) + " | default | shuffle_once |")
+        lines.append("|---|---|---|" + "---:|" * (len(blocks) + 2))
+        for task in args.datasets:
+            for ordering in args.orderings:
+                so = find(summary, stage="main", task=task, ordering=ordering,
+                          buffer=args.sweep_buffer, strategy="shuffle_once")
+                for strategy in args.sweep_strategies:
+                    cells = []
+                    for b in blocks:
+                        s = find(summary, stage="sweep", task=task, ordering=ordering,
+                                 buffer=args.sweep_buffer, block_size=b, strategy=strategy)
+                        cells.append("" if s is None else
+                                     f"{pct(s['final_accuracy_mean'])} [{pct(s['final_accuracy_min'])}, "
+                                     f"{pct(s['final_accuracy_max'])}] ({s['blocks_per_buffer']})")
+                    d = find(summary, stage="main", task=task, ordering=ordering,
+                             buffer=args.sweep_buffer, strategy=strategy)
+                    cells.append("" if d is None else
+                                 f"{pct(d['final_accuracy_mean'])} [{pct(d['final_accuracy_min'])}, "
+                                 f"{pct(d['final_accuracy_max'])}] ({d['pages_per_block']}p, "
+                                 f"{d['blocks_per_buffer']})")
+                    cells.append("" if so is None else pct(so["final_accuracy_mean"]))
+                    lines.append(f"| {task} | {ordering} | {strategy} | " + " | ".join(cells) + " |")
+    if checks:
+        lines += ["", "Acceptance checks (main grid, default block size; gap = strategy minus "
+                  "shuffle_once, mean final held-out accuracy, percentage points):", "",
+                  "| check | task | ordering | buffer | strategy | gap (pp) | holds |",
+                  "|---|---|---|---|---|---:|---|"]
+        for c in checks:
+            lines.append(f"| {c['check']} | {c['task']} | {c['ordering']} | {c['buffer']} | "
+                         f"{c['strategy']} | {c['gap_pp']:+.2f} | {'yes' if c['holds'] else 'NO'} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- plots
+
+def plot_group(runs: list[dict], title: str, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(12, 4.5))
+    by_strategy: dict[str, list[dict]] = {}
+    for r in runs:
+        by_strategy.setdefault(r["strategy"], []).append(r)
+    for strategy in [s for s in STRATEGIES if s in by_strategy]:
+        rs = by_strategy[strategy]
+        n = min(len(r["history"]) for r in rs)
+        epochs = np.arange(1, n + 1)
+        color, ls = STYLE[strategy]
+        for ax, key in ((ax_acc, "validation_score"), (ax_loss, "loss")):
+            v = np.array([[h[key] for h in r["history"][:n]] for r in rs], dtype=float)
+            if key == "validation_score":
+                v = 100 * v
+            ax.plot(epochs, v.mean(axis=0), color=color, linestyle=ls, marker=".",
+                    label=strategy, linewidth=1.6)
+            ax.fill_between(epochs, v.min(axis=0), v.max(axis=0), color=color, alpha=0.15,
+                            linewidth=0)
+    ax_acc.set_title("held-out accuracy (test set) after each epoch")
+    ax_acc.set_ylabel("accuracy (%)")
+    ax_loss.set_title("mean training loss of the epoch")
+    ax_loss.set_ylabel("loss")
+    from matplotlib.ticker import MaxNLocator
+    for ax in (ax_acc, ax_loss):
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    handles, labels = ax_acc.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
+    nseeds = len({r["seed"] for r in runs})
+    fig.suptitle(f"{title} - mean over {nseeds} seed(s), band = min-max")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_sweep(summary: list[dict], args: argparse.Namespace, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(t, o) for t in args.datasets for o in args.orderings]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), squeeze=False)
+    for ax, (task, ordering) in zip(axes[0], panels):
+        for strategy in args.sweep_strategies:
+            pts = [s for s in summary if s["task"] == task and s["ordering"] == ordering
+                   and s["buffer"] == args.sweep_buffer and s["strategy"] == strategy
+                   and (s["stage"] == "sweep" or s["stage"] == "main")]
+            pts.sort(key=lambda s: s["pages_per_block"])
+            if not pts:
+                continue
+            x = [s["pages_per_block"] for s in pts]
+            color, ls = STYLE[strategy]
+            ax.errorbar(x, [100 * s["final_accuracy_mean"] for s in pts],
+                        yerr=[[100 * (s["final_accuracy_mean"] - s["final_accuracy_min"]) for s in pts],
+                              [100 * (s["final_accuracy_max"] - s["final_accuracy_mean"]) for s in pts]],
+                        color=color, linestyle=ls, marker="o", capsize=3, label=strategy)
+        so = find(summary, stage="main", task=task, ordering=ordering, buffer=args.sweep_buffer,
+                  strategy="shuffle_once")
+        if so:
+            ax.axhline(100 * so["final_accuracy_mean"], color="black", linewidth=1,
+                       label="shuffle_once")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("pages per block (8 kB pages)")
+        ax.set_ylabel("final held-out accuracy (%)")
+        ax.set_title(f"{task}, {ordering}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Block size at buffer {args.sweep_buffer} (largest point = engine default)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- main
+
+def machine(conn: psycopg.Connection) -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    return {"cpu": cpu, "cores": os.cpu_count(), "load_average_at_start": os.getloadavg(),
+            "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            "python": platform.python_version(), "os": platform.platform(),
+            "server": conn.execute("SHOW server_version").fetchone()[0],
+            "shared_buffers": conn.execute("SHOW shared_buffers").fetchone()[0],
+            "extension": conn.execute("SELECT extversion FROM pg_extension "
+                                      "WHERE extname = 'corgipile'").fetchone()[0],
+            "git_commit": commit}
+
+
+def csv_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--dsn", default="", help="libpq connection string (default: PG* variables)")
+    p.add_argument("--epochs", type=int, default=None, help="epochs per run (default 20, quick 2)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="number of seeds, run as seeds 1..N (default 3, quick 1)")
+    p.add_argument("--datasets", type=csv_list, default=list(TASKS),
+                   help=f"comma-separated tasks among {', '.join(TASKS)}")
+    p.add_argument("--orderings", type=csv_list, default=list(ORDERINGS))
+    p.add_argument("--strategies", type=csv_list, default=list(STRATEGIES))
+    p.add_argument("--buffers", type=csv_list, default=["10%", "2%"])
+    p.add_argument("--binary-model", default="logistic", choices=["logistic", "svm"])
+    p.add_argument("--learning-rate", action="append", default=[], metavar="MODEL=LR",
+                   help="override a model's learning rate, e.g. softmax=0.01 (repeatable)")
+    p.add_argument("--lr-search", action="store_true",
+                   help=f"choose each model's learning rate from {LR_GRID} first: shuffle_once, "
+                        "seed 1, label-clustered table, best final held-out accuracy")
+    p.add_argument("--decay", type=float, default=0.95)
+    p.add_argument("--sweep-blocks", type=csv_list, default=None,
+                   help="block sizes (pages) of the block-size sweep (default 1,4; quick 1; "
+                        "'none' skips it)")
+    p.add_argument("--sweep-buffer", default="2%")
+    p.add_argument("--sweep-strategies", type=csv_list, default=["corgipile", "block_only"])
+    p.add_argument("--train-rows", type=int, default=None,
+                   help="stratified subsample of the 60,000 training images (default all; quick 3000)")
+    p.add_argument("--test-rows", type=int, default=None,
+                   help="stratified subsample of the 10,000 test images (default all; quick 1000)")
+    p.add_argument("--jobs", type=int, default=1, help="trainings run at once (connections)")
+    p.add_argument("--reuse-tables", action="store_true",
+                   help="keep the cs_* tables of an earlier run with the same sizes")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: 3000/1000 rows, 1 seed, 2 epochs, one sweep block size")
+    p.add_argument("--output-dir", type=Path, default=ROOT / "docs")
+    args = p.parse_args(argv)
+    if args.epochs is None:
+        args.epochs = 2 if args.quick else 20
+    if args.seeds is None:
+        args.seeds = 1 if args.quick else 3
+    if args.quick:
+        args.train_rows = args.train_rows or 3000
+        args.test_rows = args.test_rows or 1000
+    if args.sweep_blocks is None:
+        args.sweep_blocks = ["1"] if args.quick else ["1", "4"]
+    if args.sweep_blocks == ["none"]:
+        args.sweep_blocks = []
+    for name, values, allowed in (("--datasets", args.datasets, TASKS),
+                                  ("--orderings", args.orderings, ORDERINGS),
+                                  ("--strategies", args.strategies, STRATEGIES),
+                                  ("--sweep-strategies", args.sweep_strategies, STRATEGIES)):
+        bad = [v for v in values if v not in allowed]
+        if bad:
+            p.error(f"{name}: unknown {', '.join(bad)} (choose among {', '.join(allowed)})")
+    lr = dict(DEFAULT_LR)
+    for item in args.learning_rate:
+        model, _, value = item.partition("=")
+        if model not in lr or not value:
+            p.error(f"--learning-rate: expected MODEL=LR with MODEL in {', '.join(lr)}")
+        lr[model] = float(value)
+    args.lr = lr
+    if args.epochs < 1 or args.seeds < 1 or args.jobs < 1:
+        p.error("--epochs, --seeds and --jobs must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = args.output_dir
+    img = out / "img"
+    img.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
+        mach = machine(conn)
+        log(f"Loading Fashion-MNIST ({args.train_rows or 60000} training, "
+            f"{args.test_rows or 10000} test images)")
+        data = load_fashion(args.train_rows, args.test_rows)
+        tinfo = prepare_tables(conn, data, args.reuse_tables, log)
+    task_specs = tasks(args)
+    runner = Runner(args.dsn)
+    lr_search: list[dict] = []
+    try:
+        if args.lr_search:
+            log(f"Learning-rate search over {LR_GRID} (shuffle_once, seed 1, clustered)")
+            grid = [make_run(t, spec, "clustered", "10%", None, "shuffle_once", 1, lr, args, tinfo,
+                             f"lr{i}")
+                    for t, spec in task_specs.items() for i, lr in enumerate(LR_GRID)]
+            for r in run_all(runner, grid, args.jobs, log):
+                lr_search.append({"task": r["task"], "model": r["model"],
+                                  "learning_rate": r["learning_rate"], "error": r.get("error"),
+                                  "final_validation_score": r["final_validation_score"],
+                                  "validation_scores": [h["validation_score"] for h in r["history"]],
+                                  "losses": [h["loss"] for h in r["history"]]})
+            for t, spec in task_specs.items():
+                best = max((s for s in lr_search if s["task"] == t),
+                           key=lambda s: -1.0 if s["final_validation_score"] is None
+                           else s["final_validation_score"])
+                args.lr[spec["model"]] = best["learning_rate"]
+                log(f"  {t} ({spec['model']}): learning rate {best['learning_rate']}")
+
+        seeds = list(range(1, args.seeds + 1))
+        runs = [make_run(t, spec, o, b, None, s, seed, args.lr[spec["model"]], args, tinfo, "main")
+                for t, spec in task_specs.items() for o in args.orderings for b in args.buffers
+                for seed in seeds for s in args.strategies]
+        for bs in args.sweep_blocks:
+            runs += [make_run(t, spec, o, args.sweep_buffer, bs, s, seed, args.lr[spec["model"]],
+                              args, tinfo, "sweep")
+                     for t, spec in task_specs.items() for o in args.orderings
+                     for seed in seeds for s in args.sweep_strategies]
+        log(f"{len(runs)} trainings of {args.epochs} epochs, {args.jobs} at a time")
+        results = run_all(runner, runs, args.jobs, log)
+    finally:
+        runner.close()
+
+    summary = summarise(results)
+    checks = acceptance(summary, args)
+
+    # ---- CSV: every epoch of every run (the data behind every plot)
+    fields = ["stage", "task", "model", "ordering", "buffer", "block_size", "strategy", "seed",
+              "learning_rate", "epoch", "tuples", "loss", "train_score", "validation_score",
+              "seconds", "pages_per_block", "blocks_per_buffer", "n_blocks"]
+    with open(out / "convergence-results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for r in results:
+            for h in r["history"]:
+                w.writerow({**{k: r[k] for k in fields if k in r}, **h, **r["engine_params"],
+                            "block_size": r["block_size"] or "default"})
+    if lr_search:
+        with open(out / "convergence-lr-search.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["task", "model", "learning_rate", "epoch", "loss", "validation_score"])
+            for s in lr_search:
+                for e, (loss, v) in enumerate(zip(s["losses"], s["validation_scores"]), 1):
+                    w.writerow([s["task"], s["model"], s["learning_rate"], e, loss, v])
+
+    # ---- plots
+    figures = []
+    for task, spec in task_specs.items():
+        for o in args.orderings:
+            for b in args.buffers:
+                group = [r for r in results if r["stage"] == "main" and r["task"] == task
+                         and r["ordering"] == o and r["buffer"] == b]
+                if not group:
+                    continue
+                path = img / f"convergence-{task}-{o}-{buffer_tag(b)}.png"
+                rows = tinfo[spec["tables"][o]]["rows"]
+                plot_group(group, f"{task} ({spec['model']}, lr {args.lr[spec['model']]}), "
+                                  f"{o}, buffer {b}, {rows} training rows", path)
+                figures.append({"file": str(path.relative_to(out)), "task": task, "ordering": o,
+                                "buffer": b, "stage": "main"})
+    if args.sweep_blocks:
+        path = img / "convergence-block-size.png"
+        plot_sweep(summary, args, path)
+        figures.append({"file": str(path.relative_to(out)), "stage": "sweep"})
+
+    # ---- JSON and markdown
+    report = {
+        "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
+        "protocol": {
+            "epochs": args.epochs, "seeds": list(range(1, args.seeds + 1)),
+            "strategies": args.strategies, "buffers": args.buffers, "orderings": {
+                "clustered": "sorted by the task's label (binary: -1 then +1; 10-class: 0..9), "
+                             "ties in the file's order",
+                "feature": "sorted by the image's mean pixel intensity (ascending), "
+                           "ties in the file's order"},
+            "learning_rates": args.lr, "decay": args.decay, "batch_size": 1,
+            "block_size_main": "engine default (NULL)",
+            "sweep": {"buffer": args.sweep_buffer, "block_sizes_pages": args.sweep_blocks,
+                      "strategies": args.sweep_strategies},
+            "tasks": task_specs, "train_rows": args.train_rows or 60000,
+            "test_rows": args.test_rows or 10000, "quick": args.quick,
+            "final_accuracy": "validation_score of the last epoch (accuracy of the model "
+                              "after that epoch on the test table)",
+        },
+        "machine": mach, "datasets": tinfo, "lr_search": lr_search, "figures": figures,
+        "summary": summary, "acceptance": checks, "runs": results,
+        "total_seconds": time.monotonic() - started,
+    }
+    with open(out / "convergence-results.json", "w") as f:
+        json.dump(report, f, indent=1)
+    (out / "convergence-results.md").write_text(markdown(summary, checks, args))
+    log(f"Wrote {out / 'convergence-results.csv'}, .json, .md and {len(figures)} figure(s) "
+        f"in {time.monotonic() - started:.0f} s")
+    for c in checks:
+        log(f"  {'ok ' if c['holds'] else 'NO '} {c['check']}: {c['task']} {c['ordering']} "
+            f"{c['buffer']} {c['strategy']} gap {c['gap_pp']:+.2f} pp")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
