@@ -20,8 +20,8 @@ from psycopg import sql
 
 from . import bismarck, engine, madlib, sklearn_runner
 from .config import TrainSettings
-from .datasets import ORDERS, Dataset, describe_table, synthetic, time_scan
-from .results import FAILED, Run, format_table, summarize, to_document, write_files
+from .datasets import ORDERS, Dataset, ScanClock, describe_table, synthetic
+from .results import FAILED, OK, Run, format_table, summarize, to_document, write_files
 
 DEFAULT_STRATEGIES = "corgipile,block_only,no_shuffle,shuffle_once,sliding_window,mrs,epoch_shuffle"
 BASELINES = ("bismarck", "madlib", "sklearn")
@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         for ds in datasets:
             log(f"== {ds.name}: {ds.rows:,} rows x {ds.dims} features, "
                 f"{ds.size_bytes / 2**20:.1f} MiB")
-            before, before_all = time_scan(conn, ds, args.scan_repeat)
+            clock = ScanClock(conn, ds, args.scan_repeat)
             copy: tuple[str, float] | None = None
             needs_copy = "shuffle_once" in orders and (
                 ("bismarck" in baselines and not bismarck_reason)
@@ -246,33 +246,38 @@ def run(args: argparse.Namespace) -> int:
             if needs_copy:
                 copy = bismarck.shuffle_once_copy(conn, ds, cfg.seed)
                 log(f"   shuffled copy (ORDER BY random()): {copy[1]:.3f} s")
+
+            def note(r: Run) -> None:
+                if r.status == OK:
+                    r.extra["scan_seconds_around"] = clock.around()
+                _note(log, runs, r)
+
             try:
                 for model in models:
                     for strategy in strategies:
-                        _note(log, runs, engine.run_strategy(conn, ds, model, strategy, cfg), before)
+                        note(engine.run_strategy(conn, ds, model, strategy, cfg))
                     for b in baselines:
                         if b == "bismarck":
                             for order in orders:
                                 if bismarck_reason:
-                                    r = Run.skipped(ds.name, model, f"bismarck ({order})",
-                                                    "bismarck", order, bismarck_reason)
+                                    note(Run.skipped(ds.name, model, f"bismarck ({order})",
+                                                     "bismarck", order, bismarck_reason))
                                 else:
-                                    r = bismarck.run(conn, ds, model, order, cfg, copy)
-                                _note(log, runs, r, before)
+                                    note(bismarck.run(conn, ds, model, order, cfg, copy))
                         elif b == "madlib":
                             for order in orders:
-                                _note(log, runs, madlib.run(conn, ds, model, order, cfg, copy), before)
+                                note(madlib.run(conn, ds, model, order, cfg, copy))
                         elif b == "sklearn":
-                            _note(log, runs, sklearn_runner.run(conn, ds, model, cfg), before)
+                            note(sklearn_runner.run(conn, ds, model, cfg))
             finally:
                 if copy is not None and not args.keep_tables:
                     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.SQL(copy[0])))
-            after, after_all = time_scan(conn, ds, args.scan_repeat)
-            scans[ds.name] = statistics.median(before_all + after_all)
-            scans_min[ds.name] = min(before_all + after_all)
+            clock.finish(args.scan_repeat)
+            scans[ds.name] = statistics.median(clock.all)
+            scans_min[ds.name] = min(clock.all)
             d = ds.describe()
-            d.update(scan_seconds=scans[ds.name], scan_seconds_before=before_all,
-                     scan_seconds_after=after_all,
+            d.update(scan_seconds=scans[ds.name], scan_seconds_before=clock.before,
+                     scan_seconds_between=clock.between, scan_seconds_after=clock.after,
                      shuffled_copy_seconds=copy[1] if copy else None)
             datasets_doc.append(d)
         server = _server(conn)
@@ -304,15 +309,16 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(r.status == FAILED for r in runs) else 0
 
 
-def _note(log: Callable[[str], None], runs: list[Run], r: Run, scan: float) -> None:
+def _note(log: Callable[[str], None], runs: list[Run], r: Run) -> None:
     runs.append(r)
-    if r.status != "ok":
+    if r.status != OK:
         log(f"   {r.model:<9} {r.method:<26} {r.status}: {r.reason}")
         return
     last = r.epochs[-1]
     secs = [e.seconds for e in r.epochs]
     per = statistics.median(secs) if len(secs) == last.epoch else sum(secs) / last.epoch
     score = "-" if last.test_score is None else f"{last.test_score:.4f}"
+    scan = statistics.median(r.extra["scan_seconds_around"])
     log(f"   {r.model:<9} {r.method:<26} setup {r.setup_seconds:7.3f} s  "
         f"epoch {per:7.4f} s ({per / scan:5.2f} scans)  final score {score}")
     for n in r.notes:

@@ -232,16 +232,45 @@ def scan_query(ds: Dataset) -> sql.Composable:
         lab=ds.label_sql(), feats=feats, t=ds.rel(), nn=ds.not_null_sql())
 
 
-def time_scan(conn: psycopg.Connection, ds: Dataset, repeat: int) -> tuple[float, list[float]]:
+def time_scan(conn: psycopg.Connection, ds: Dataset, repeat: int, warm: bool = True
+              ) -> tuple[float, list[float]]:
     """Median seconds of `repeat` scans, after one that warms the caches."""
     q = scan_query(ds)
-    conn.execute(q).fetchall()
+    if warm:
+        conn.execute(q).fetchall()
     times = []
     for _ in range(max(1, repeat)):
         t0 = time.perf_counter()
         conn.execute(q).fetchall()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), times
+
+
+class ScanClock:
+    """Plain scans taken between the runs of a dataset: each run is compared
+    with the scans just before and just after it, so that a load that comes
+    and goes on a shared machine weighs on both sides of the ratio."""
+
+    def __init__(self, conn: psycopg.Connection, ds: Dataset, repeat: int):
+        self.conn, self.ds = conn, ds
+        _, self.before = time_scan(conn, ds, repeat)
+        self.between: list[float] = []
+        self.last = statistics.median(self.before)
+
+    def around(self) -> list[float]:
+        """[the scan before the run just made, a scan now]."""
+        now = time_scan(self.conn, self.ds, 1, warm=False)[0]
+        pair = [self.last, now]
+        self.between.append(now)
+        self.last = now
+        return pair
+
+    def finish(self, repeat: int) -> None:
+        _, self.after = time_scan(self.conn, self.ds, repeat, warm=False)
+
+    @property
+    def all(self) -> list[float]:
+        return self.before + self.between + getattr(self, "after", [])
 
 
 def export(conn: psycopg.Connection, ds: Dataset, table: str | None = None

@@ -4,7 +4,9 @@ Per dataset and model:
   <name>-score-vs-time.png   held-out score against wall time, setup
                              included (like the paper's Fig. 7); time in
                              plain-scan units below, seconds above;
-  <name>-loss-vs-epoch.png   mean training loss per epoch (Fig. 8);
+  <name>-loss-vs-epoch.png   mean training loss per epoch, as the methods
+                             report it, and held-out score per epoch
+                             (the paper's Fig. 8);
   <name>-epoch-time.png      epoch and setup time as ratios to a plain scan.
 """
 
@@ -62,7 +64,7 @@ def plot(runs: list[Run], scan_seconds: dict[str, float],
         score_name = "R²" if model == "linear" else "accuracy"
 
         # score against wall time
-        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        fig, ax = plt.subplots(figsize=(9.5, 4.8))
         for r in mine:
             xs = [t / scan for t in r.cumulative_seconds()]
             ys = [e.test_score for e in r.epochs]
@@ -83,30 +85,37 @@ def plot(runs: list[Run], scan_seconds: dict[str, float],
         sec.set_xlabel(f"seconds (one scan = {scan:.3g} s)")
         ax.set_title(f"{ds} / {model}: {score_name} against time", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
         fig.tight_layout()
         p = base.with_name(base.name + "-score-vs-time.png")
         fig.savefig(p, dpi=110)
         plt.close(fig)
         written.append(p)
 
-        # loss against epoch
-        fig, ax = plt.subplots(figsize=(7.5, 4.8))
-        any_loss = False
+        # loss (and held-out score) against epoch
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.6))
         for r in mine:
             pts = [(e.epoch, e.loss) for e in r.epochs if e.loss is not None]
-            if len(pts) < 1:
-                continue
-            any_loss = True
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=r.method, markersize=4,
-                    **_style(r))
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], label=r.method, markersize=4,
+                        **_style(r))
+            pts = [(e.epoch, e.test_score) for e in r.epochs if e.test_score is not None]
+            if pts:
+                ax2.plot([p[0] for p in pts], [p[1] for p in pts], label=r.method, markersize=4,
+                         **_style(r))
         ax.set_xlabel("epoch")
-        ax.set_ylabel("mean training loss (before each row's update)")
-        ax.set_title(f"{ds} / {model}: loss per epoch", fontsize=10)
-        ax.grid(alpha=0.3)
-        if any_loss:
-            ax.legend(fontsize=7, loc="upper right")
-        fig.tight_layout()
+        ax.set_ylabel("mean training loss, each row before its update")
+        ax.set_title("training loss as reported during the epoch", fontsize=9)
+        ax2.set_xlabel("epoch")
+        ax2.set_ylabel(f"held-out {score_name} after the epoch")
+        ax2.set_title(f"held-out {score_name}", fontsize=9)
+        for a in (ax, ax2):
+            a.grid(alpha=0.3)
+        handles, labels = ax2.get_legend_handles_labels()
+        if handles:
+            fig.legend(handles, labels, fontsize=7, loc="center right")
+        fig.suptitle(f"{ds} / {model}: per epoch", fontsize=10)
+        fig.tight_layout(rect=(0, 0, 0.82, 1))
         p = base.with_name(base.name + "-loss-vs-epoch.png")
         fig.savefig(p, dpi=110)
         plt.close(fig)

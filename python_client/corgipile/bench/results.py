@@ -101,7 +101,10 @@ def summarize(runs: list[Run], scan_seconds: dict[str, float], target_gap: float
     for run in runs:
         if run.status != OK or not run.epochs:
             continue
-        scan = scan_seconds.get(run.dataset)
+        # the run's own reference: the scans just before and after it, else
+        # the dataset's median scan
+        around = run.extra.get("scan_seconds_around")
+        scan = statistics.median(around) if around else scan_seconds.get(run.dataset)
         target = targets.get((run.dataset, run.model))
         s: dict[str, Any] = {}
         n_epochs = run.epochs[-1].epoch
