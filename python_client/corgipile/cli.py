@@ -256,31 +256,29 @@ def _add_sql(sub: Any) -> None:
     p.set_defaults(func=cmd_sql)
 
 
-def _add_bench(sub: Any, load: bool) -> None:
-    """`bench` is implemented by corgipile.bench, imported only when used."""
-    help_text = "benchmark the shuffle strategies against MADlib, Bismarck and scikit-learn"
-    p = sub.add_parser("bench", help=help_text, conflict_handler="resolve")
-    _common(p, True)
-    p.set_defaults(func=cmd_bench, bench=None)
-    if not load:
-        return
+BENCH_HELP = "benchmark the shuffle strategies against MADlib, Bismarck and scikit-learn"
+
+
+def _load_bench() -> tuple[Any, str | None]:
+    """(the corgipile.bench module, None), or (None, why it cannot run)."""
     import importlib
 
     try:
-        bench = importlib.import_module("corgipile.bench")
+        return importlib.import_module("corgipile.bench"), None
     except ImportError as exc:
-        if getattr(exc, "name", None) != "corgipile.bench":
-            # the module exists but one of its own imports failed
-            p.description = f"corgipile bench cannot start: {exc}"
-            p.set_defaults(bench_error=f"corgipile bench cannot start: {exc}")
-            return
-        p.description = help_text + " (not available in this installation)"
-        p.set_defaults(bench_error="corgipile bench is not available in this installation: "
-                                   "the corgipile.bench module is missing")
-        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        return
-    bench.add_arguments(p)
-    p.set_defaults(bench=bench)
+        if getattr(exc, "name", None) == "corgipile.bench":
+            return None, ("corgipile bench is not available in this installation: the "
+                          "corgipile.bench module is missing")
+        return None, f"corgipile bench cannot start: {exc}"
+
+
+def _add_bench(sub: Any, bench: Any) -> None:
+    """`bench` is implemented by corgipile.bench, imported only when used."""
+    p = sub.add_parser("bench", help=BENCH_HELP, conflict_handler="resolve")
+    _common(p, True)
+    p.set_defaults(func=cmd_bench, bench=bench)
+    if bench is not None:
+        bench.add_arguments(p)
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -298,7 +296,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_models(sub)
     _add_load(sub)
     _add_sql(sub)
-    _add_bench(sub, load=_wants_bench(argv))
+    bench = _load_bench()[0] if _wants_bench(argv) else None
+    _add_bench(sub, bench)
     return parser
 
 
@@ -577,9 +576,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    error = getattr(args, "bench_error", None)
-    if error or args.bench is None:
-        print(f"{PROG}: {error or 'corgipile bench is not available'}", file=sys.stderr)
+    if args.bench is None:  # pragma: no cover - main() reports a missing module first
+        print(f"{PROG}: corgipile bench is not available", file=sys.stderr)
         return 2
     return int(args.bench.run(args) or 0)
 
@@ -587,6 +585,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 # -- entry point --------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if _wants_bench(argv):
+        bench, error = _load_bench()
+        if error is not None:
+            print(f"{PROG}: {error}", file=sys.stderr)
+            return 2
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

@@ -157,7 +157,7 @@ def slow(conn):
 
 
 def _no_training_running(dsn):
-    with psycopg.connect(dsn) as other:
+    with psycopg.connect(dsn, autocommit=True) as other:
         for _ in range(50):
             n = other.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
                               "AND query LIKE '%corgipile.train%' AND pid <> pg_backend_pid()"

@@ -1,0 +1,287 @@
+"""The corgipile command, run in a subprocess against the test database
+through the PG* variables, as a user would run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from conftest import CLIENT, linear_task, make_table
+
+
+@pytest.fixture
+def cli(cli_env, tmp_path):
+    """run(*args) -> CompletedProcess of `python -m corgipile ARGS`."""
+
+    def run(*args, check=True, stdin=None, env=None):
+        proc = subprocess.run([sys.executable, "-m", "corgipile", *map(str, args)],
+                              cwd=tmp_path, env=env or cli_env, capture_output=True,
+                              text=True, input=stdin, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"corgipile {' '.join(map(str, args))} exited "
+                                 f"{proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    return run
+
+
+@pytest.fixture
+def csv_file(tmp_path):
+    x, y = linear_task(300, 3, seed=21)
+    path = tmp_path / "points.csv"
+    lines = ["f1,f2,f3,y"] + [",".join(repr(float(v)) for v in x[i]) + f",{y[i]}"
+                              for i in range(len(y))]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_help_is_there_for_every_command(cli):
+    top = cli("--help").stdout
+    for command in ("train", "predict", "evaluate", "models", "load", "sql", "bench"):
+        assert command in top
+    assert "PGHOST" in top and "a first session" in top
+    for command, words in [("train", ["--learning-rate", "--epochs", "--where", "--set"]),
+                           ("predict", ["--vector", "--columns"]),
+                           ("evaluate", ["corgipile.evaluate"]),
+                           ("models", ["export", "import", "rename"]),
+                           ("load", ["libsvm", "--order", "clustered by label"]),
+                           ("sql", ["TRAIN BY", "PREDICT BY"])]:
+        text = cli(command, "--help").stdout
+        assert all(w in text for w in words), (command, text)
+    assert cli("--version").stdout.startswith("corgipile ")
+    assert cli(check=False).returncode == 2
+
+
+def test_load_train_evaluate_predict_models(cli, csv_file, conn, tmp_path):
+    out = cli("load", "pts", csv_file, "--label", "y", "--order", "label").stdout
+    assert "loaded 300 rows into pts (array layout, 3 features)" in out
+    assert "corgipile train pts svm" in out
+    labels = [r[0] for r in conn.execute("SELECT label FROM pts ORDER BY ctid").fetchall()]
+    assert labels == sorted(labels)
+
+    out = cli("train", "pts", "svm", "--name", "demo", "--epochs", "4", "--seed", "1",
+              "--lr", "0.05").stdout
+    lines = out.splitlines()
+    assert lines[0].split() == ["epoch", "|", "tuples", "|", "loss", "|", "score", "|",
+                                "validation_score", "|", "seconds"]
+    assert "(4 rows)" in out and 'model "demo" stored: svm, 3 features' in out
+    assert conn.execute("SELECT params->>'learning_rate', params->>'max_epoch_num' FROM "
+                        "corgipile.models WHERE model_name = 'demo'").fetchone() == ("0.05", "4")
+
+    doc = json.loads(cli("--json", "train", "pts", "logistic", "--name", "lr1", "--epochs", "2",
+                         "--where", "id < 200", "--set", "l2=0.001").stdout)
+    assert doc["model_name"] == "lr1" and [h["tuples"] for h in doc["history"]] == [200, 200]
+    assert doc["params"]["l2"] == 0.001 and doc["params"]["source_filter"] == "id < 200"
+
+    metrics = json.loads(cli("evaluate", "demo", "pts", "--json").stdout)
+    assert 0.8 < metrics["accuracy"] <= 1
+    table = cli("evaluate", "demo", "pts").stdout
+    assert "accuracy" in table and "metric" in table
+
+    out = cli("predict", "demo", "pts", "--columns", "id,label", "--where", "id < 3",
+              "--limit", "2").stdout
+    assert out.splitlines()[0].split() == ["id", "|", "label", "|", "prediction"]
+    assert "(2 rows)" in out
+    rows = json.loads(cli("predict", "demo", "pts", "--json", "--columns", "id").stdout)
+    direct = dict(conn.execute("SELECT id, corgipile.predict('demo', p) FROM pts p").fetchall())
+    assert {r["id"]: r["prediction"] for r in rows} == direct
+    csv_out = cli("predict", "demo", "pts", "--csv", "--limit", "1").stdout.splitlines()
+    assert csv_out[0] == "id,label,features,prediction" and csv_out[1].count("{") == 1
+    one = cli("predict", "demo", "--vector", "0.5,-0.25,1").stdout.strip()
+    assert float(one) == conn.execute(
+        "SELECT corgipile.predict('demo', ARRAY[0.5,-0.25,1]::float8[])").fetchone()[0]
+
+    listing = cli("models").stdout
+    assert "demo" in listing and "lr1" in listing and "(2 rows)" in listing
+    assert [m["name"] for m in json.loads(cli("models", "list", "--json").stdout)] == \
+        ["demo", "lr1"]
+    show = cli("models", "show", "demo").stdout
+    assert "n_features       3" in show and "(4 rows)" in show and "weights" not in show
+    assert "weights" in cli("models", "show", "demo", "--weights").stdout
+    cli("models", "rename", "lr1", "lr2")
+    exported = tmp_path / "demo.json"
+    cli("models", "export", "demo", "-o", exported)
+    assert json.loads(exported.read_text())["model_name"] == "demo"
+    cli("models", "import", exported, "--name", "demo_copy")
+    stdin_doc = cli("models", "export", "demo").stdout
+    assert "imported model \"demo_stdin\"" in cli("models", "import", "-", "--name",
+                                                   "demo_stdin", stdin=stdin_doc).stdout
+    assert conn.execute("SELECT count(*) FROM corgipile.models a JOIN corgipile.models b "
+                        "ON a.weights = b.weights WHERE a.model_name = 'demo' "
+                        "AND b.model_name IN ('demo_copy', 'demo_stdin')").fetchone() == (2,)
+    cli("models", "drop", "demo_copy", "demo_stdin", "lr2")
+    assert [r[0] for r in conn.execute("SELECT model_name FROM corgipile.models").fetchall()] \
+        == ["demo"]
+
+
+def test_load_other_formats(cli, conn, tmp_path):
+    svm = tmp_path / "a.svm"
+    svm.write_text("+1 1:0.5 3:1\n-1 2:1\n")
+    assert "sparse layout, 3 features" in cli("load", "s1", svm).stdout
+    out = cli("load", "s2", svm, "--layout", "dense", "--json").stdout
+    doc = json.loads(out)
+    assert doc["rows"] == 2 and doc["train_params"] == {"features": "features",
+                                                        "label": "label"}
+    assert conn.execute("SELECT features FROM s2 ORDER BY id").fetchall() == [
+        ([0.5, 0.0, 1.0],), ([0.0, 1.0, 0.0],)]
+    import numpy as np
+
+    x, y = linear_task(40, 2, seed=1)
+    np.savez(tmp_path / "arr.npz", X=x, y=y)
+    assert "loaded 40 rows" in cli("load", "n1", tmp_path / "arr.npz", "--float4").stdout
+    assert conn.execute("SELECT pg_typeof(features)::text FROM n1 LIMIT 1").fetchone() == (
+        "real[]",)
+
+
+def test_sql_command_translates_train_by_and_predict_by(cli, points):
+    out = cli("sql", "SELECT * FROM points TRAIN BY svm WITH max_epoch_num = 2, "
+                     "model_name = 's1'").stdout
+    assert "(2 rows)" in out and 'model "s1" stored' in out
+    rows = json.loads(cli("sql", "--json", "SELECT id FROM points WHERE id < 3 ORDER BY id "
+                                           "PREDICT BY s1").stdout)
+    assert [r["id"] for r in rows] == [0, 1, 2] and all("prediction" in r for r in rows)
+    assert cli("sql", "CREATE TABLE t2 (a int)").stdout.strip() == "CREATE TABLE"
+    err = cli("sql", "SELECT * FORM points TRAIN BY svm", check=False)
+    assert err.returncode == 1
+    assert 'syntax error at or near "FORM"' in err.stderr and "         ^" in err.stderr
+
+
+def test_errors_are_one_clear_line(cli, points):
+    proc = cli("train", "nowhere", "svm", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith('corgipile: error: relation "nowhere" does not exist')
+    proc = cli("train", "points", "bogus", check=False)
+    assert proc.returncode == 1 and 'unknown model "bogus"' in proc.stderr
+    assert "HINT" in proc.stderr
+    proc = cli("train", "points", "svm", "--set", "nonsense=1", check=False)
+    assert proc.returncode == 1 and "unknown training parameter 'nonsense'" in proc.stderr
+    proc = cli("evaluate", "missing", "points", check=False)
+    assert proc.returncode == 1 and 'model "missing" does not exist' in proc.stderr
+    proc = cli("load", "t", "/no/such/file.csv", check=False)
+    assert proc.returncode == 1 and "no such file" in proc.stderr
+    proc = cli("predict", "m", check=False)
+    assert proc.returncode == 1 and "--vector" in proc.stderr
+
+
+def test_dsn_option_overrides_the_environment(cli, cli_env, dsn, points):
+    env = dict(cli_env, PGDATABASE="no_such_database_here")
+    assert cli("models", env=env, check=False).returncode == 1
+    assert "(0 rows)" in cli("--dsn", dsn, "models", env=env).stdout
+    assert "(0 rows)" in cli("models", "--dsn", dsn, env=env).stdout
+
+
+def test_bench_is_delegated(cli):
+    text = cli("bench", "--help").stdout
+    assert "--dsn" in text
+    try:
+        import corgipile.bench  # noqa: F401
+    except ImportError:
+        assert "not available" in text
+    else:
+        assert "--table" in text  # the bench module's own options
+
+
+def test_bench_missing_module_message(cli_env, tmp_path):
+    """Without corgipile.bench (blocked in sys.modules), `corgipile bench`
+    says so and exits 2; the other commands still work."""
+    code = ("import sys; sys.modules['corgipile.bench'] = None; "
+            "from corgipile.cli import main; sys.exit(main(sys.argv[1:]))")
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, env=cli_env,
+                              capture_output=True, text=True, timeout=60)
+
+    proc = run("bench", "--rows", "10")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "corgipile bench is not available in this installation" in proc.stderr
+    assert run("--help").returncode == 0
+    assert run("models", "--json").stdout.strip() == "[]"
+
+
+def test_console_script(cli_env, tmp_path):
+    script = Path(sys.executable).with_name("corgipile")
+    if not script.exists():
+        pytest.skip("the client is not pip-installed in this environment")
+    proc = subprocess.run([str(script), "models", "--json"], env=cli_env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == []
+
+
+def test_ctrl_c_cancels_the_training(cli_env, conn, dsn, tmp_path):
+    x, y = linear_task(4000, 8, seed=5)
+    make_table(conn, "slow", x, y)
+    proc = subprocess.Popen([sys.executable, "-m", "corgipile", "train", "slow", "svm",
+                             "--epochs", "1000000", "--name", "never"],
+                            cwd=tmp_path, env=cli_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as watch:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                active = watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                    "AND query LIKE '%corgipile.train%' AND pid <> pg_backend_pid()"
+                ).fetchone()[0]
+                if active:
+                    break
+                time.sleep(0.1)
+            else:
+                proc.kill()
+                pytest.fail("the training never started: " + "".join(proc.communicate()))
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+            assert proc.returncode == 130, (out, err)
+            assert "interrupted" in err and "cancelled" in err and "Traceback" not in err
+            still = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                "AND query LIKE '%corgipile.train%' AND pid <> pg_backend_pid()").fetchone()[0]
+            assert still == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert conn.execute("SELECT count(*) FROM corgipile.models").fetchone() == (0,)
+
+
+def test_progress_bar_on_a_terminal(cli_env, points, tmp_path):
+    """Under a pseudo-terminal the bar is on by default; --no-progress
+    switches it off."""
+    pty = pytest.importorskip("pty")
+
+    import fcntl
+    import struct
+    import termios
+
+    def run(*extra):
+        out = b""
+        pid, fd = pty.fork()
+        if pid == 0:  # child: a 24x120 terminal, like a user's
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+            os.chdir(tmp_path)
+            os.execvpe(sys.executable, [sys.executable, "-m", "corgipile", "train", "points",
+                                        "svm", "--epochs", "3", *extra], cli_env)
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.waitpid(pid, 0)
+        return out.decode(errors="replace")
+
+    with_bar = run("--name", "tty1")
+    assert "tty1: 100%" in with_bar and "3/3" in with_bar
+    without = run("--name", "tty2", "--no-progress")
+    assert "100%" not in without and 'model "tty2" stored' in without
