@@ -527,7 +527,7 @@ def cmd_load(args: argparse.Namespace) -> int:
                                             data[yk] if yk else None,
                                             layout=_dense_layout(args.layout), **common)
         else:
-            zero = {"auto": "auto", "yes": True, "no": False}[args.zero_based]
+            zero: bool | str = {"yes": True, "no": False}.get(args.zero_based, "auto")
             result = loaders.load_libsvm(conn, args.table, path,
                                          layout=args.layout or "sparse",
                                          n_features=args.n_features, zero_based=zero,

@@ -24,6 +24,8 @@ from .training import ProgressCallback, Source, run_training, transaction
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
+    from .loaders import LoadResult
+
 __all__ = ["Client", "Result", "connect"]
 
 
@@ -152,12 +154,13 @@ class Client:
             if not isinstance(dbapi, psycopg.Connection):
                 raw.close()
                 raise ConnectionTypeError(_SA_DRIVER)
-            previous = dbapi.autocommit
-            dbapi.autocommit = True
+            driver: psycopg.Connection[Any] = dbapi
+            previous = driver.autocommit
+            driver.autocommit = True
 
             def release() -> None:
-                if not dbapi.closed:
-                    dbapi.autocommit = previous
+                if not driver.closed:
+                    driver.autocommit = previous
                 raw.close()  # back to the pool
 
             self._release = release
@@ -405,25 +408,25 @@ class Client:
 
     # -- loading ----------------------------------------------------------------
 
-    def load_numpy(self, table: str, x: Any, y: Any = None, **kwargs: Any) -> int:
+    def load_numpy(self, table: str, x: Any, y: Any = None, **kwargs: Any) -> LoadResult:
         """See :func:`corgipile.loaders.load_numpy`."""
         from .loaders import load_numpy
 
         return load_numpy(self.connection, table, x, y, **kwargs)
 
-    def load_dataframe(self, table: str, frame: Any, **kwargs: Any) -> int:
+    def load_dataframe(self, table: str, frame: Any, **kwargs: Any) -> LoadResult:
         """See :func:`corgipile.loaders.load_dataframe`."""
         from .loaders import load_dataframe
 
         return load_dataframe(self.connection, table, frame, **kwargs)
 
-    def load_csv(self, table: str, path: Any, **kwargs: Any) -> int:
+    def load_csv(self, table: str, path: Any, **kwargs: Any) -> LoadResult:
         """See :func:`corgipile.loaders.load_csv`."""
         from .loaders import load_csv
 
         return load_csv(self.connection, table, path, **kwargs)
 
-    def load_libsvm(self, table: str, path: Any, **kwargs: Any) -> int:
+    def load_libsvm(self, table: str, path: Any, **kwargs: Any) -> LoadResult:
         """See :func:`corgipile.loaders.load_libsvm`."""
         from .loaders import load_libsvm
 

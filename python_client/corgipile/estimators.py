@@ -110,7 +110,7 @@ class _SGDBase:
         self.n_iter_ = model.epochs
 
     def _check_fitted(self) -> Model:
-        model = getattr(self, "model_", None)
+        model: Model | None = getattr(self, "model_", None)
         if model is None:
             raise RuntimeError(f"this {type(self).__name__} is not fitted yet: call fit() first")
         return model

@@ -46,7 +46,7 @@ import psycopg
 from pglast import ast, parser
 from psycopg import sql
 
-from .statements import quote_ident
+from .statements import _is, parse_sql, quote_ident
 from .training import transaction
 
 __all__ = ["LoadResult", "load_numpy", "load_dataframe", "load_csv", "load_libsvm",
@@ -90,20 +90,20 @@ def table_name(name: str) -> sql.Identifier:
     """A table name as written in SQL (``points``, ``s.points``,
     ``"My Table"``), checked with PostgreSQL's grammar, as an Identifier."""
     try:
-        stmts = parser.parse_sql(f"SELECT * FROM {name}")
+        stmts: Any = parse_sql(f"SELECT * FROM {name}")
     except parser.ParseError:
         stmts = []
-    stmt = stmts[0].stmt if len(stmts) == 1 else None
-    if (not isinstance(stmt, ast.SelectStmt) or stmt.whereClause is not None
+    stmt: Any = stmts[0].stmt if len(stmts) == 1 else None
+    if (not _is(stmt, ast.SelectStmt) or stmt.whereClause is not None
             or len(stmt.fromClause or ()) != 1 or len(stmt.targetList or ()) != 1
             or any(getattr(stmt, a, None) for a in (
                 "sortClause", "limitCount", "limitOffset", "groupClause", "lockingClause",
                 "withClause", "distinctClause", "havingClause", "windowClause", "larg"))
-            or not isinstance(stmt.fromClause[0], ast.RangeVar)
+            or not _is(stmt.fromClause[0], ast.RangeVar)
             or stmt.fromClause[0].alias is not None or stmt.fromClause[0].catalogname):
         raise ValueError(f"not a table name: {name!r} (quote names with capitals or spaces: "
                          "'\"My Table\"')")
-    rv = stmt.fromClause[0]
+    rv: Any = stmt.fromClause[0]
     return sql.Identifier(rv.schemaname, rv.relname) if rv.schemaname \
         else sql.Identifier(rv.relname)
 

@@ -123,7 +123,7 @@ class Model:
         if arr.shape[1] != self.n_features:
             raise ValueError(f"model {self.name} takes {self.n_features} features, "
                              f"got {arr.shape[1]}")
-        out = arr @ self.coef.T + self.intercept
+        out: np.ndarray = arr @ self.coef.T + self.intercept
         return out[:, 0] if out.shape[1] == 1 else out
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,7 +141,8 @@ class Model:
             "weights": [float(w) for w in self.weights],
             "classes": self.classes,
             "params": self.params,
-            "history": self.history_records(),
+            "history": [{k: (None if isinstance(v, float) and math.isnan(v) else v)
+                         for k, v in rec.items()} for rec in self.history_records()],
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "owner": self.owner,
         }

@@ -132,6 +132,16 @@ class PredictStatement:
 Statement = Union[PlainStatement, TrainStatement, PredictStatement]
 
 
+def parse_sql(text: str) -> Any:
+    """pglast's parse_sql (its node types are loosely annotated: Any here)."""
+    return parser.parse_sql(text)
+
+
+def _is(node: Any, cls: type) -> bool:
+    """isinstance without mypy narrowing to pglast's loose Optional fields."""
+    return isinstance(node, cls)
+
+
 def quote_ident(name: str) -> str:
     """Quote an identifier the way PostgreSQL's quote_ident() always may."""
     return '"' + name.replace('"', '""') + '"'
@@ -200,8 +210,6 @@ def _check_params(text: str, placeholders: list[_Placeholder], params: Params) -
 
 def _lookup(params: Params, key: int | str) -> Any:
     assert params is not None
-    if isinstance(key, str):
-        return params[key]  # type: ignore[index]
     return params[key]  # type: ignore[index]
 
 
@@ -309,11 +317,11 @@ class _Context:
         """Parse content[start:end] (after prefix) with PostgreSQL's grammar;
         a syntax error points into the user's text."""
         try:
-            return parser.parse_sql(prefix + self.content[start:end])
+            return parse_sql(prefix + self.content[start:end])
         except parser.ParseError as exc:
             position = None
             try:
-                parser.parse_sql(prefix + self.ascii[start:end])
+                parse_sql(prefix + self.ascii[start:end])
             except parser.ParseError as ascii_exc:
                 if len(ascii_exc.args) > 1 and isinstance(ascii_exc.args[1], int):
                     position = start + max(0, ascii_exc.args[1] - len(prefix))
@@ -401,11 +409,11 @@ def _train(ctx: _Context, kw_start: int, tail: list[Any], by_end: int,
                 f"TRAIN BY trains on a table or its rows matching a WHERE clause; {label} "
                 f"is not supported: {_SELECT_USAGE}", None,
                 "to train on any query, use client.train(\"<query>\", model, ...)")
-    targets = stmt.targetList or ()
+    targets: Any = stmt.targetList or ()
+    first: Any = targets[0].val if targets else None
     star = (len(targets) == 1 and targets[0].name is None
-            and isinstance(targets[0].val, ast.ColumnRef)
-            and len(targets[0].val.fields) == 1
-            and isinstance(targets[0].val.fields[0], ast.A_Star))
+            and _is(first, ast.ColumnRef) and len(first.fields) == 1
+            and _is(first.fields[0], ast.A_Star))
     if not star:
         position = targets[0].location if targets else None
         raise ctx.error("TRAIN BY trains on whole rows: write SELECT * FROM <table>",
@@ -414,7 +422,9 @@ def _train(ctx: _Context, kw_start: int, tail: list[Any], by_end: int,
     rv = _single_table(ctx, stmt, "TRAIN BY", _SELECT_USAGE, from_pos)
     model, model_pos, rest = _model_value(ctx, tail, by_end, "TRAIN BY", "<model>")
     params = _with_params(ctx, rest, model_pos)
-    source_query = source_params = where_text = None
+    source_query: sql.Composable | None = None
+    source_params: Params = None
+    where_text: str | None = None
     if stmt.whereClause is not None:
         # train on the matching rows: the checked SELECT itself, unchanged
         head = ctx.text[:kw_start].rstrip()
@@ -496,8 +506,8 @@ def _ident(raw: str) -> str:
     if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
         return raw[1:-1].replace('""', '"')
     if raw[:2].upper() == 'U&':
-        parsed = parser.parse_sql(f"SELECT {raw}")[0].stmt.targetList[0].val
-        return parsed.fields[0].sval
+        parsed = parse_sql(f"SELECT {raw}")[0].stmt.targetList[0].val
+        return str(parsed.fields[0].sval)
     return raw.lower()
 
 
@@ -518,20 +528,20 @@ def _value(ctx: _Context, toks: list[Any], what: str) -> Any:
     if (sel.fromClause or sel.whereClause or not sel.targetList
             or len(sel.targetList) != 1 or sel.targetList[0].name is not None):
         raise ctx.error(f"{what} is not a single value; {_VALUE_HELP}", start)
-    node = sel.targetList[0].val
+    node: Any = sel.targetList[0].val
     if isinstance(node, ast.A_Const):
         if node.isnull:
             return None
-        val = node.val
-        if isinstance(val, ast.Integer):
+        val: Any = node.val
+        if _is(val, ast.Integer):
             return int(val.ival)
-        if isinstance(val, ast.Float):
+        if _is(val, ast.Float):
             return str(val.fval)  # keep the digits; the server parses them
-        if isinstance(val, ast.Boolean):
+        if _is(val, ast.Boolean):
             return bool(val.boolval)
-        if isinstance(val, ast.String):
+        if _is(val, ast.String):
             return str(val.sval)
-    elif isinstance(node, ast.ColumnRef):
+    elif _is(node, ast.ColumnRef):
         if all(isinstance(f, ast.String) for f in node.fields):
             return Name(tuple(f.sval for f in node.fields))
     elif isinstance(node, ast.ParamRef):
@@ -600,7 +610,7 @@ def is_query(text: str) -> bool:
     than a table name: ``'points'`` and ``'public."My T"'`` are names,
     ``'SELECT * FROM points WHERE ...'`` is a query."""
     try:
-        stmts = parser.parse_sql(text)
+        stmts = parse_sql(text)
     except parser.ParseError:
         return False
     return len(stmts) == 1 and isinstance(stmts[0].stmt, ast.SelectStmt)
@@ -609,12 +619,12 @@ def is_query(text: str) -> bool:
 def check_query(text: str) -> None:
     """Raise StatementError unless text is exactly one SELECT statement."""
     try:
-        stmts = parser.parse_sql(text)
+        stmts = parse_sql(text)
     except parser.ParseError as exc:
         position = None
         ascii_text = "".join(c if ord(c) < 128 else "x" for c in text)
         try:
-            parser.parse_sql(ascii_text)
+            parse_sql(ascii_text)
         except parser.ParseError as e2:
             position = e2.args[1] if len(e2.args) > 1 else None
         raise StatementError(str(exc.args[0]), text, position) from None
@@ -629,12 +639,12 @@ def filter_query(relation: sql.Composable, where: str) -> sql.Composed:
     exactly one boolean expression (no second statement, no UNION, ...)."""
     probe = f'SELECT * FROM "t" WHERE ({where}\n)'
     try:
-        stmts = parser.parse_sql(probe)
+        stmts = parse_sql(probe)
     except parser.ParseError as exc:
         position = None
         ascii_probe = "".join(c if ord(c) < 128 else "x" for c in probe)
         try:
-            parser.parse_sql(ascii_probe)
+            parse_sql(ascii_probe)
         except parser.ParseError as e2:
             if len(e2.args) > 1 and isinstance(e2.args[1], int):
                 position = max(0, e2.args[1] - len('SELECT * FROM "t" WHERE ('))

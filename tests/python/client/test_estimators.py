@@ -99,3 +99,36 @@ def test_regressor(client, conn):
     metrics = client.evaluate(reg.model_name_, "SELECT * FROM reg_test")
     assert metrics["r2"] == pytest.approx(r2, rel=1e-9) and metrics["rmse"] > 0
 
+
+
+def _three_classes(n, seed):
+    rng = np.random.default_rng(seed)
+    centers = np.array([[1.0, 0.0], [-1.0, 1.0], [0.0, -1.0]])
+    y = rng.integers(0, 3, size=n)
+    return centers[y] + 0.3 * rng.normal(size=(n, 2)), y
+
+
+def test_softmax_classifier_with_integer_and_text_classes(client, conn):
+    x, y = _three_classes(600, 1)
+    client.load_numpy("three", x[:450], y[:450])
+    client.load_numpy("three_test", x[450:], y[450:])
+    clf = corgipile.SGDClassifier(client, model="softmax", max_epoch_num=8, seed=1)
+    clf.fit("three")
+    assert clf.coef_.shape == (3, 2) and clf.intercept_.shape == (3,)
+    assert list(clf.classes_) == [0, 1, 2]
+    acc = clf.score("three_test")
+    assert acc > 0.9
+    assert clf.score(x[450:], y[450:]) == pytest.approx(acc)
+    # text classes: predictions are the class names (corgipile.predict_class)
+    conn.execute("CREATE TABLE animals AS SELECT id, (ARRAY['cat','dog','eel'])[label + 1] "
+                 "AS label, features FROM three")
+    pets = corgipile.SGDClassifier(client, model="softmax", max_epoch_num=8, seed=1)
+    pets.fit("animals")
+    assert list(pets.classes_) == ["cat", "dog", "eel"]
+    names = pets.predict(x[450:])
+    assert set(names) <= {"cat", "dog", "eel"}
+    assert np.mean(names == np.array(["cat", "dog", "eel"])[y[450:]]) > 0.9
+    rows = client.execute("SELECT id, label FROM animals WHERE id < 5 ORDER BY id "
+                          f"PREDICT BY {pets.model_name_}").fetchall()
+    assert all(isinstance(r[2], str) for r in rows)
+    assert pets.score("animals") > 0.9
