@@ -13,13 +13,10 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-import psycopg
 import pytest
-from psycopg import sql
 
-ROOT = Path(__file__).resolve().parents[3]
-CLIENT = ROOT / "python_client"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from client_helpers import CLIENT, ROOT, linear_task, make_table  # noqa: E402
 
 
 def _client_importable() -> bool:
@@ -39,26 +36,6 @@ if not _client_importable():
     assert _client_importable(), "cannot import the corgipile client from " + str(CLIENT)
 
 import corgipile  # noqa: E402
-
-
-def linear_task(n: int, d: int, seed: int, noise: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
-    """Features in [-1, 1]^d, labels -1/+1 from a noisy linear rule."""
-    rng = np.random.default_rng(seed)
-    w = np.random.default_rng(99).normal(size=d)
-    x = rng.uniform(-1.0, 1.0, size=(n, d))
-    y = np.where(x @ w + noise * rng.normal(size=n) > 0, 1, -1)
-    return x, y
-
-
-def make_table(conn: psycopg.Connection, name: str, x: np.ndarray, y: np.ndarray) -> None:
-    """name(id int, label int, features float8[]) with plain INSERTs (not the
-    client's loaders, so that the loaders' tests compare against it)."""
-    conn.execute(sql.SQL("CREATE TABLE {} (id int, label int, features float8[])").format(
-        sql.Identifier(name)))
-    with conn.cursor() as cur:
-        cur.executemany(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s)").format(
-            sql.Identifier(name)),
-            [(i, int(y[i]), x[i].tolist()) for i in range(len(y))])
 
 
 @pytest.fixture

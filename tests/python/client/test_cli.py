@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import CLIENT, linear_task, make_table
+from client_helpers import CLIENT, linear_task, make_table
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 
 import corgipile
 
-from conftest import linear_task
+from client_helpers import linear_task
 
 
 def test_classifier_on_a_table(client, points, conn):

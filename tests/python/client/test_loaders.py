@@ -11,7 +11,7 @@ from psycopg import sql
 import corgipile
 from corgipile import loaders
 
-from conftest import linear_task, make_table
+from client_helpers import linear_task, make_table
 
 
 def _rows(conn, table, cols="id, label, features"):

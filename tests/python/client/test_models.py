@@ -13,7 +13,7 @@ from psycopg import sql
 
 import corgipile
 
-from conftest import linear_task, make_table
+from client_helpers import linear_task, make_table
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 import corgipile
 from corgipile.training import parse_progress
 
-from conftest import linear_task, make_table
+from client_helpers import linear_task, make_table
 
 
 def test_train_returns_the_stored_model(client, points):

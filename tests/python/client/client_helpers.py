@@ -1,0 +1,41 @@
+"""Helpers of the client tests (a module of its own: `conftest` is an
+ambiguous module name when several test directories have one)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+ROOT = Path(__file__).resolve().parents[3]
+CLIENT = ROOT / "python_client"
+
+
+def linear_task(n: int, d: int, seed: int, noise: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
+    """Features in [-1, 1]^d, labels -1/+1 from a noisy linear rule."""
+    rng = np.random.default_rng(seed)
+    w = np.random.default_rng(99).normal(size=d)
+    x = rng.uniform(-1.0, 1.0, size=(n, d))
+    y = np.where(x @ w + noise * rng.normal(size=n) > 0, 1, -1)
+    return x, y
+
+
+def make_table(conn: psycopg.Connection, name: str, x: np.ndarray, y: np.ndarray) -> None:
+    """name(id int, label int, features float8[]) with plain INSERTs (not the
+    client's loaders, so that the loaders' tests compare against it)."""
+    conn.execute(sql.SQL("CREATE TABLE {} (id int, label int, features float8[])").format(
+        sql.Identifier(name)))
+    with conn.cursor() as cur:
+        cur.executemany(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s)").format(
+            sql.Identifier(name)),
+            [(i, int(y[i]), x[i].tolist()) for i in range(len(y))])
+
+
+def dsn_with(dsn: str, **changes: str) -> str:
+    """The conninfo string dsn with some keys changed."""
+    info = dict(item.split("=", 1) for item in dsn.split())
+    info.update(changes)
+    return " ".join(f"{k}={v}" for k, v in info.items())
