@@ -292,8 +292,9 @@ def run(args: argparse.Namespace) -> int:
         "scan_repeat": args.scan_repeat,
         "machine": _machine(), "server": server,
         "bench_seconds": time.perf_counter() - started,
-        "units": "seconds; *_ratio_to_scan = seconds / median plain-scan seconds of the dataset "
-                 "in this run; scores are accuracy (R^2 for linear)",
+        "units": "seconds; *_ratio_to_scan: seconds / the mean of the plain scans timed just "
+                 "before and just after the run; epoch_min_ratio_to_scan_min: fastest epoch / "
+                 "fastest scan of the dataset in this run; scores: accuracy (R^2 for linear)",
     }
     doc = to_document(meta, datasets_doc, runs, targets)
     files = write_files(doc, runs, out)
