@@ -284,6 +284,7 @@ def run_all(runner: Runner, runs: list[dict], jobs: int, log) -> list[dict]:
                 continue
             log(f"  [{k}/{len(runs)} {time.monotonic() - t0:6.0f}s] {r['task']} {r['ordering']} "
                 f"buf={r['buffer']} block={block_tag(r['block_size'])} {r['strategy']:<14} "
+                f"lr={r['learning_rate']} "
                 f"seed={r['seed']}: held-out {r['final_validation_score']:.4f} "
                 f"({r['wall_seconds']:.1f} s)")
     order = {r["model_name"]: i for i, r in enumerate(runs)}
@@ -433,6 +434,64 @@ def markdown(summary: list[dict], checks: list[dict], args: argparse.Namespace) 
     return "\n".join(lines) + "\n"
 
 
+# ---------------------------------------------------------------- feeding order
+
+# (strategy, block size) pairs whose feeding order is pictured, as in Fig. 3
+ORDER_VIEWS = (("no_shuffle", None), ("sliding_window", None), ("mrs", None),
+               ("block_only", None), ("corgipile", None), ("corgipile", "1"),
+               ("shuffle_once", None))
+
+
+def order_heatmaps(conn: psycopg.Connection, table: str, buffer: str, seed: int,
+                   bins: int = 100) -> list[dict]:
+    """Class shares along one epoch's feeding order (corgipile.shuffled_scan).
+
+    The epoch is cut into `bins` equal stretches of the rows fed; for each
+    stretch, the share of each class.  tv_from_uniform is the mean over the
+    stretches of the total variation distance between the stretch's class
+    shares and the table's: 0 for a perfect shuffle, 0.9 for a table
+    clustered by ten equal classes read in order.
+    """
+    cls = dict(conn.execute(sql.SQL("SELECT id, class FROM {}").format(sql.Identifier(table)))
+               .fetchall())
+    prior = np.bincount(np.array(list(cls.values())), minlength=10) / len(cls)
+    views = []
+    for strategy, block in ORDER_VIEWS:
+        ids = conn.execute("SELECT id FROM corgipile.shuffled_scan(%s::regclass, %s, %s, %s, %s)",
+                           (table, strategy, block, buffer, seed)).fetchall()
+        c = np.array([cls[i] for (i,) in ids])
+        edges = np.linspace(0, len(c), bins + 1).astype(int)
+        share = np.array([np.bincount(c[a:b], minlength=10) / max(b - a, 1)
+                          for a, b in zip(edges[:-1], edges[1:])])
+        views.append({"strategy": strategy, "block_size": block, "buffer": buffer, "seed": seed,
+                      "rows_fed": int(len(c)), "bins": bins,
+                      "tv_from_uniform": float(np.mean(0.5 * np.abs(share - prior).sum(axis=1))),
+                      "class_share": share.T.round(4).tolist()})
+    return views
+
+
+def plot_order(views: list[dict], title: str, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(views), 1, figsize=(10, 1.5 * len(views) + 0.8), sharex=True,
+                             gridspec_kw={"hspace": 0.6})
+    for ax, v in zip(axes, views):
+        im = ax.imshow(np.array(v["class_share"]), aspect="auto", origin="lower", vmin=0, vmax=1,
+                       cmap="viridis", extent=(0, 100, -0.5, 9.5), interpolation="nearest")
+        label = v["strategy"] + ("" if v["block_size"] is None else f", {v['block_size']}-page blocks")
+        ax.set_title(f"{label}  (rows fed {v['rows_fed']}, TV from table mix "
+                     f"{v['tv_from_uniform']:.2f})", fontsize=9, loc="left")
+        ax.set_yticks([0, 9])
+        ax.set_ylabel("class", fontsize=8)
+    axes[-1].set_xlabel("position in the epoch's feeding order (%)")
+    fig.colorbar(im, ax=axes, shrink=0.6, label="share of the class in that stretch")
+    fig.suptitle(title, fontsize=10)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
+
+
 # ---------------------------------------------------------------- plots
 
 def plot_group(runs: list[dict], title: str, path: Path) -> None:
@@ -575,6 +634,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=1, help="trainings run at once (connections)")
     p.add_argument("--reuse-tables", action="store_true",
                    help="keep the cs_* tables of an earlier run with the same sizes")
+    p.add_argument("--order-only", action="store_true",
+                   help="only redo the feeding-order figure (img/convergence-order.png) and its "
+                        "entry in an existing convergence-results.json")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 3000/1000 rows, 1 seed, 2 epochs, one sweep block size")
     p.add_argument("--output-dir", type=Path, default=ROOT / "docs")
@@ -609,6 +671,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def order_figure(args: argparse.Namespace, tinfo: dict, figures: list[dict]) -> list[dict]:
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        views = order_heatmaps(conn, tinfo["clustered-10"]["table"], args.sweep_buffer, seed=1)
+    path = args.output_dir / "img" / "convergence-order.png"
+    plot_order(views, f"Class of the rows fed to SGD along one epoch: fashion-10, "
+                      f"clustered table ({tinfo['clustered-10']['rows']} rows), "
+                      f"buffer {args.sweep_buffer}, seed 1", path)
+    figures.append({"file": str(path.relative_to(args.output_dir)), "stage": "order"})
+    return views
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = args.output_dir
@@ -625,7 +698,18 @@ def main(argv: list[str] | None = None) -> int:
         log(f"Loading Fashion-MNIST ({args.train_rows or 60000} training, "
             f"{args.test_rows or 10000} test images)")
         data = load_fashion(args.train_rows, args.test_rows)
-        tinfo = prepare_tables(conn, data, args.reuse_tables, log)
+        tinfo = prepare_tables(conn, data, args.reuse_tables or args.order_only, log)
+    if args.order_only:
+        figures: list[dict] = []
+        views = order_figure(args, tinfo, figures)
+        jpath = out / "convergence-results.json"
+        if jpath.exists():
+            report = json.loads(jpath.read_text())
+            report["feeding_order"] = views
+            report["figures"] = [f for f in report["figures"] if f.get("stage") != "order"] + figures
+            jpath.write_text(json.dumps(report, indent=1))
+        log(f"Wrote {out / figures[0]['file']}")
+        return 0
     task_specs = tasks(args)
     runner = Runner(args.dsn)
     lr_search: list[dict] = []
@@ -704,6 +788,10 @@ def main(argv: list[str] | None = None) -> int:
         plot_sweep(summary, args, path)
         figures.append({"file": str(path.relative_to(out)), "stage": "sweep"})
 
+    order_views: list[dict] = []
+    if "fashion-10" in task_specs and "clustered" in args.orderings:
+        order_views = order_figure(args, tinfo, figures)
+
     # ---- JSON and markdown
     report = {
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -725,7 +813,8 @@ def main(argv: list[str] | None = None) -> int:
                               "after that epoch on the test table)",
         },
         "machine": mach, "datasets": tinfo, "lr_search": lr_search, "figures": figures,
-        "summary": summary, "acceptance": checks, "runs": results,
+        "summary": summary, "acceptance": checks, "feeding_order": order_views,
+        "runs": results,
         "total_seconds": time.monotonic() - started,
     }
     with open(out / "convergence-results.json", "w") as f:

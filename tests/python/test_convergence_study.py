@@ -1,0 +1,126 @@
+"""scripts/convergence_study.py --quick against the test server.
+
+The smoke run trains every strategy at both buffers on both orderings of a
+3,000-image subset of Fashion-MNIST, one seed, two epochs, and writes its
+CSV, JSON, markdown tables and PNG plots.  Checks that they are complete
+and sane, not what the study concludes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "convergence_study.py"
+DATA = Path("/usr/share/datasets/fashion-mnist")
+STRATEGIES = {"no_shuffle", "block_only", "corgipile", "sliding_window", "mrs",
+              "shuffle_once", "epoch_shuffle"}
+TASKS = {"fashion-binary", "fashion-10"}
+ORDERINGS = {"clustered", "feature"}
+BUFFERS = {"10%", "2%"}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def study(dsn, tmp_path):
+    if not DATA.is_dir():
+        pytest.skip(f"{DATA} missing (Debian package dataset-fashion-mnist)")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--dsn", dsn, "--output-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return tmp_path, proc.stdout
+
+
+def test_quick_run_writes_complete_results(study):
+    out, stdout = study
+    report = json.loads((out / "convergence-results.json").read_text())
+    assert report["protocol"]["epochs"] == 2
+    assert report["protocol"]["seeds"] == [1]
+    assert report["protocol"]["quick"] is True
+
+    # every epoch of every run in the CSV, every strategy in every setting
+    with open(out / "convergence-results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows, "empty CSV"
+    seen = defaultdict(set)
+    epochs = defaultdict(list)
+    for r in rows:
+        acc = float(r["validation_score"])
+        assert 0.0 <= acc <= 1.0, r
+        assert 0.0 <= float(r["train_score"]) <= 1.0, r
+        loss = float(r["loss"])
+        assert math.isfinite(loss) and loss >= 0, r
+        if r["stage"] == "main":
+            seen[(r["task"], r["ordering"], r["buffer"])].add(r["strategy"])
+        epochs[(r["stage"], r["task"], r["ordering"], r["buffer"], r["block_size"],
+                r["strategy"], r["seed"])].append(int(r["epoch"]))
+    assert set(seen) == {(t, o, b) for t in TASKS for o in ORDERINGS for b in BUFFERS}
+    for setting, strategies in seen.items():
+        assert strategies == STRATEGIES, setting
+    for run, es in epochs.items():
+        assert es == [1, 2], run
+    assert any(r["stage"] == "sweep" and r["block_size"] == "1" for r in rows)
+
+    # tuples per epoch: N for every strategy, 2(N - R) + R > N for mrs
+    n_rows = {name: d["rows"] for name, d in report["datasets"].items()}
+    for run in report["runs"]:
+        n = n_rows[{"fashion-binary": {"clustered": "clustered-binary", "feature": "feature"},
+                    "fashion-10": {"clustered": "clustered-10", "feature": "feature"}}
+                   [run["task"]][run["ordering"]]]
+        for h in run["history"]:
+            if run["strategy"] == "mrs":
+                assert n < h["tuples"] < 2 * n, run["model_name"]
+            else:
+                assert h["tuples"] == n, run["model_name"]
+        assert run["final_validation_score"] == run["history"][-1]["validation_score"]
+
+    # the summary has one entry per setting and strategy, with sane accuracies
+    main = [s for s in report["summary"] if s["stage"] == "main"]
+    assert len(main) == len(TASKS) * len(ORDERINGS) * len(BUFFERS) * len(STRATEGIES)
+    for s in main:
+        assert 0.0 <= s["final_accuracy_min"] <= s["final_accuracy_mean"] \
+            <= s["final_accuracy_max"] <= 1.0, s
+    # a trained model beats chance on the held-out images after a full shuffle
+    for s in main:
+        if s["strategy"] == "shuffle_once":
+            assert s["final_accuracy_mean"] > (0.8 if s["task"] == "fashion-binary" else 0.5), s
+
+    # acceptance checks computed for both statements
+    kinds = {c["check"] for c in report["acceptance"]}
+    assert kinds == {"corgipile within 0.5 pp of shuffle_once",
+                     "worse than shuffle_once on clustered data"}
+    md = (out / "convergence-results.md").read_text()
+    for strategy in STRATEGIES:
+        assert f"| {strategy} |" in md
+
+    # the feeding order of one epoch, per strategy (Fig. 3 style): every row
+    # once, except mrs; a full shuffle mixes the classes better than no shuffle
+    views = {(v["strategy"], v["block_size"]): v for v in report["feeding_order"]}
+    assert set(views) >= {(s, None) for s in STRATEGIES - {"epoch_shuffle"}}
+    n = report["datasets"]["clustered-10"]["rows"]
+    for (strategy, _), v in views.items():
+        assert (v["rows_fed"] > n) if strategy == "mrs" else (v["rows_fed"] == n), v["strategy"]
+        for column in zip(*v["class_share"]):
+            assert abs(sum(column) - 1) < 1e-3
+    assert views[("shuffle_once", None)]["tv_from_uniform"] < views[("no_shuffle", None)]["tv_from_uniform"]
+
+    # one PNG per task, ordering and buffer, plus the block-size sweep and the order
+    pngs = sorted((out / "img").glob("convergence-*.png"))
+    expected = {f"convergence-{t}-{o}-{b.replace('%', 'pct')}.png"
+                for t in TASKS for o in ORDERINGS for b in BUFFERS} | {
+                    "convergence-block-size.png", "convergence-order.png"}
+    assert {p.name for p in pngs} == expected
+    for p in pngs:
+        data = p.read_bytes()
+        assert len(data) > 10_000, p
+        assert data[:8] == PNG_MAGIC, p
+    assert {f["file"] for f in report["figures"]} == {f"img/{name}" for name in expected}
