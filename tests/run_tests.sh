@@ -40,4 +40,5 @@ fi
 echo "== pytest"
 export CORGIPILE_TEST_CLUSTER="$cluster"
 export PYTHONDONTWRITEBYTECODE=1
-.venv/bin/python -m pytest -p no:cacheprovider -q tests/python "$@"
+# -P: the PGXS build leaves corgipile.so here, which would shadow the package
+.venv/bin/python -P -m pytest -p no:cacheprovider -q tests/python "$@"
