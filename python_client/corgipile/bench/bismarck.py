@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from .config import TrainSettings
 from .datasets import Dataset
+from ._db import value
 from .results import FAILED, Epoch, Run
 
 EXTENSION = "corgipile_bismarck"
@@ -33,7 +35,7 @@ INSTALL_HINT = "build and install it with `make -C benchmarks/bismarck install` 
 _copies = 0
 
 
-def ensure_extension(conn: psycopg.Connection) -> str | None:
+def ensure_extension(conn: psycopg.Connection[Any]) -> str | None:
     """Create the extension in this database if needed.  Returns None when it
     is there, else why the baseline must be skipped."""
     row = conn.execute("SELECT installed_version FROM pg_available_extensions WHERE name = %s",
@@ -48,7 +50,7 @@ def ensure_extension(conn: psycopg.Connection) -> str | None:
     return None
 
 
-def shuffle_once_copy(conn: psycopg.Connection, ds: Dataset, seed: int) -> tuple[str, float]:
+def shuffle_once_copy(conn: psycopg.Connection[Any], ds: Dataset, seed: int) -> tuple[str, float]:
     """CREATE TABLE <copy> AS SELECT * FROM <table> ORDER BY random(), as
     Bismarck shuffled.  Returns the copy's quoted name and the seconds it
     took (setseed() makes the order reproducible)."""
@@ -60,11 +62,11 @@ def shuffle_once_copy(conn: psycopg.Connection, ds: Dataset, seed: int) -> tuple
     conn.execute(sql.SQL("CREATE TABLE {} AS SELECT * FROM {} ORDER BY random()").format(
         sql.Identifier(name), ds.rel()))
     seconds = time.perf_counter() - t0
-    qual = conn.execute("SELECT %s::regclass::text", (name,)).fetchone()[0]
+    qual = str(value(conn, "SELECT %s::regclass::text", (name,)))
     return qual, seconds
 
 
-def epoch_query(ds: Dataset, table: str) -> sql.Composable:
+def epoch_query(ds: Dataset, table: str) -> sql.Composed:
     """One epoch: the aggregate over the table in scan order.  The composite
     result is taken apart outside the aggregating subquery so that the
     aggregate runs once."""
@@ -75,7 +77,7 @@ def epoch_query(ds: Dataset, table: str) -> sql.Composable:
         feat=ds.features_sql(), lab=ds.label_sql(), t=ds.rel(table))
 
 
-def score_query(ds: Dataset, model: str, margin: sql.Composable) -> sql.Composable:
+def score_query(ds: Dataset, model: str, margin: sql.Composable) -> sql.Composed:
     """Accuracy (R^2 for 'linear') of a margin expression on the scored table."""
     if model == "linear":
         y = ds.label_sql()
@@ -88,7 +90,7 @@ def score_query(ds: Dataset, model: str, margin: sql.Composable) -> sql.Composab
         m=margin, pos=ds.positive_sql(), t=ds.rel(ds.scored_table), nn=ds.not_null_sql())
 
 
-def train(conn: psycopg.Connection, ds: Dataset, model: str, table: str, cfg: TrainSettings,
+def train(conn: psycopg.Connection[Any], ds: Dataset, model: str, table: str, cfg: TrainSettings,
           score: bool = True) -> tuple[list[Epoch], list[float]]:
     """The epoch loop over `table`; returns the epochs and the final weights."""
     weights: list[float] | None = None
@@ -104,14 +106,14 @@ def train(conn: psycopg.Connection, ds: Dataset, model: str, table: str, cfg: Tr
         if row is None or row[0] is None:
             raise ValueError(f"{table} has no rows with a non-NULL label and features")
         weights = list(row[0])
-        test = conn.execute(sq, {"weights": weights}).fetchone()[0] if score else None
+        test = value(conn, sq, {"weights": weights}) if score else None
         epochs.append(Epoch(epoch=e + 1, seconds=seconds, loss=row[2], train_score=row[3],
                             test_score=test))
     assert weights is not None
     return epochs, weights
 
 
-def run(conn: psycopg.Connection, ds: Dataset, model: str, order: str, cfg: TrainSettings,
+def run(conn: psycopg.Connection[Any], ds: Dataset, model: str, order: str, cfg: TrainSettings,
         copy: tuple[str, float] | None) -> Run:
     """One Bismarck run; `copy` is the shuffled copy and its creation time
     (for order shuffle_once)."""

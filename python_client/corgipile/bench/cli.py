@@ -19,6 +19,7 @@ import psycopg
 from psycopg import sql
 
 from . import bismarck, engine, madlib, sklearn_runner
+from ._db import value
 from .config import TrainSettings
 from .datasets import ORDERS, Dataset, ScanClock, describe_table, synthetic
 from .results import FAILED, OK, Run, format_table, summarize, to_document, write_files
@@ -163,18 +164,18 @@ def _machine() -> dict[str, Any]:
             "cpus": os.cpu_count(), "cpu_model": cpu}
 
 
-def _server(conn: psycopg.Connection) -> dict[str, Any]:
-    info = {}
+def _server(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    info: dict[str, Any] = {}
     for name in ("server_version", "shared_buffers", "work_mem", "max_parallel_workers_per_gather",
                  "jit", "synchronize_seqscans"):
-        info[name] = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
+        info[name] = value(conn, sql.SQL("SHOW {}").format(sql.Identifier(name)))
     for ext in ("corgipile", bismarck.EXTENSION, "madlib"):
         row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s", (ext,)).fetchone()
         info[f"{ext}_version"] = row[0] if row else None
     return info
 
 
-def _session(conn: psycopg.Connection) -> None:
+def _session(conn: psycopg.Connection[Any]) -> None:
     # training is one process, so the scan it is compared with is one too;
     # no JIT compilation in any timed query; scans start at block 0
     conn.execute("SET max_parallel_workers_per_gather = 0")

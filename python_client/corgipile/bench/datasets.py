@@ -12,11 +12,13 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import psycopg
 from psycopg import sql
+
+from ._db import one, value
 
 FLOAT_ARRAYS = {"float8": "float8[]", "float4": "float4[]"}
 
@@ -40,7 +42,7 @@ class Dataset:
     info: dict[str, Any] = field(default_factory=dict)
 
     # --- SQL for the baselines -------------------------------------------
-    def rel(self, table: str | None = None) -> sql.Composable:
+    def rel(self, table: str | None = None) -> sql.SQL:
         """A relation name already quoted by the server (regclass output)."""
         return sql.SQL(table or self.table)
 
@@ -87,7 +89,8 @@ class Dataset:
         }
 
 
-def _column_type(conn: psycopg.Connection, oid: int, column: str) -> tuple[str, str, str | None]:
+def _column_type(conn: psycopg.Connection[Any], oid: int, column: str
+                 ) -> tuple[str, str, str | None]:
     """(type name, type category, array element type name or None)."""
     row = conn.execute(
         "SELECT t.typname::text, t.typcategory::text, e.typname::text "
@@ -100,14 +103,12 @@ def _column_type(conn: psycopg.Connection, oid: int, column: str) -> tuple[str, 
     return row[0], row[1], row[2]
 
 
-def _resolve(conn: psycopg.Connection, table: str) -> tuple[int, str]:
-    row = conn.execute("SELECT %s::regclass::oid::int8, %s::regclass::text",
-                       (table, table)).fetchone()
-    assert row is not None
-    return int(row[0]), row[1]
+def _resolve(conn: psycopg.Connection[Any], table: str) -> tuple[int, str]:
+    row = one(conn, "SELECT %s::regclass::oid::int8, %s::regclass::text", (table, table))
+    return int(row[0]), str(row[1])
 
 
-def describe_table(conn: psycopg.Connection, table: str, test_table: str | None = None,
+def describe_table(conn: psycopg.Connection[Any], table: str, test_table: str | None = None,
                    label: str = "label", features: str = "features",
                    name: str | None = None) -> Dataset:
     """A user's table (and optional held-out table) as a Dataset."""
@@ -141,11 +142,11 @@ def describe_table(conn: psycopg.Connection, table: str, test_table: str | None 
         dims_n = int(dims[0]) if dims else 0
     else:
         dims_n = len(cols)
-    rows = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(rel)).fetchone()[0]
+    rows = value(conn, sql.SQL("SELECT count(*) FROM {}").format(rel))
     test_rows = rows
     if test_qual:
-        test_rows = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.SQL(test_qual))).fetchone()[0]
-    size = conn.execute("SELECT pg_table_size(%s::regclass)", (qual,)).fetchone()[0]
+        test_rows = value(conn, sql.SQL("SELECT count(*) FROM {}").format(sql.SQL(test_qual)))
+    size = value(conn, "SELECT pg_table_size(%s::regclass)", (qual,))
     return Dataset(name=name or qual, table=qual, test_table=test_qual, label=label,
                    features=features, label_is_bool=(cat == "B"), feature_columns=cols,
                    array_element=element, dims=dims_n, rows=int(rows), test_rows=int(test_rows),
@@ -165,7 +166,7 @@ def class_shift(dims: int, bayes_accuracy: float) -> float:
     return z / math.sqrt(3.0 * dims)
 
 
-def _generate(conn: psycopg.Connection, table: str, rows: int, dims: int, shift: float,
+def _generate(conn: psycopg.Connection[Any], table: str, rows: int, dims: int, shift: float,
               order: str, seed: float) -> None:
     order_by = {"clustered": "label, id", "feature": "features[1], id", "random": "random()"}[order]
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
@@ -184,9 +185,9 @@ def _generate(conn: psycopg.Connection, table: str, rows: int, dims: int, shift:
     conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
 
 
-def synthetic(conn: psycopg.Connection, rows: int, dims: int, test_rows: int,
+def synthetic(conn: psycopg.Connection[Any], rows: int, dims: int, test_rows: int,
               order: str = "clustered", bayes_accuracy: float = 0.95, seed: int = 1,
-              log=None) -> Dataset:
+              log: Callable[[str], None] | None = None) -> Dataset:
     """A binary table stored in the given order (clustered by label: all -1
     rows, then all +1 rows, the paper's worst case), and a held-out table.
 
@@ -202,8 +203,7 @@ def synthetic(conn: psycopg.Connection, rows: int, dims: int, test_rows: int,
     s_train = (seed % 1000 + 1) / 1001.0
     for table, n, o, s, want in ((base, rows, order, s_train, spec),
                                  (base + "_test", test_rows, "random", -s_train, test_spec)):
-        have = conn.execute("SELECT obj_description(to_regclass(%s), 'pg_class')",
-                            (table,)).fetchone()[0]
+        have = value(conn, "SELECT obj_description(to_regclass(%s), 'pg_class')", (table,))
         if have != want:
             if log:
                 log(f"generating {table}: {n:,} rows x {dims} features ({o})")
@@ -220,7 +220,7 @@ def synthetic(conn: psycopg.Connection, rows: int, dims: int, test_rows: int,
 
 # --- measurements ----------------------------------------------------------
 
-def scan_query(ds: Dataset) -> sql.Composable:
+def scan_query(ds: Dataset) -> sql.Composed:
     """A plain sequential scan that reads the same columns as training:
     every label, and every feature array detoasted."""
     if ds.array_element is not None:
@@ -232,7 +232,7 @@ def scan_query(ds: Dataset) -> sql.Composable:
         lab=ds.label_sql(), feats=feats, t=ds.rel(), nn=ds.not_null_sql())
 
 
-def time_scan(conn: psycopg.Connection, ds: Dataset, repeat: int, warm: bool = True
+def time_scan(conn: psycopg.Connection[Any], ds: Dataset, repeat: int, warm: bool = True
               ) -> tuple[float, list[float]]:
     """Median seconds of `repeat` scans, after one that warms the caches."""
     q = scan_query(ds)
@@ -251,10 +251,11 @@ class ScanClock:
     with the scans just before and just after it, so that a load that comes
     and goes on a shared machine weighs on both sides of the ratio."""
 
-    def __init__(self, conn: psycopg.Connection, ds: Dataset, repeat: int):
+    def __init__(self, conn: psycopg.Connection[Any], ds: Dataset, repeat: int):
         self.conn, self.ds = conn, ds
         _, self.before = time_scan(conn, ds, repeat)
         self.between: list[float] = []
+        self.after: list[float] = []
         self.last = statistics.median(self.before)
 
     def around(self) -> list[float]:
@@ -270,10 +271,10 @@ class ScanClock:
 
     @property
     def all(self) -> list[float]:
-        return self.before + self.between + getattr(self, "after", [])
+        return self.before + self.between + self.after
 
 
-def export(conn: psycopg.Connection, ds: Dataset, table: str | None = None
+def export(conn: psycopg.Connection[Any], ds: Dataset, table: str | None = None
            ) -> tuple[np.ndarray, np.ndarray]:
     """The table's labels and features as numpy arrays, in storage order,
     through COPY ... TO STDOUT in binary."""

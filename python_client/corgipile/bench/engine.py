@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import psycopg
 from psycopg import errors, sql
@@ -31,8 +32,8 @@ def _model_name(tag: str) -> str:
     return f"corgipile_bench_{os.getpid()}_{_counter}_{tag}"
 
 
-def _train(conn: psycopg.Connection, ds: Dataset, model: str, shuffle: str,
-           cfg: TrainSettings, name: str, validation: str | None) -> list[tuple]:
+def _train(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle: str,
+           cfg: TrainSettings, name: str, validation: str | None) -> list[tuple[Any, ...]]:
     params: dict[str, object] = {
         "model_name": name, "label": ds.label, "features": ds.features, "shuffle": shuffle,
         "learning_rate": cfg.learning_rate, "decay": cfg.decay, "max_epoch_num": cfg.epochs,
@@ -56,7 +57,7 @@ def _train(conn: psycopg.Connection, ds: Dataset, model: str, shuffle: str,
         conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
 
 
-def run_strategy(conn: psycopg.Connection, ds: Dataset, model: str, shuffle: str,
+def run_strategy(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle: str,
                  cfg: TrainSettings) -> Run:
     run = Run(ds.name, model, shuffle, "engine", shuffle)
     try:

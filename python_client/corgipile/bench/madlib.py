@@ -20,18 +20,20 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from .config import TrainSettings
 from .datasets import Dataset
+from ._db import one, value
 from .results import FAILED, Epoch, Run
 
 SCHEMA = "madlib"
 
 
-def unavailable_reason(conn: psycopg.Connection) -> str | None:
+def unavailable_reason(conn: psycopg.Connection[Any]) -> str | None:
     """None when MADlib is there, else why the MADlib runs are skipped."""
     has = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone()
     if has is None:
@@ -63,22 +65,23 @@ def _out_table() -> str:
     return f"corgipile_bench_madlib_{os.getpid()}_{_n}"
 
 
-def _drop(conn: psycopg.Connection, *tables: str) -> None:
+def _drop(conn: psycopg.Connection[Any], *tables: str) -> None:
     for t in tables:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(t)))
 
 
-def _score(conn: psycopg.Connection, ds: Dataset, w: list[float], b: float) -> float | None:
+def _score(conn: psycopg.Connection[Any], ds: Dataset, w: list[float], b: float) -> float | None:
     """Held-out accuracy of margin w.x + b (computed in plain SQL)."""
     feat = ds.features_sql()
     q = sql.SQL(
         "SELECT avg((((SELECT sum(a * x) FROM unnest(%(w)s::float8[], {f}) AS u(a, x)) + %(b)s > 0)"
         " = {pos})::int)::float8 FROM {t} WHERE {nn}").format(
         f=feat, pos=ds.positive_sql(), t=ds.rel(ds.scored_table), nn=ds.not_null_sql())
-    return conn.execute(q, {"w": w, "b": b}).fetchone()[0]
+    score = value(conn, q, {"w": w, "b": b})
+    return None if score is None else float(score)
 
 
-def run(conn: psycopg.Connection, ds: Dataset, model: str, order: str, cfg: TrainSettings,
+def run(conn: psycopg.Connection[Any], ds: Dataset, model: str, order: str, cfg: TrainSettings,
         copy: tuple[str, float] | None) -> Run:
     method = f"madlib ({order})"
     reason = unavailable_reason(conn)
@@ -107,9 +110,9 @@ def run(conn: psycopg.Connection, ds: Dataset, model: str, order: str, cfg: Trai
                 "SELECT madlib.svm_classification(%s, %s, %s, %s, 'linear', NULL, NULL, %s, false)",
                 (table, out, _positive_text(ds), _independent(ds), params))
             seconds = time.perf_counter() - t0
-            coef, iters, mapping = conn.execute(
-                sql.SQL("SELECT coef, num_iterations, __dep_var_mapping::text[] FROM {}").format(
-                    sql.Identifier(out))).fetchone()
+            coef, iters, mapping = one(conn, sql.SQL(
+                "SELECT coef, num_iterations, __dep_var_mapping::text[] FROM {}").format(
+                    sql.Identifier(out)))
             w, b = list(coef[:-1]), coef[-1]     # fit_intercept: the intercept is last
             # MADlib maps the first dependent value to -1: flip if that was "true"
             if mapping and str(mapping[0]).lower() in ("true", "t", "1"):
@@ -122,9 +125,8 @@ def run(conn: psycopg.Connection, ds: Dataset, model: str, order: str, cfg: Trai
                 "SELECT madlib.logregr_train(%s, %s, %s, %s, NULL, %s, 'igd', 0)",
                 (table, out, _positive_text(ds), indep, cfg.epochs))
             seconds = time.perf_counter() - t0
-            coef, iters = conn.execute(
-                sql.SQL("SELECT coef, num_iterations FROM {}").format(
-                    sql.Identifier(out))).fetchone()
+            coef, iters = one(conn, sql.SQL("SELECT coef, num_iterations FROM {}").format(
+                sql.Identifier(out)))
             b, w = coef[0], list(coef[1:])       # the intercept is the leading 1
         iters = int(iters or cfg.epochs)
         r.epochs = [Epoch(epoch=iters, seconds=seconds, test_score=_score(conn, ds, w, b))]

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from .results import OK, Run
 
-_STYLES = {
+_STYLES: dict[str, dict[str, Any]] = {
     "corgipile": dict(color="tab:red", marker="o", linewidth=2.2),
     "block_only": dict(color="tab:orange", marker="s"),
     "no_shuffle": dict(color="tab:gray", marker="x"),
@@ -29,10 +30,10 @@ _STYLES = {
 _BY_SYSTEM = {"bismarck": "tab:green", "madlib": "tab:purple", "sklearn": "black"}
 
 
-def _style(run: Run) -> dict:
+def _style(run: Run) -> dict[str, Any]:
     if run.system == "engine":
-        return dict(_STYLES.get(run.order, dict(marker=".")))
-    st = dict(color=_BY_SYSTEM.get(run.system, None),
+        return dict(_STYLES.get(run.order, {"marker": "."}))
+    st: dict[str, Any] = dict(color=_BY_SYSTEM.get(run.system, None),
               marker="D" if run.order == "shuffle_once" else "P",
               linestyle="--" if run.order == "no_shuffle" else "-")
     return st
@@ -81,7 +82,13 @@ def plot(runs: list[Run], scan_seconds: dict[str, float],
             ax.axhline(target, color="0.5", linewidth=0.8, linestyle="--", label="target")
         ax.set_xlabel("wall time, in plain scans of the table (setup included)")
         ax.set_ylabel(f"held-out {score_name}")
-        sec = ax.secondary_xaxis("top", functions=(lambda v: v * scan, lambda v: v / scan))
+        def to_seconds(v: Any, scan: float = scan) -> Any:
+            return v * scan
+
+        def to_scans(v: Any, scan: float = scan) -> Any:
+            return v / scan
+
+        sec = ax.secondary_xaxis("top", functions=(to_seconds, to_scans))
         sec.set_xlabel(f"seconds (one scan = {scan:.3g} s)")
         ax.set_title(f"{ds} / {model}: {score_name} against time", fontsize=10)
         ax.grid(alpha=0.3)

@@ -91,7 +91,7 @@ def summarize(runs: list[Run], scan_seconds: dict[str, float], target_gap: float
     for run in runs:
         key = (run.dataset, run.model)
         final = run.epochs[-1].test_score if run.epochs else None
-        if run.status == OK and _finite(final):
+        if run.status == OK and final is not None and _finite(final):
             cur = targets.get(key)
             targets[key] = final if cur is None else max(cur, final)
         else:
@@ -124,14 +124,15 @@ def summarize(runs: list[Run], scan_seconds: dict[str, float], target_gap: float
         s["final_loss"] = last.loss
         s["final_train_score"] = last.train_score
         s["final_test_score"] = last.test_score
-        scores = [e.test_score for e in run.epochs if _finite(e.test_score)]
+        scores = [e.test_score for e in run.epochs
+                  if e.test_score is not None and _finite(e.test_score)]
         s["best_test_score"] = max(scores) if scores else None
         s["target_score"] = target
         s["time_to_target_seconds"] = None
         s["epochs_to_target"] = None
         if target is not None:
             for e, t in zip(run.epochs, cum):
-                if _finite(e.test_score) and e.test_score >= target:
+                if e.test_score is not None and _finite(e.test_score) and e.test_score >= target:
                     s["time_to_target_seconds"] = t
                     s["epochs_to_target"] = e.epoch
                     break
@@ -196,13 +197,14 @@ def to_document(meta: dict[str, Any], datasets: list[dict[str, Any]], runs: list
         for e, t in zip(d["epochs"], cum):
             e["cumulative_seconds"] = t
         doc_runs.append(d)
-    return _jsonable({
+    doc: dict[str, Any] = _jsonable({
         "meta": meta,
         "datasets": datasets,
         "targets": [{"dataset": k[0], "model": k[1], "target_score": v}
                     for k, v in sorted(targets.items())],
         "runs": doc_runs,
     })
+    return doc
 
 
 def write_files(doc: dict[str, Any], runs: list[Run], out: Path) -> list[Path]:

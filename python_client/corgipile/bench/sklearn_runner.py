@@ -26,6 +26,7 @@ import io
 import re
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -37,10 +38,10 @@ from .results import FAILED, Epoch, Run
 _AVG_LOSS = re.compile(r"Avg\. loss: ([-+0-9.eE]+|nan|inf)")
 
 
-def _estimator(model: str, cfg: TrainSettings):
-    from sklearn.linear_model import SGDClassifier, SGDRegressor
+def _estimator(model: str, cfg: TrainSettings) -> Any:
+    from sklearn.linear_model import SGDClassifier, SGDRegressor  # type: ignore[import-untyped]
 
-    common = dict(penalty="l2" if cfg.l2 > 0 else None, alpha=cfg.l2 if cfg.l2 > 0 else 0.0001,
+    common: dict[str, Any] = dict(penalty="l2" if cfg.l2 > 0 else None, alpha=cfg.l2 if cfg.l2 > 0 else 0.0001,
                   fit_intercept=True, learning_rate="constant", eta0=cfg.rate(0),
                   shuffle=cfg.sklearn_shuffle, random_state=cfg.seed, verbose=1, average=False)
     if model == "svm":
@@ -52,14 +53,14 @@ def _estimator(model: str, cfg: TrainSettings):
     return None
 
 
-def run(conn: psycopg.Connection, ds: Dataset, model: str, cfg: TrainSettings) -> Run:
+def run(conn: psycopg.Connection[Any], ds: Dataset, model: str, cfg: TrainSettings) -> Run:
     order = "epoch_shuffle (in memory)" if cfg.sklearn_shuffle else "no_shuffle"
     method = "sklearn" if cfg.sklearn_shuffle else "sklearn (no_shuffle)"
     try:
         est = _estimator(model, cfg)
-    except ImportError as e:
+    except ImportError as exc:
         return Run.skipped(ds.name, model, method, "sklearn", order,
-                           f"scikit-learn is not installed ({e})")
+                           f"scikit-learn is not installed ({exc})")
     if est is None:
         return Run.skipped(ds.name, model, method, "sklearn", order,
                            f"no scikit-learn estimator for model {model!r}")
@@ -73,8 +74,8 @@ def run(conn: psycopg.Connection, ds: Dataset, model: str, cfg: TrainSettings) -
             xt, yt = export(conn, ds, ds.test_table)
         else:
             xt, yt = x, y
-    except psycopg.Error as e:
-        r.status, r.reason = FAILED, str(e).strip()
+    except psycopg.Error as exc:
+        r.status, r.reason = FAILED, str(exc).strip()
         return r
     if model != "linear":
         y = np.where(y > 0, 1.0, -1.0)
