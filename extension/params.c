@@ -345,7 +345,7 @@ size_in_pages(const CpSize *size, BlockNumber n_pages)
 /*
  * Cut the table into blocks and a buffer into whole blocks.
  *
- * Without an explicit block_size, a block is a sixteenth of the buffer
+ * Without an explicit block_size, a block is 1/256 of the buffer
  * (CP_TARGET_BLOCKS_PER_BUFFER), at least one page and at most 10 MB: the
  * paper's fixed 10 MB blocks give a small table a buffer of one block, which
  * does not shuffle at all.  A percentage buffer is at least 16 pages (or the
@@ -363,12 +363,12 @@ cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages, CpSizing *out)
 	/*
 	 * A percentage of a small table would be a buffer of a page or two,
 	 * which cannot hold many blocks and barely shuffles.  Such a buffer is
-	 * raised to CP_TARGET_BLOCKS_PER_BUFFER pages (or the whole table):
-	 * small tables are cheap to buffer.
+	 * raised to CP_MIN_BUFFER_PAGES pages (or the whole table): small tables
+	 * are cheap to buffer.
 	 */
 	if (p->buffer_size.unit == CP_SIZE_PERCENT)
 		buffer_pages = Max(buffer_pages,
-						   Min((double) n_pages, (double) CP_TARGET_BLOCKS_PER_BUFFER));
+						   Min((double) n_pages, (double) CP_MIN_BUFFER_PAGES));
 
 	if (p->block_size.unit == CP_SIZE_UNSET)
 		ppb = Min(max_block_pages,
