@@ -68,7 +68,7 @@ def test_quick_run_writes_complete_results(study):
         assert strategies == STRATEGIES, setting
     for run, es in epochs.items():
         assert es == [1, 2], run
-    assert any(r["stage"] == "sweep" and r["block_size"] == "1" for r in rows)
+    assert any(r["stage"] == "sweep" and r["block_size"] == "4" for r in rows)
 
     # tuples per epoch: N for every strategy, 2(N - R) + R > N for mrs
     n_rows = {name: d["rows"] for name, d in report["datasets"].items()}
