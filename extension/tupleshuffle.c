@@ -5,7 +5,8 @@
  *	  layout, in the order the shuffle strategy feeds them to SGD.
  *
  * For corgipile, block_only and no_shuffle a buffer holds the rows of a
- * group of whole blocks (blocks_per_buffer of them); corgipile then
+ * group of whole blocks (at most blocks_per_buffer of them, the epoch's
+ * blocks cut into groups of as equal a size as possible); corgipile then
  * Fisher-Yates-shuffles each buffer with a fresh permutation.  The other
  * strategies of the paper build their buffers from the same groups on the
  * same memory budget: sliding_window and mrs in window.c, shuffle_once and
@@ -137,6 +138,8 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->shuffle_tuples = (ts->shuffle == CP_SHUFFLE_CORGIPILE ||
 						  ts->shuffle == CP_SHUFFLE_EPOCH_SHUFFLE);
 	ts->blocks_per_buffer = ts->child->sizing.blocks_per_buffer;
+	ts->n_groups = Max(1, ((int64) ts->child->sizing.n_blocks + ts->blocks_per_buffer - 1) /
+					   ts->blocks_per_buffer);
 	tuple_shuffle_set_seed(ts, ts->params.has_seed ? (uint64) ts->params.seed :
 						   pg_prng_uint64(&pg_global_prng_state));
 
@@ -167,8 +170,16 @@ tuple_shuffle_read_group(TupleShuffleState *ts, CpBuffer *dst)
 	if (ts->eof && !ts->has_pending)
 		return false;
 
-	limit = ts->next_limit + ts->blocks_per_buffer;
-	ts->next_limit = limit;
+	/*
+	 * The epoch's blocks are cut into n_groups groups of as equal a size as
+	 * possible, none larger than blocks_per_buffer.  Cutting full groups and
+	 * leaving the remainder for last would end many epochs on a group of a
+	 * block or two, which on a clustered table is a single label's rows fed
+	 * last and unmixed: that alone cost 5-25 points of accuracy
+	 * (docs/block-size.md).
+	 */
+	limit = ((ts->next_group + 1) * (int64) ts->child->sizing.n_blocks) / ts->n_groups;
+	ts->next_group++;
 
 	old = MemoryContextSwitchTo(ts->row_cxt);
 	if (ts->has_pending)
@@ -306,7 +317,7 @@ tuple_shuffle_rescan(CustomScanState *node)
 	ts->eof = false;
 	ts->drained = false;
 	ts->has_pending = false;
-	ts->next_limit = 0;
+	ts->next_group = 0;
 	ts->rows_fed = 0;
 	ts->out_pos = 0;
 	ts->out.n_rows = 0;

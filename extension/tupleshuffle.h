@@ -64,7 +64,8 @@ typedef struct TupleShuffleState
 
 	BlockShuffleState *child;
 	uint32		blocks_per_buffer;
-	int64		next_limit;		/* first block_seq of the next group */
+	int64		n_groups;		/* groups of blocks an epoch is cut into */
+	int64		next_group;		/* the group the next read takes */
 	TupleTableSlot *pending;	/* first tuple of the next group */
 	bool		has_pending;
 	bool		eof;			/* the child has no more rows this epoch */

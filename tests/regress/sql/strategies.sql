@@ -2,7 +2,9 @@
 -- of each, seen through corgipile.shuffled_scan().
 SET corgipile.progress = off;
 
--- A table of 29 pages: 16 pages per buffer below, blocks of 2 pages.
+-- A table of 29 pages: 16 pages per buffer below, blocks of 2 pages.  Its
+-- 15 blocks are cut into 2 groups of as equal a size as possible: 7 blocks
+-- (the first 14 pages, in storage order), then 8.
 CREATE TABLE seq AS
 SELECT i AS id, CASE WHEN i <= 1500 THEN 1 ELSE -1 END AS label,
        ARRAY[(CASE WHEN i <= 1500 THEN 1.0 ELSE -1.0 END) + sin(i * 12.9898), cos(i * 78.233)]::float8[] AS features
@@ -19,13 +21,14 @@ FROM unnest(ARRAY['no_shuffle', 'block_only', 'corgipile', 'sliding_window', 'mr
 
 -- no_shuffle, block_only, corgipile, sliding_window, shuffle_once and
 -- epoch_shuffle visit every visible row exactly once per epoch; mrs feeds
--- 2(N - R) + R rows, R being the reservoir (the rows of the first 16 pages).
+-- 2(N - R) + R rows, R being the reservoir: the rows of the first group of
+-- blocks (pages 0-13).
 SELECT shuffle, count(*) AS fed, count(DISTINCT row_ctid) AS distinct_rows,
        count(DISTINCT row_ctid) = (SELECT count(*) FROM seq) AS all_rows
 FROM orders GROUP BY shuffle ORDER BY shuffle;
 SELECT count(*) AS mrs_fed,
-       2 * (3000 - (SELECT count(*) FROM seq WHERE (ctid::text::point)[0] < 16)) +
-       (SELECT count(*) FROM seq WHERE (ctid::text::point)[0] < 16) AS documented
+       2 * (3000 - (SELECT count(*) FROM seq WHERE (ctid::text::point)[0] < 14)) +
+       (SELECT count(*) FROM seq WHERE (ctid::text::point)[0] < 14) AS documented
 FROM orders WHERE shuffle = 'mrs';
 
 -- no_shuffle reads in storage order.
@@ -54,7 +57,7 @@ SELECT round(avg((page / 2 <> prev_block)::int), 2) > 0.7 AS mostly_switching_bl
        count(DISTINCT page / 2) AS blocks_in_first_buffer
 FROM (SELECT pos, page, lag(page) OVER (ORDER BY pos) / 2 AS prev_block
       FROM orders WHERE shuffle = 'corgipile') AS o
-WHERE pos <= (SELECT count(*) FROM seq WHERE (ctid::text::point)[0] < 16) / 2 AND pos > 1;
+WHERE pos <= (SELECT count(*) FROM seq WHERE (ctid::text::point)[0] < 14) / 2 AND pos > 1;
 
 -- sliding_window output is locally ordered: with a window of 2 pages
 -- (212 rows), rows leave the window near where they entered it.
