@@ -71,8 +71,9 @@ alloc_zero(Size size)
 }
 
 static void
-add_rows(CpEvalState *ev, const CpBuffer *buf)
+add_rows(const CpBuffer *buf, void *arg)
 {
+	CpEvalState *ev = (CpEvalState *) arg;
 	double	   *z = ev->model.z;
 
 	for (int64 r = 0; r < buf->n_rows; r++)
@@ -239,11 +240,7 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 	CpLayout	lo;
 	CpBuffer	buf;
 	Relation	rel;
-	TableScanDesc scan;
-	TupleTableSlot *slot;
 	MemoryContext row_cxt;
-	MemoryContext old;
-	int64		seen = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&ev, 0, sizeof(ev));
@@ -266,28 +263,10 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 	}
 
 	cp_buffer_init(&buf, CurrentMemoryContext, lo.mode == CP_FEATURES_SPARSE);
-	cp_buffer_reset(&buf, lo.n_features);
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile evaluate row",
 									ALLOCSET_DEFAULT_SIZES);
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	slot = table_slot_create(rel, NULL);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
-	{
-		old = MemoryContextSwitchTo(row_cxt);
-		cp_layout_append(&lo, slot, &buf);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(row_cxt);
-		if (buf.n_rows >= CP_EVAL_BATCH)
-		{
-			add_rows(&ev, &buf);
-			cp_buffer_reset(&buf, lo.n_features);
-		}
-		if ((++seen % CP_EVAL_BATCH) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
-	add_rows(&ev, &buf);
-	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
+	cp_layout_scan(&lo, rel, GetActiveSnapshot(), &buf, CP_EVAL_BATCH, row_cxt,
+				   add_rows, &ev);
 	relation_close(rel, NoLock);
 
 	if (ev.n == 0)

@@ -14,6 +14,9 @@
 #include <math.h>
 
 #include "access/sysattr.h"
+#include "access/tableam.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -707,4 +710,38 @@ cp_buffer_free(CpBuffer *buf)
 	buf->row_tids = NULL;
 	buf->row_keys = NULL;
 	buf->n_rows = buf->cap_rows = buf->nnz = buf->cap_nnz = 0;
+}
+
+/*
+ * Read every row of rel that snapshot sees into buf, handing each batch of
+ * batch rows (and the last, shorter one) to fn.  For scoring a whole table
+ * (validation, evaluate()); detoasting happens in row_cxt, reset per row.
+ */
+void
+cp_layout_scan(CpLayout *lo, Relation rel, Snapshot snapshot, CpBuffer *buf,
+			   int64 batch, MemoryContext row_cxt, CpBatchFn fn, void *arg)
+{
+	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	MemoryContext old;
+	int64		seen = 0;
+
+	cp_buffer_reset(buf, lo->n_features);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		old = MemoryContextSwitchTo(row_cxt);
+		cp_layout_append(lo, slot, buf);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(row_cxt);
+		if (buf->n_rows >= batch)
+		{
+			fn(buf, arg);
+			cp_buffer_reset(buf, lo->n_features);
+		}
+		if ((++seen % batch) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	fn(buf, arg);
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
 }

@@ -16,6 +16,7 @@
 #include "nodes/bitmapset.h"
 #include "utils/palloc.h"
 #include "utils/rel.h"
+#include "utils/snapshot.h"
 
 #include "core/buffer.h"
 #include "params.h"
@@ -89,6 +90,11 @@ extern void cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values);
 extern void cp_buffer_free(CpBuffer *buf);
 extern bool cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf);
 extern void cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row);
+
+typedef void (*CpBatchFn) (const CpBuffer *buf, void *arg);
+extern void cp_layout_scan(CpLayout *lo, Relation rel, Snapshot snapshot,
+						   CpBuffer *buf, int64 batch, MemoryContext row_cxt,
+						   CpBatchFn fn, void *arg);
 extern CpClassMap *cp_class_map_scan(Relation rel, const CpLayout *lo);
 extern CpClassMap *cp_class_map_from_names(Oid type, char **names, int n);
 extern bool cp_is_class_label_type(Oid type);

@@ -86,7 +86,6 @@ typedef struct SgdState
 	double	   *best_w;
 	int			since_best;		/* epochs without enough improvement */
 	int			replay_pos;		/* rows returned since the last rescan */
-	bool		saved;
 
 	Relation	vrel;			/* validation relation, or NULL */
 	CpLayout	vlayout;
@@ -362,42 +361,32 @@ train_double_buffered(SgdState *s)
 	}
 }
 
+typedef struct ValidationPass
+{
+	const CpModel *model;
+	CpStats		stats;
+} ValidationPass;
+
+static void
+validate_batch(const CpBuffer *buf, void *arg)
+{
+	ValidationPass *v = (ValidationPass *) arg;
+
+	cp_model_evaluate(v->model, buf, &v->stats);
+}
+
 /* Score the validation relation with the current weights. */
 static CpStats
 validate(SgdState *s)
 {
-	EState	   *estate = s->css.ss.ps.state;
-	TableScanDesc scan;
-	TupleTableSlot *slot;
-	CpStats		st;
-	MemoryContext row_cxt = s->ts->row_cxt;
-	MemoryContext old;
-	int64		seen = 0;
+	ValidationPass v;
 
-	memset(&st, 0, sizeof(st));
+	memset(&v, 0, sizeof(v));
+	v.model = &s->model;
 	s->vlayout.n_features = s->model.n_features;
-	cp_buffer_reset(&s->vbuf, s->model.n_features);
-	scan = table_beginscan(s->vrel, estate->es_snapshot, 0, NULL);
-	slot = table_slot_create(s->vrel, NULL);
-
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
-	{
-		old = MemoryContextSwitchTo(row_cxt);
-		cp_layout_append(&s->vlayout, slot, &s->vbuf);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(row_cxt);
-		if (s->vbuf.n_rows >= CP_VALIDATION_BATCH)
-		{
-			cp_model_evaluate(&s->model, &s->vbuf, &st);
-			cp_buffer_reset(&s->vbuf, s->model.n_features);
-		}
-		if ((++seen % CP_VALIDATION_BATCH) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
-	cp_model_evaluate(&s->model, &s->vbuf, &st);
-	ExecDropSingleTupleTableSlot(slot);
-	table_endscan(scan);
-	return st;
+	cp_layout_scan(&s->vlayout, s->vrel, s->css.ss.ps.state->es_snapshot, &s->vbuf,
+				   CP_VALIDATION_BATCH, s->ts->row_cxt, validate_batch, &v);
+	return v.stats;
 }
 
 static void
@@ -561,7 +550,6 @@ save_model(SgdState *s)
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
 	rec.window_rows = s->ts->slots.capacity;
 	cp_models_insert(&rec);
-	s->saved = true;
 }
 
 static TupleTableSlot *

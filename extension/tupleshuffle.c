@@ -242,10 +242,7 @@ tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
 			break;
 	}
 	if (more)
-	{
 		ts->buffers_filled++;
-		ts->rows_fed += buf->n_rows;
-	}
 	if (ts->css.ss.ps.instrument)
 		InstrStopNode(ts->css.ss.ps.instrument, (double) buf->n_rows);
 	return more;
@@ -318,7 +315,6 @@ tuple_shuffle_rescan(CustomScanState *node)
 	ts->drained = false;
 	ts->has_pending = false;
 	ts->next_group = 0;
-	ts->rows_fed = 0;
 	ts->out_pos = 0;
 	ts->out.n_rows = 0;
 	ExecClearTuple(ts->pending);

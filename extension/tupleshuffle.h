@@ -83,7 +83,6 @@ typedef struct TupleShuffleState
 	ItemPointerData out_tid;	/* the ctid the scan slot points at */
 
 	int64		buffers_filled;
-	int64		rows_fed;		/* rows handed to SGD this epoch */
 } TupleShuffleState;
 
 extern CustomScanMethods tuple_shuffle_scan_methods;
