@@ -1,0 +1,101 @@
+"""Fixtures of the hostile-input suite: roles that attack, a canary that
+tells whether any of their code ran, and a check after every test that the
+postmaster never restarted (a backend crash restarts every backend).
+
+Roles are cluster-wide while each test has its own database, so role names
+carry a per-test suffix and are dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+
+import psycopg
+import pytest
+
+_counter = itertools.count()
+
+
+def postmaster_start(conn) -> object:
+    return conn.execute("SELECT pg_catalog.pg_postmaster_start_time()").fetchone()[0]
+
+
+@pytest.fixture(autouse=True)
+def postmaster_unchanged(conn):
+    """Fails the test if the server restarted while it ran (a crash)."""
+    before = postmaster_start(conn)
+    yield
+    with psycopg.connect(conn.info.dsn, autocommit=True) as check:
+        after = postmaster_start(check)
+    assert after == before, "the postmaster restarted during the test: a backend crashed"
+
+
+class Roles:
+    """Creates login roles on the test cluster and sessions as them."""
+
+    def __init__(self, conn):
+        self.admin = conn
+        self.suffix = uuid.uuid4().hex[:8]
+        self.created: list[str] = []
+        self.sessions: list[psycopg.Connection] = []
+
+    def create(self, prefix: str = "hostile", superuser: bool = False) -> str:
+        name = f"{prefix}_{self.suffix}_{next(_counter)}"
+        attrs = "LOGIN SUPERUSER" if superuser else "LOGIN"
+        self.admin.execute(f'CREATE ROLE "{name}" {attrs}')
+        self.admin.execute(f'GRANT CREATE, USAGE ON SCHEMA public TO "{name}"')
+        self.created.append(name)
+        return name
+
+    def connect(self, role: str, **kwargs) -> psycopg.Connection:
+        """A new autocommit session logged in as role on the test database."""
+        info = self.admin.info
+        session = psycopg.connect(
+            host=info.host, port=info.port, dbname=info.dbname, user=role,
+            autocommit=True, **kwargs,
+        )
+        self.sessions.append(session)
+        return session
+
+    def drop_all(self) -> None:
+        for s in self.sessions:
+            s.close()
+        for name in reversed(self.created):
+            self.admin.execute(f'DROP OWNED BY "{name}" CASCADE')
+            self.admin.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+@pytest.fixture
+def roles(conn):
+    r = Roles(conn)
+    yield r
+    r.drop_all()
+
+
+class Canary:
+    """A sequence that hostile functions advance with nextval(): sequences
+    are not transactional, so a call that ran inside a statement that then
+    failed still leaves its mark."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        conn.execute("CREATE SEQUENCE public.canary_seq")
+        conn.execute("GRANT USAGE, SELECT, UPDATE ON SEQUENCE public.canary_seq TO PUBLIC")
+
+    # SQL a hostile function body runs to leave its mark
+    MARK = "PERFORM pg_catalog.nextval('public.canary_seq');"
+
+    def calls(self) -> int:
+        row = self.conn.execute("SELECT last_value, is_called FROM public.canary_seq").fetchone()
+        return row[0] if row[1] else 0
+
+
+@pytest.fixture
+def canary(conn) -> Canary:
+    return Canary(conn)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{os.getpid()}_{next(_counter)}"
