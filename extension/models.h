@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * models.h
- *	  Reading and writing corgipile.models.
+ *	  The model catalog: corgipile.model_store, read by roles through the
+ *	  view corgipile.models and written only by the functions of models.c.
  *
  *-------------------------------------------------------------------------
  */
@@ -64,9 +65,13 @@ typedef struct CpStoredModel
 	CpFeatureMode mode;
 	List	   *features;		/* feature column names */
 	char	   *feature_indices;	/* sparse index column, or NULL */
+	Oid			owner;			/* the owning role's OID */
+	Oid		   *usage;			/* roles granted USAGE */
+	int			n_usage;
 } CpStoredModel;
 
 extern char *cp_models_new_name(Relation rel, CpModelKind kind);
+extern void cp_models_check_new_name(const char *model_name);
 extern void cp_models_check_absent(const char *model_name);
 extern void cp_models_insert(const CpTrainRecord *rec);
 extern CpStoredModel *cp_models_load(const char *model_name);

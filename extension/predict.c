@@ -4,8 +4,11 @@
  *	  corgipile.predict(), predict_class() and predict_proba(): apply a
  *	  stored model to features or to a row.
  *
- * The model is read from corgipile.models once per query and call site and
- * kept in fn_extra, so a prediction costs a dot product, not a lookup.
+ * A model is read from the catalog (checking the caller's USAGE on it and
+ * validating the row) once per query, call site and role, and kept in
+ * fn_extra with at most CP_PREDICT_CACHED_MODELS others, so a prediction
+ * costs a dot product, not a lookup.  Inputs are checked before they are
+ * read: argument and column types against what the model needs.
  * Each function comes in three forms: dense features, sparse features
  * (indices and values), and a whole row, whose feature columns are found by
  * the names the model was trained on.
@@ -17,10 +20,12 @@
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/typcache.h"
 
 #include "core/linear_model.h"
@@ -45,9 +50,16 @@ typedef enum CpInputForm
 	CP_INPUT_ROW
 } CpInputForm;
 
+/*
+ * One loaded model, with everything predicting with it needs.  Each lives
+ * in its own memory context, deleted when the entry is evicted.
+ */
 typedef struct CpPredictCache
 {
-	text	   *name;			/* the model_name this cache is for */
+	MemoryContext cxt;			/* holds this entry and all it points to */
+	text	   *name;			/* the model_name this entry is for */
+	Oid			userid;			/* the role whose USAGE was checked */
+	uint64		last_used;		/* for LRU eviction */
 	CpStoredModel *stored;
 	CpModel		model;			/* the core's view of the stored weights */
 	CpBuffer	row;			/* the one row being predicted */
@@ -64,45 +76,116 @@ typedef struct CpPredictCache
 	bool	   *nulls;
 } CpPredictCache;
 
+/*
+ * The models of one call site (fn_extra).  A query whose model name changes
+ * from row to row keeps the few most recently used loaded and frees the
+ * rest, so memory stays bounded whatever the number of rows.
+ */
+#define CP_PREDICT_CACHED_MODELS 4
+
+typedef struct CpPredictSite
+{
+	CpPredictCache *entries[CP_PREDICT_CACHED_MODELS];
+	int			n_entries;
+	uint64		clock;
+} CpPredictSite;
+
 static void *
 alloc_zero(Size size)
 {
-	return palloc0(size);
+	return MemoryContextAllocExtended(CurrentMemoryContext, size,
+									  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+}
+
+/* Make room for n values (and indices) in an entry's row. */
+static void
+ensure_row_cap(CpPredictCache *cache, int n)
+{
+	if (n <= cache->row_cap)
+		return;
+	cache->row.values = repalloc_huge(cache->row.values, mul_size(sizeof(double), n));
+	cache->row.indices = repalloc_huge(cache->row.indices, mul_size(sizeof(int32), n));
+	cache->row_cap = n;
 }
 
 static CpPredictCache *
-get_cache(FunctionCallInfo fcinfo)
+load_entry(FunctionCallInfo fcinfo, text *name, Oid userid)
 {
-	text	   *name = PG_GETARG_TEXT_PP(0);
-	CpPredictCache *cache = (CpPredictCache *) fcinfo->flinfo->fn_extra;
-	CpStoredModel *m;
+	MemoryContext cxt;
 	MemoryContext old;
-	int			cap;
+	CpPredictCache *cache;
+	CpStoredModel *m;
 
-	if (cache != NULL &&
-		VARSIZE_ANY_EXHDR(name) == VARSIZE_ANY_EXHDR(cache->name) &&
-		memcmp(VARDATA_ANY(name), VARDATA_ANY(cache->name),
-			   VARSIZE_ANY_EXHDR(name)) == 0)
-		return cache;
-
-	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+	cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "corgipile predict model",
+								ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
 	cache = palloc0(sizeof(CpPredictCache));
-	cache->name = (text *) PG_DETOAST_DATUM_COPY(PG_GETARG_DATUM(0));
+	cache->cxt = cxt;
+	cache->userid = userid;
+	cache->name = (text *) PG_DETOAST_DATUM_COPY(PointerGetDatum(name));
 	cache->stored = m = cp_models_load(text_to_cstring(name));
 	cp_model_init(&cache->model, m->kind, m->n_features, m->n_outputs, false, 1,
 				  0.0, 0.0, alloc_zero);
 	cache->model.w = m->weights;
 	cache->z = palloc(sizeof(double) * m->n_outputs);
-	cap = Max(m->n_features, 1);
-	cache->row_cap = cap;
+	/* dense inputs grow the row to n_features on first use */
+	cache->row_cap = 1;
 	cache->row.n_rows = 1;
 	cache->row.n_features = m->n_features;
-	cache->row.values = palloc(sizeof(double) * cap);
-	cache->row.indices = palloc(sizeof(int32) * cap);
+	cache->row.values = palloc(sizeof(double));
+	cache->row.indices = palloc(sizeof(int32));
 	cache->row.offsets = palloc0(sizeof(int64) * 2);
 	cache->row.labels = palloc0(sizeof(double));
 	MemoryContextSwitchTo(old);
-	fcinfo->flinfo->fn_extra = cache;
+	return cache;
+}
+
+/*
+ * The entry for this call's model name and role, loading it (and checking
+ * the role's USAGE on the model) on a miss.  The role is part of the key,
+ * so a cached model is never used by a role other than the one checked
+ * (plpgsql keeps expression state across calls within a transaction, and
+ * the role may change between them).
+ */
+static CpPredictCache *
+get_cache(FunctionCallInfo fcinfo)
+{
+	text	   *name = PG_GETARG_TEXT_PP(0);
+	Oid			userid = GetUserId();
+	CpPredictSite *site = (CpPredictSite *) fcinfo->flinfo->fn_extra;
+	CpPredictCache *cache;
+	int			victim = 0;
+
+	if (site == NULL)
+	{
+		site = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(CpPredictSite));
+		fcinfo->flinfo->fn_extra = site;
+	}
+	for (int i = 0; i < site->n_entries; i++)
+	{
+		cache = site->entries[i];
+		if (cache->userid == userid &&
+			VARSIZE_ANY_EXHDR(name) == VARSIZE_ANY_EXHDR(cache->name) &&
+			memcmp(VARDATA_ANY(name), VARDATA_ANY(cache->name),
+				   VARSIZE_ANY_EXHDR(name)) == 0)
+		{
+			cache->last_used = ++site->clock;
+			return cache;
+		}
+	}
+
+	cache = load_entry(fcinfo, name, userid);
+	cache->last_used = ++site->clock;
+	if (site->n_entries < CP_PREDICT_CACHED_MODELS)
+	{
+		site->entries[site->n_entries++] = cache;
+		return cache;
+	}
+	for (int i = 1; i < site->n_entries; i++)
+		if (site->entries[i]->last_used < site->entries[victim]->last_used)
+			victim = i;
+	MemoryContextDelete(site->entries[victim]->cxt);
+	site->entries[victim] = cache;
 	return cache;
 }
 
@@ -121,8 +204,9 @@ check_numeric_array(ArrayType *arr, const char *what)
 	if (!cp_is_number_type(ARR_ELEMTYPE(arr)))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("%s must be a numeric array, got %s", what,
-						format_type_be(get_array_type(ARR_ELEMTYPE(arr))))));
+				 errmsg("%s must be an array of numbers, got an array of %s", what,
+						format_type_be(ARR_ELEMTYPE(arr))),
+				 errhint("Cast the array to float8[].")));
 }
 
 /* Load a dense array into the cached row; false if it holds a NULL. */
@@ -135,6 +219,7 @@ load_dense(CpPredictCache *cache, ArrayType *arr)
 	len = cp_array_length(arr, NULL, "features");
 	if (len != cache->stored->n_features)
 		wrong_dimension(cache->stored, len);
+	ensure_row_cap(cache, len);
 	cache->row.sparse = false;
 	return cp_array_to_doubles(arr, cache->row.values, len, NULL);
 }
@@ -150,8 +235,9 @@ load_sparse(CpPredictCache *cache, ArrayType *idx, ArrayType *val)
 	if (!cp_is_index_type(ARR_ELEMTYPE(idx)))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("feature_indices must be an integer array, got %s",
-						format_type_be(get_array_type(ARR_ELEMTYPE(idx))))));
+				 errmsg("feature_indices must be an array of integers, got an array of %s",
+						format_type_be(ARR_ELEMTYPE(idx))),
+				 errhint("Cast the indices to integer[].")));
 	check_numeric_array(val, "features");
 	n_idx = cp_array_length(idx, NULL, "feature_indices");
 	n_val = cp_array_length(val, NULL, "features");
@@ -160,17 +246,32 @@ load_sparse(CpPredictCache *cache, ArrayType *idx, ArrayType *val)
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("feature_indices has %d elements but features has %d",
 						n_idx, n_val)));
-	if (n_idx > cache->row_cap)
-	{
-		/* an index may repeat, so there can be more values than features */
-		cache->row.values = repalloc(cache->row.values, sizeof(double) * n_idx);
-		cache->row.indices = repalloc(cache->row.indices, sizeof(int32) * n_idx);
-		cache->row_cap = n_idx;
-	}
+	/* an index may repeat, so there can be more values than features */
+	ensure_row_cap(cache, n_idx);
 	cache->row.sparse = true;
 	cache->row.offsets[1] = n_idx;
 	return cp_array_to_indices(idx, cache->row.indices, n_idx, m->n_features, NULL) &&
 		cp_array_to_doubles(val, cache->row.values, n_idx, NULL);
+}
+
+/*
+ * Check a row column's type against what the model reads from it, before
+ * any value is read: an array of numbers (of integers for the sparse
+ * index column) or a number.  Domains are looked through.
+ */
+static void
+check_row_column(const char *name, Oid type, const CpStoredModel *m,
+				 bool want_array, bool (*elem_ok) (Oid), const char *need)
+{
+	Oid			elem = want_array ? get_element_type(type) : InvalidOid;
+
+	if (want_array ? (OidIsValid(elem) && elem_ok(elem)) : elem_ok(type))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("column \"%s\" of the row has type %s, but model \"%s\" needs %s there",
+					name, format_type_be(type), m->model_name, need),
+			 errhint("Pass a row whose column \"%s\" is %s, or cast it.", name, need)));
 }
 
 static AttrNumber
@@ -219,14 +320,21 @@ resolve_row(CpPredictCache *cache, Oid type, int32 typmod)
 		int			i = foreach_current_index(lc);
 
 		cache->attnos[i] = row_column(desc, lfirst(lc), m, &cache->atttypes[i]);
+		if (m->mode == CP_FEATURES_COLUMNS)
+			check_row_column(lfirst(lc), cache->atttypes[i], m, false,
+							 cp_is_number_type, "a number");
+		else
+			check_row_column(lfirst(lc), cache->atttypes[i], m, true,
+							 cp_is_number_type, "an array of numbers");
 	}
 	if (m->mode == CP_FEATURES_SPARSE)
+	{
 		cache->indices_attno = row_column(desc, m->feature_indices, m, &t);
-	if (m->mode == CP_FEATURES_COLUMNS && n != m->n_features)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("model \"%s\" names %d feature columns but has %d features",
-						m->model_name, n, m->n_features)));
+		check_row_column(m->feature_indices, t, m, true, cp_is_index_type,
+						 "an array of integers");
+	}
+	/* cp_models_load() checked the columns against n_features */
+	Assert(m->mode != CP_FEATURES_COLUMNS || n == m->n_features);
 	MemoryContextSwitchTo(old);
 	ReleaseTupleDesc(desc);
 }
@@ -255,6 +363,7 @@ load_row(CpPredictCache *cache, HeapTupleHeader td)
 				return false;
 			return load_dense(cache, DatumGetArrayTypeP(cache->values[cache->attnos[0] - 1]));
 		case CP_FEATURES_COLUMNS:
+			ensure_row_cap(cache, m->n_features);
 			cache->row.sparse = false;
 			for (int i = 0; i < m->n_features; i++)
 			{
@@ -262,12 +371,6 @@ load_row(CpPredictCache *cache, HeapTupleHeader td)
 
 				if (cache->nulls[a - 1])
 					return false;
-				if (!cp_is_number_type(cache->atttypes[i]))
-					ereport(ERROR,
-							(errcode(ERRCODE_DATATYPE_MISMATCH),
-							 errmsg("column \"%s\" of the row has type %s; expected a numeric type",
-									(char *) list_nth(m->features, i),
-									format_type_be(cache->atttypes[i]))));
 				cache->row.values[i] = cp_datum_to_double(cache->values[a - 1],
 														  cache->atttypes[i]);
 				cp_check_finite(cache->row.values[i], NULL);
