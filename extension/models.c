@@ -492,7 +492,7 @@ cp_models_insert(const CpTrainRecord *rec)
 #define damaged(model_name, field, ...) \
 	ereport(ERROR, \
 			(errcode(ERRCODE_DATA_CORRUPTED), \
-			 errmsg("model \"%s\" is damaged: its %s is invalid", (model_name), (field)), \
+			 errmsg("model \"%s\" is damaged: column %s is invalid", (model_name), (field)), \
 			 errdetail(__VA_ARGS__), \
 			 errhint("Drop the model with corgipile.drop_model() and train it again.")))
 
@@ -668,8 +668,12 @@ cp_models_load(const char *model_name)
 		ListCell   *lc;
 
 		if (classes_type == NULL || strcmp(classes_type, "array") != 0)
-			damaged(model_name, "classes", "The classes are %s; expected a JSON array.",
-					classes_type ? classes_type : "NULL");
+		{
+			if (classes_type == NULL)
+				damaged(model_name, "classes", "The classes are NULL; expected a JSON array.");
+			damaged(model_name, "classes", "The classes are a JSON %s; expected a JSON array.",
+					classes_type);
+		}
 		types = text_list(model_name, "classes", SPI_getbinval(tup, desc, 5, &isnull));
 		if (list_length(types) != want)
 			damaged(model_name, "classes", "There are %d classes; a %s model with %d outputs has %d.",
@@ -807,7 +811,7 @@ change_usage(FunctionCallInfo fcinfo, bool grant)
 	Datum		args[2];
 
 	SPI_connect();
-	check_owner(name, grant ? "grant" : "revoke privileges on");
+	check_owner(name, grant ? "grant privileges on" : "revoke privileges on");
 	if (grant)
 		check_role_exists(role);
 	args[0] = CStringGetTextDatum(name);
@@ -862,7 +866,10 @@ corgipile_reassign_models(PG_FUNCTION_ARGS)
 		  has_privs_of_role(GetUserId(), new_role)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to reassign the models of role with OID %u", old_role),
+				 SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(old_role)) ?
+				 errmsg("permission denied to reassign the models of role \"%s\"",
+						GetUserNameFromId(old_role, false)) :
+				 errmsg("permission denied to reassign the models of a dropped role"),
 				 errhint("Superusers, or roles with the privileges of both roles, may reassign models.")));
 	args[0] = ObjectIdGetDatum(old_role);
 	args[1] = ObjectIdGetDatum(new_role);

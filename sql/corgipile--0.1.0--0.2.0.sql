@@ -77,31 +77,41 @@ COMMENT ON COLUMN corgipile.model_store.owner_id IS 'OID of the owning role; 0 w
 COMMENT ON COLUMN corgipile.model_store.relid IS 'OID of the relation the model was trained on, or NULL.';
 COMMENT ON COLUMN corgipile.model_store.usage_roles IS 'Roles granted USAGE (predict, evaluate) with corgipile.grant_model().';
 
--- The figures of params that describe the training table.
+-- "Readable" below: the role may SELECT the training relation, or, when
+-- that relation is gone or unknown (relid NULL), it has the owner's
+-- privileges.  The expression is repeated rather than joined in, so that
+-- the view stays a single-table view: a superuser may still DELETE through
+-- it as in 0.1.0, and other roles get "permission denied".
 CREATE VIEW corgipile.models WITH (security_barrier) AS
 SELECT s.model_name,
        s.model,
-       CASE WHEN v.readable THEN s.relation END AS relation,
+       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
+                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
+            THEN s.relation END AS relation,
        s.label,
        s.features,
        s.feature_indices,
        s.n_features,
        s.weights,
        s.classes,
-       CASE WHEN v.readable THEN s.params
+       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
+                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
+            THEN s.params
+            -- the figures of params that describe the training relation
             ELSE s.params OPERATOR(pg_catalog.-)
                  '{n_blocks,pages_per_block,blocks_per_buffer,window_rows,reservoir_rows,validation}'::text[]
        END AS params,
-       CASE WHEN v.readable THEN s.history END AS history,
+       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
+                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
+            THEN s.history END AS history,
        s.created_at,
        pg_catalog.pg_get_userbyid(s.owner_id) AS owner,
        s.owner_id,
-       CASE WHEN v.readable THEN s.relid END AS relid,
+       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
+                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
+            THEN s.relid END AS relid,
        s.usage_roles::pg_catalog.regrole[] AS usage_roles
-  FROM corgipile.model_store AS s,
-       LATERAL (SELECT COALESCE(
-                    pg_catalog.has_table_privilege(s.relid, 'SELECT'),
-                    pg_catalog.pg_has_role(s.owner_id, 'USAGE')) AS readable) AS v
+  FROM corgipile.model_store AS s
  WHERE pg_catalog.pg_has_role(s.owner_id, 'USAGE')
     OR EXISTS (SELECT 1 FROM pg_catalog.unnest(s.usage_roles) AS g(role)
                 WHERE pg_catalog.pg_has_role(g.role, 'USAGE'));

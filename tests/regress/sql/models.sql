@@ -22,7 +22,8 @@ SELECT * FROM corgipile.train('shared_cols', 'svm', label => 'id');
 SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'analysts_model', max_epoch_num => 1);
 SELECT model_name, owner FROM corgipile.models
 WHERE model_name IN ('admins_model', 'analysts_model') ORDER BY 1;
--- models can be read and used by all, changed only by their owner
+-- 0.2.0: models are private to their owner until granted (model_privileges
+-- tests grants); changed only by their owner
 SELECT corgipile.predict('admins_model', ARRAY[1.0, 0.0]) IS NOT NULL AS can_predict;
 SELECT corgipile.drop_model('admins_model');
 UPDATE corgipile.models SET weights = '{0,0,0}' WHERE model_name = 'admins_model';

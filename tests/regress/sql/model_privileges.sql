@@ -1,0 +1,215 @@
+-- Models as objects (0.2.0): owners by OID, USAGE grants, what each role
+-- sees, who may drop, rename and reassign, and validation of damaged rows.
+SET corgipile.progress = off;
+CREATE ROLE corgipile_alice;
+CREATE ROLE corgipile_bob;
+CREATE ROLE corgipile_team;
+CREATE ROLE corgipile_carol IN ROLE corgipile_team;
+GRANT SELECT ON points, points_test TO corgipile_alice, corgipile_bob, corgipile_team;
+CREATE TABLE alice_data AS SELECT * FROM points;
+ALTER TABLE alice_data OWNER TO corgipile_alice;
+
+-- Alice trains on her own table and on a shared one.
+SET ROLE corgipile_alice;
+SET corgipile.progress = off;
+SELECT count(*) FROM corgipile.train('alice_data', 'svm', model_name => 'alice_private',
+                                     max_epoch_num => 1, seed => 1);
+SELECT count(*) FROM corgipile.train('points', 'logistic', model_name => 'alice_shared',
+                                     max_epoch_num => 1, seed => 1);
+SELECT model_name, owner, relation, history IS NOT NULL AS has_history,
+       params ? 'n_blocks' AS has_n_blocks
+FROM corgipile.models ORDER BY 1;
+RESET ROLE;
+
+-- Bob sees none of it and cannot use it.
+SET ROLE corgipile_bob;
+SET corgipile.progress = off;
+SELECT count(*) FROM corgipile.models WHERE model_name LIKE 'alice%';
+SELECT corgipile.predict('alice_private', ARRAY[1.0, 0.0]);
+SELECT corgipile.predict_class('alice_shared', ARRAY[1.0, 0.0]);
+SELECT corgipile.predict_proba('alice_shared', ARRAY[0, 1], ARRAY[1.0, 0.0]);
+SELECT * FROM corgipile.evaluate('alice_shared', 'points_test');
+SELECT corgipile.grant_model('alice_private', 'corgipile_bob');
+SELECT corgipile.drop_model('alice_private');
+SELECT corgipile.rename_model('alice_private', 'bobs_now');
+SELECT corgipile.reassign_models('corgipile_alice', 'corgipile_bob');
+-- Nobody writes the storage directly.
+SELECT count(*) FROM corgipile.model_store;
+INSERT INTO corgipile.model_store (model_name, model, relation, label, features,
+                                   n_features, weights, params, history, owner_id)
+VALUES ('forged', 'svm', 'points', 'label', '{features}', 2, '{1,1,1}', '{}', '[]',
+        'corgipile_alice'::regrole);
+UPDATE corgipile.model_store SET weights = '{0,0,0}';
+DELETE FROM corgipile.model_store;
+UPDATE corgipile.models SET weights = '{0,0,0}';
+DELETE FROM corgipile.models;
+-- Names are global: Bob takes a name first; Alice cannot train it, and her
+-- predict() with that name is refused instead of using Bob's weights.
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'prod_model',
+                                     max_epoch_num => 1, seed => 2);
+RESET ROLE;
+SET ROLE corgipile_alice;
+SELECT * FROM corgipile.train('points', 'svm', model_name => 'prod_model');
+SELECT corgipile.predict('prod_model', ARRAY[1.0, 0.0]);
+
+-- Grants: USAGE lets Bob predict and evaluate, and see the model; its
+-- relation, history and dataset figures only where he may read the table.
+SELECT corgipile.grant_model('alice_private', 'corgipile_bob');
+SELECT corgipile.grant_model('alice_private', 'corgipile_bob');
+SELECT corgipile.grant_model('alice_shared', 'corgipile_bob');
+SELECT corgipile.grant_model('alice_shared', 'no_such_role');
+SELECT model_name, usage_roles FROM corgipile.models ORDER BY 1;
+RESET ROLE;
+SET ROLE corgipile_bob;
+SELECT model_name, owner, relation, relid IS NOT NULL AS has_relid,
+       history IS NOT NULL AS has_history, params ? 'n_blocks' AS has_n_blocks,
+       params ->> 'layout' AS layout, array_length(weights, 1) AS n_weights
+FROM corgipile.models WHERE model_name LIKE 'alice%' ORDER BY 1;
+SELECT corgipile.predict('alice_private', ARRAY[1.0, 0.0]) IS NOT NULL AS can_predict;
+SELECT metric FROM corgipile.evaluate('alice_shared', 'points_test') ORDER BY 1;
+-- USAGE is not ownership.
+SELECT corgipile.drop_model('alice_private');
+SELECT corgipile.revoke_model('alice_private', 'corgipile_bob');
+RESET ROLE;
+SET ROLE corgipile_alice;
+SELECT corgipile.revoke_model('alice_private', 'corgipile_bob');
+RESET ROLE;
+SET ROLE corgipile_bob;
+SELECT corgipile.predict('alice_private', ARRAY[1.0, 0.0]);
+SELECT count(*) FROM corgipile.models WHERE model_name = 'alice_private';
+RESET ROLE;
+
+-- Members of the owner role have the owner's rights.
+SET ROLE corgipile_team;
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'team_model',
+                                     max_epoch_num => 1, seed => 1);
+RESET ROLE;
+SET ROLE corgipile_carol;
+SELECT owner FROM corgipile.models WHERE model_name = 'team_model';
+SELECT corgipile.rename_model('team_model', 'team_model_v2');
+SELECT corgipile.predict('team_model_v2', ARRAY[1.0, 0.0]) IS NOT NULL AS can_predict;
+SELECT corgipile.drop_model('team_model_v2');
+RESET ROLE;
+
+-- Names: checked before any training, and by rename.
+SELECT * FROM corgipile.train('points', 'svm', model_name => '');
+SELECT * FROM corgipile.train('points', 'svm', model_name => repeat('n', 64));
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => repeat('n', 63),
+                                     max_epoch_num => 1);
+SELECT corgipile.rename_model(repeat('n', 63), repeat('n', 64));
+SELECT corgipile.rename_model(repeat('n', 63), 'prod_model');
+SELECT corgipile.rename_model(repeat('n', 63), '');
+SELECT corgipile.drop_model(repeat('n', 63));
+
+-- Superusers see and manage every model.
+SELECT model_name, owner FROM corgipile.models ORDER BY 1;
+SELECT corgipile.reassign_models('corgipile_alice', 'corgipile_carol');
+SELECT model_name, owner FROM corgipile.models ORDER BY 1;
+SELECT corgipile.reassign_models('corgipile_carol', 'corgipile_alice');
+
+-- DROP ROLE leaves the models orphaned: a superuser sees them, can
+-- reassign them by the old OID, or drop them; a new role with the same
+-- name does not inherit them.
+CREATE ROLE corgipile_dave;
+GRANT SELECT ON points TO corgipile_dave;
+SET ROLE corgipile_dave;
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'dave_a', max_epoch_num => 1);
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'dave_b', max_epoch_num => 1);
+RESET ROLE;
+SELECT owner_id AS old_dave FROM corgipile.models WHERE model_name = 'dave_a' \gset
+REVOKE ALL ON points FROM corgipile_dave;
+DROP ROLE corgipile_dave;
+SELECT model_name, owner = 'unknown (OID=' || :'old_dave' || ')' AS orphaned
+FROM corgipile.models WHERE model_name LIKE 'dave%' ORDER BY 1;
+CREATE ROLE corgipile_dave;
+GRANT SELECT ON points TO corgipile_dave;
+SET ROLE corgipile_dave;
+SELECT count(*) FROM corgipile.models WHERE model_name LIKE 'dave%';
+SELECT corgipile.predict('dave_a', ARRAY[1.0, 0.0]);
+SELECT corgipile.drop_model('dave_a');
+SELECT corgipile.reassign_models(:'old_dave', 'corgipile_dave');
+RESET ROLE;
+SELECT corgipile.drop_model('dave_b');
+SELECT corgipile.reassign_models(:'old_dave', 'corgipile_dave');
+SET ROLE corgipile_dave;
+SELECT model_name, owner FROM corgipile.models WHERE model_name LIKE 'dave%';
+SELECT corgipile.drop_model('dave_a');
+RESET ROLE;
+
+-- import_model: validated as predict() loads it, owned by the caller.
+SET ROLE corgipile_bob;
+SELECT corgipile.import_model('imported', 'svm', 'elsewhere.t', 'label', '{features}', NULL,
+                              2, '{1, 0, 0}', '[-1, 1]', '{"layout": "array"}', '[]');
+SELECT model_name, owner, relation, relid FROM corgipile.models WHERE model_name = 'imported';
+SELECT corgipile.predict('imported', ARRAY[2.0, 0.0]), corgipile.predict('imported', ARRAY[-2.0, 0.0]);
+SELECT corgipile.import_model('imported_bad', 'svm', 't', 'label', '{}', NULL,
+                              2, '{1, 0, 0}', '[-1, 1]', '{}', '[]');
+SELECT corgipile.import_model('imported_bad', 'svm', 't', 'label', '{features}', NULL,
+                              2, '{1, 0}', '[-1, 1]', '{}', '[]');
+SELECT corgipile.import_model('imported', 'svm', 't', 'label', '{features}', NULL,
+                              2, '{1, 0, 0}', '[-1, 1]', '{}', '[]');
+SELECT corgipile.import_model('imported_bad', 'svm', 't', NULL, '{features}', NULL,
+                              2, '{1, 0, 0}', '[-1, 1]', '{}', '[]');
+SELECT count(*) FROM corgipile.models WHERE model_name = 'imported_bad';
+SELECT corgipile.drop_model('imported');
+RESET ROLE;
+
+-- Damaged rows, written directly to the storage by a superuser, are
+-- errors when loaded, never wrong reads.
+SELECT count(*) FROM corgipile.train('points', 'softmax', model_name => 'good_sm',
+                                     max_epoch_num => 1, seed => 1);
+INSERT INTO corgipile.model_store (model_name, model, relation, label, features,
+    feature_indices, n_features, weights, classes, params, history, owner_id)
+SELECT 'bad_' || v, model, relation, label, features, feature_indices, n_features,
+       weights, classes, params, history, owner_id
+FROM corgipile.model_store,
+     unnest(ARRAY['kind', 'sparse_no_indices', 'indices_not_sparse', 'layout',
+                  'features_empty', 'features_null', 'features_two', 'weights_short',
+                  'weights_null', 'weights_nan', 'weights_2d', 'n_features_huge',
+                  'classes_count', 'classes_null', 'classes_object', 'classes_mixed',
+                  'classes_missing', 'label_empty']) AS v
+WHERE model_name = 'good_sm';
+UPDATE corgipile.model_store SET model = 'tree' WHERE model_name = 'bad_kind';
+UPDATE corgipile.model_store SET params = '{"layout": "sparse"}' WHERE model_name = 'bad_sparse_no_indices';
+UPDATE corgipile.model_store SET feature_indices = 'idx' WHERE model_name = 'bad_indices_not_sparse';
+UPDATE corgipile.model_store SET params = '{"layout": "rows"}' WHERE model_name = 'bad_layout';
+UPDATE corgipile.model_store SET features = '{}' WHERE model_name = 'bad_features_empty';
+UPDATE corgipile.model_store SET features = '{NULL}' WHERE model_name = 'bad_features_null';
+UPDATE corgipile.model_store SET features = '{a,b}' WHERE model_name = 'bad_features_two';
+UPDATE corgipile.model_store SET weights = weights[1:5] WHERE model_name = 'bad_weights_short';
+UPDATE corgipile.model_store SET weights[2] = NULL WHERE model_name = 'bad_weights_null';
+UPDATE corgipile.model_store SET weights[2] = 'NaN' WHERE model_name = 'bad_weights_nan';
+UPDATE corgipile.model_store SET weights = '{{1,2,3},{4,5,6}}' WHERE model_name = 'bad_weights_2d';
+UPDATE corgipile.model_store SET n_features = 1431655765 WHERE model_name = 'bad_n_features_huge';
+UPDATE corgipile.model_store SET classes = '[1, -1, 7]' WHERE model_name = 'bad_classes_count';
+UPDATE corgipile.model_store SET classes = '[null, 1]' WHERE model_name = 'bad_classes_null';
+UPDATE corgipile.model_store SET classes = '{"a": 1}' WHERE model_name = 'bad_classes_object';
+UPDATE corgipile.model_store SET classes = '["a", 1]' WHERE model_name = 'bad_classes_mixed';
+UPDATE corgipile.model_store SET classes = NULL WHERE model_name = 'bad_classes_missing';
+UPDATE corgipile.model_store SET label = '' WHERE model_name = 'bad_label_empty';
+SELECT corgipile.predict_class('good_sm', ARRAY[1.0, 0.0]);
+DO $$
+DECLARE
+    m text;
+    detail text;
+BEGIN
+    FOR m IN SELECT model_name FROM corgipile.models WHERE model_name LIKE 'bad\_%' ORDER BY 1 LOOP
+        BEGIN
+            PERFORM corgipile.predict_class(m, ARRAY[1.0, 0.0]);
+            RAISE NOTICE '%: loaded', m;
+        EXCEPTION WHEN data_corrupted THEN
+            GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+            RAISE NOTICE '% (%) %', SQLERRM, SQLSTATE, detail;
+        END;
+    END LOOP;
+END
+$$;
+SELECT corgipile.predict('bad_sparse_no_indices', t) FROM points t LIMIT 1;
+SELECT * FROM corgipile.evaluate('bad_features_empty', 'points');
+SELECT count(corgipile.drop_model(model_name)) FROM corgipile.models WHERE model_name LIKE 'bad\_%';
+
+SELECT corgipile.drop_model(model_name) FROM corgipile.models
+WHERE model_name IN ('alice_private', 'alice_shared', 'prod_model', 'good_sm');
+DROP TABLE alice_data;
+REVOKE ALL ON points, points_test FROM corgipile_alice, corgipile_bob, corgipile_team, corgipile_dave;
+DROP ROLE corgipile_alice, corgipile_bob, corgipile_carol, corgipile_team, corgipile_dave;
