@@ -83,9 +83,8 @@ class _SGDBase:
                     params["model_name"] = self._generated_name()
                 fitted = self.client.train(temp, self.model, replace=replace,
                                            progress=progress, callback=callback, **params)
-                self.client.connection.execute(
-                    "UPDATE corgipile.models SET relation = '(arrays)' WHERE model_name = %s",
-                    (fitted.name,))
+                # the stored row keeps the temporary table's name (corgipile
+                # 0.2.0: nobody writes the model storage directly)
                 fitted.relation = "(arrays)"
             finally:
                 from psycopg import sql

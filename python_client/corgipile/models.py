@@ -1,6 +1,11 @@
 """Stored models: reading, listing, renaming, dropping, export and import.
 
-A model is one row of ``corgipile.models``. :class:`Model` is that row in
+A model is one row of ``corgipile.models``, the view of the models the
+role owns or was granted USAGE on (``relation``, ``history`` and the
+dataset figures of ``params`` are NULL/absent unless the role may read the
+training table). Writes go through the extension's functions
+(``corgipile.rename_model``, ``corgipile.drop_model``,
+``corgipile.import_model``). :class:`Model` is that row in
 Python, weights as a numpy array; :func:`export_model` /
 :func:`import_model` move it between databases as a JSON document.
 Floats survive the trip bit for bit (JSON numbers are written with
@@ -63,7 +68,7 @@ class Model:
 
     name: str
     model: str
-    relation: str
+    relation: str | None
     label: str
     features: list[str]
     feature_indices: str | None
@@ -204,7 +209,8 @@ class Model:
             except (TypeError, ValueError):
                 raise ModelFormatError(f"bad created_at {created!r}") from None
         return cls(
-            name=name, model=need("model", str), relation=need("relation", str),
+            name=name, model=need("model", str),
+            relation=need("relation", str, optional=True) or "(unknown)",
             label=need("label", str), features=features,
             feature_indices=need("feature_indices", str, optional=True),
             n_features=n_features, weights=np.array(weights, dtype=np.float64),
@@ -231,7 +237,7 @@ class ModelInfo(NamedTuple):
 
     name: str
     model: str
-    relation: str
+    relation: str | None
     n_features: int
     epochs: int
     loss: float | None
@@ -275,6 +281,7 @@ def list_models(conn: psycopg.Connection[Any]) -> list[ModelInfo]:
 
 
 def _exists(conn: psycopg.Connection[Any], name: str) -> bool:
+    """Whether the model exists among those the role may see."""
     return conn.execute("SELECT 1 FROM corgipile.models WHERE model_name = %s",
                         (name,)).fetchone() is not None
 
@@ -287,15 +294,14 @@ def drop_model(conn: psycopg.Connection[Any], name: str) -> None:
 
 
 def rename_model(conn: psycopg.Connection[Any], old: str, new: str) -> None:
-    if not _exists(conn, old):
-        raise ModelNotFound(f'model "{old}" does not exist')
+    """Rename through corgipile.rename_model(), which checks ownership and the
+    new name (since 0.2.0 nobody writes the model storage directly)."""
     try:
-        cur = conn.execute("UPDATE corgipile.models SET model_name = %s WHERE model_name = %s",
-                           (new, old))
-    except pgerrors.UniqueViolation:
-        raise ModelExists(f'model "{new}" already exists') from None
-    if cur.rowcount != 1:
-        raise pgerrors.InsufficientPrivilege(f'must be owner of model "{old}" to rename it')
+        conn.execute("SELECT corgipile.rename_model(%s, %s)", (old, new))
+    except pgerrors.UndefinedObject as exc:
+        raise ModelNotFound(str(exc.diag.message_primary or exc)) from None
+    except pgerrors.DuplicateObject as exc:
+        raise ModelExists(str(exc.diag.message_primary or exc)) from None
 
 
 def export_model(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
@@ -310,17 +316,18 @@ def import_model(conn: psycopg.Connection[Any], doc: Any, name: str | None = Non
         model.name = name
     if replace and _exists(conn, model.name):
         drop_model(conn, model.name)
+    # corgipile.import_model() validates the row as predict() will load it
+    # and makes the caller its owner; the relation is another database's.
     try:
         conn.execute(
-            "INSERT INTO corgipile.models (model_name, model, relation, label, features, "
-            " feature_indices, n_features, weights, classes, params, history, created_at) "
-            "VALUES (%s, %s, %s, %s, %s::text[], %s, %s, %s::float8[], %s, %s, %s, "
-            " coalesce(%s::timestamptz, now()))",
-            (model.name, model.model, model.relation, model.label, model.features,
-             model.feature_indices, model.n_features, [float(w) for w in model.weights],
+            "SELECT corgipile.import_model(%s, %s, %s, %s, %s::text[], %s, %s, "
+            " %s::float8[], %s, %s, %s, %s::timestamptz)",
+            (model.name, model.model, model.relation or "(unknown)", model.label,
+             model.features, model.feature_indices, model.n_features,
+             [float(w) for w in model.weights],
              None if model.classes is None else Jsonb(model.classes), Jsonb(model.params),
              Jsonb(model.history_records()), model.created_at))
-    except pgerrors.UniqueViolation:
+    except pgerrors.DuplicateObject:
         raise ModelExists(f'model "{model.name}" already exists; pass replace=True or '
                           'another name') from None
     return get_model(conn, model.name)

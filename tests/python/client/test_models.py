@@ -63,11 +63,18 @@ def test_only_the_owner_may_rename_or_drop(client, points, conn, dsn):
         with psycopg.connect(" ".join(f"{k}={v}" for k, v in info.items()),
                              autocommit=True) as c2:
             stranger = corgipile.Client(c2, progress=False)
-            assert [i.name for i in stranger.list_models()] == ["mine"]
+            # corgipile 0.2.0: models are private to their owner until granted
+            assert stranger.list_models() == []
+            with pytest.raises(corgipile.ModelNotFound):
+                stranger.get_model("mine")
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 stranger.rename_model("mine", "theirs")
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 stranger.drop_model("mine")
+            client.connection.execute("SELECT corgipile.grant_model('mine', %s)", (role,))
+            assert [i.name for i in stranger.list_models()] == ["mine"]
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                stranger.rename_model("mine", "theirs")
         assert client.get_model("mine").name == "mine"
     finally:
         conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
