@@ -64,3 +64,16 @@ SELECT corgipile.predict('p_svm', ROW(1, 2)) ;
 SELECT count(*) FILTER (WHERE corgipile.predict('p_svm', features) = corgipile.predict('p_cols', t)) AS agree,
        count(*) AS rows
 FROM points_cols t JOIN points USING (id);
+
+-- Inputs are checked before they are read (0.2.0): the row form checks each
+-- column's type against what the model needs, the array forms the element
+-- type.
+SELECT corgipile.predict('p_svm', t) FROM (SELECT 1 AS features) t;
+SELECT corgipile.predict_class('p_svm', t) FROM (SELECT 'abc'::text AS features) t;
+SELECT corgipile.predict_proba('p_lr01', t) FROM (SELECT '\x01'::bytea AS features) t;
+SELECT corgipile.predict('p_svm', t) FROM (SELECT ARRAY[true, false] AS features) t;
+SELECT corgipile.predict('p_svm', ARRAY[true, false]);
+CREATE DOMAIN float8_vec AS float8[];
+SELECT corgipile.predict('p_svm', t) = corgipile.predict('p_svm', ARRAY[1.0, 0.5]) AS same
+FROM (SELECT ARRAY[1.0, 0.5]::float8_vec AS features) t;
+DROP DOMAIN float8_vec;
