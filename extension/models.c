@@ -54,9 +54,13 @@ PG_FUNCTION_INFO_V1(corgipile_grant_model);
 PG_FUNCTION_INFO_V1(corgipile_revoke_model);
 PG_FUNCTION_INFO_V1(corgipile_reassign_models);
 PG_FUNCTION_INFO_V1(corgipile_import_model);
+PG_FUNCTION_INFO_V1(corgipile_annotate_model);
 
-/* The longest model name, in bytes: that of an identifier. */
-#define CP_MODEL_NAME_MAX (NAMEDATALEN - 1)
+/*
+ * The longest model name, in bytes.  Longer than an identifier: clients
+ * compose names from a table, a model kind, settings and a counter.
+ */
+#define CP_MODEL_NAME_MAX 255
 
 /* What cp_models_as_owner() saves, to be restored by cp_models_as_caller(). */
 typedef struct CpAsOwner
@@ -271,8 +275,7 @@ cp_models_check_new_name(const char *model_name)
 		ereport(ERROR,
 				(errcode(ERRCODE_NAME_TOO_LONG),
 				 errmsg("model_name \"%s\" is too long (%zu bytes)", model_name, len),
-				 errhint("Model names are at most %d bytes, like identifiers.",
-						 CP_MODEL_NAME_MAX)));
+				 errhint("Model names are at most %d bytes.", CP_MODEL_NAME_MAX)));
 
 	args[0] = CStringGetTextDatum(model_name);
 	SPI_connect();
@@ -935,5 +938,69 @@ corgipile_import_model(PG_FUNCTION_ARGS)
 	UpdateActiveSnapshotCommandId();
 	(void) cp_models_load(name);
 	PopActiveSnapshot();
+	PG_RETURN_VOID();
+}
+
+/*
+ * corgipile.annotate_model(model_name text, relation text, notes jsonb): the
+ * owner records where the training rows came from when they were not a
+ * table (the client trains on a query through a temporary table).  relation
+ * replaces the text shown (NULL keeps it; relid is left alone: it is what
+ * visibility follows); notes may only add keys params does not have, so the
+ * training's own record and what loading reads cannot be changed.
+ */
+Datum
+corgipile_annotate_model(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, JSONBOID};
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	bool		clash;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("model_name must not be NULL")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	args[0] = CStringGetTextDatum(name);
+	for (int i = 1; i < 3; i++)
+	{
+		if (PG_ARGISNULL(i))
+		{
+			nulls[i] = 'n';
+			args[i] = (Datum) 0;
+		}
+		else
+			args[i] = PG_GETARG_DATUM(i);
+	}
+	if (nulls[1] == ' ' && VARSIZE_ANY_EXHDR(DatumGetTextPP(args[1])) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("relation must not be empty")));
+
+	SPI_connect();
+	check_owner(name, "annotate");
+	if (nulls[2] == ' ')
+	{
+		clash = store_query("SELECT 1 FROM corgipile.model_store AS s "
+							"WHERE s.model_name OPERATOR(pg_catalog.=) $1 "
+							"AND CASE WHEN pg_catalog.jsonb_typeof($3) OPERATOR(pg_catalog.=) 'object' "
+							"THEN s.params OPERATOR(pg_catalog.?|) "
+							"ARRAY(SELECT pg_catalog.jsonb_object_keys($3)) ELSE true END",
+							3, argtypes, args, nulls, true, SPI_OK_SELECT) > 0;
+		if (clash)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("notes for model \"%s\" must be a JSON object of keys its params do not have",
+							name),
+					 errhint("The training's own settings cannot be changed.")));
+	}
+	store_query("UPDATE corgipile.model_store AS s "
+				"SET relation = COALESCE($2, s.relation), "
+				"params = s.params OPERATOR(pg_catalog.||) COALESCE($3, '{}'::pg_catalog.jsonb) "
+				"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
+				3, argtypes, args, nulls, false, SPI_OK_UPDATE);
+	SPI_finish();
 	PG_RETURN_VOID();
 }

@@ -65,11 +65,11 @@ ALTER TABLE corgipile.model_store
     DROP COLUMN owner,
     ALTER COLUMN owner_id SET NOT NULL;
 
--- Names are limited like identifiers.  NOT VALID: a 0.1.0 row with a
--- longer name stays usable; new rows are checked.
+-- Names are at most 255 bytes.  NOT VALID: a 0.1.0 row with a longer name
+-- stays usable; new rows are checked.
 ALTER TABLE corgipile.model_store
     ADD CONSTRAINT model_store_model_name_check
-    CHECK (pg_catalog.octet_length(model_name) OPERATOR(pg_catalog.<=) 63
+    CHECK (pg_catalog.octet_length(model_name) OPERATOR(pg_catalog.<=) 255
            AND model_name OPERATOR(pg_catalog.<>) '') NOT VALID;
 
 COMMENT ON TABLE corgipile.model_store IS 'Storage of corgipile models; read them through the view corgipile.models, write them with corgipile''s functions.';
@@ -178,3 +178,11 @@ AS 'MODULE_PATHNAME', 'corgipile_import_model'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION corgipile.import_model IS 'Store a model exported from another database; the row is validated as predict() would load it and is owned by the caller.';
+
+CREATE FUNCTION corgipile.annotate_model(model_name text, relation text, notes jsonb DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'corgipile_annotate_model'
+-- not STRICT: a NULL relation or notes leaves that part alone
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.annotate_model IS 'Record where a model''s training rows came from (relation text shown, new params keys); its owner or a superuser.';

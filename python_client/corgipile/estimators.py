@@ -83,8 +83,8 @@ class _SGDBase:
                     params["model_name"] = self._generated_name()
                 fitted = self.client.train(temp, self.model, replace=replace,
                                            progress=progress, callback=callback, **params)
-                # the stored row keeps the temporary table's name (corgipile
-                # 0.2.0: nobody writes the model storage directly)
+                self.client.connection.execute(
+                    "SELECT corgipile.annotate_model(%s, '(arrays)')", (fitted.name,))
                 fitted.relation = "(arrays)"
             finally:
                 from psycopg import sql

@@ -222,8 +222,8 @@ def run_training(conn: psycopg.Connection[Any], signature: TrainSignature, sourc
                     extra["source_filter"] = source.filter_text
                 else:
                     extra["source_query"] = source.label
-                conn.execute("UPDATE corgipile.models SET relation = %s, params = params || %s"
-                             " WHERE model_name = %s", (source.label, Jsonb(extra), name))
+                conn.execute("SELECT corgipile.annotate_model(%s, %s, %s)",
+                             (name, source.label, Jsonb(extra)))
                 conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(temp)))
         return cur, name
     except KeyboardInterrupt as exc:

@@ -411,8 +411,8 @@ def test_model_names_are_checked_before_training(data, roles):
     role = roles.create()
     s = roles.connect(role)
     s.execute("SET corgipile.progress = off")
-    for name, err in [("", errors.InvalidParameterValue), ("x" * 64, errors.NameTooLong),
-                      ("é" * 32, errors.NameTooLong), ("m_array", errors.DuplicateObject)]:
+    for name, err in [("", errors.InvalidParameterValue), ("x" * 256, errors.NameTooLong),
+                      ("é" * 128, errors.NameTooLong), ("m_array", errors.DuplicateObject)]:
         with pytest.raises(err):
             s.execute("SELECT count(*) FROM corgipile.train('pts', 'svm', model_name => %s)",
                       (name,))
@@ -426,7 +426,7 @@ def test_model_names_are_checked_before_training(data, roles):
     data.execute(sql.SQL("GRANT SELECT ON {} TO PUBLIC").format(sql.Identifier(long_table)))
     name = s.execute("SELECT model_name FROM corgipile.train(%s, 'softmax', max_epoch_num => 1)",
                      (long_table,)).fetchone()[0]
-    assert len(name.encode()) <= 63 and name.startswith("ttt")
+    assert len(name.encode()) <= 255 and name.startswith("ttt")
 
 
 # -- memory ---------------------------------------------------------------------

@@ -93,13 +93,13 @@ RESET ROLE;
 
 -- Names: checked before any training, and by rename.
 SELECT * FROM corgipile.train('points', 'svm', model_name => '');
-SELECT * FROM corgipile.train('points', 'svm', model_name => repeat('n', 64));
-SELECT count(*) FROM corgipile.train('points', 'svm', model_name => repeat('n', 63),
+SELECT * FROM corgipile.train('points', 'svm', model_name => repeat('n', 256));
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => repeat('n', 255),
                                      max_epoch_num => 1);
-SELECT corgipile.rename_model(repeat('n', 63), repeat('n', 64));
-SELECT corgipile.rename_model(repeat('n', 63), 'prod_model');
-SELECT corgipile.rename_model(repeat('n', 63), '');
-SELECT corgipile.drop_model(repeat('n', 63));
+SELECT corgipile.rename_model(repeat('n', 255), repeat('n', 256));
+SELECT corgipile.rename_model(repeat('n', 255), 'prod_model');
+SELECT corgipile.rename_model(repeat('n', 255), '');
+SELECT corgipile.drop_model(repeat('n', 255));
 
 -- Superusers see and manage every model.
 SELECT model_name, owner FROM corgipile.models
@@ -153,6 +153,18 @@ SELECT corgipile.import_model('imported', 'svm', 't', 'label', '{features}', NUL
 SELECT corgipile.import_model('imported_bad', 'svm', 't', NULL, '{features}', NULL,
                               2, '{1, 0, 0}', '[-1, 1]', '{}', '[]');
 SELECT count(*) FROM corgipile.models WHERE model_name = 'imported_bad';
+-- annotate_model: the owner records the source; params' own keys stay.
+SELECT corgipile.annotate_model('imported', 'elsewhere.t WHERE id < 10',
+                                '{"source_filter": "id < 10"}');
+SELECT relation, params FROM corgipile.models WHERE model_name = 'imported';
+SELECT corgipile.annotate_model('imported', NULL, '{"layout": "sparse"}');
+SELECT corgipile.annotate_model('imported', NULL, '[1]');
+SELECT corgipile.annotate_model('imported', '', NULL);
+RESET ROLE;
+SET ROLE corgipile_alice;
+SELECT corgipile.annotate_model('imported', 'mine now', NULL);
+RESET ROLE;
+SET ROLE corgipile_bob;
 SELECT corgipile.drop_model('imported');
 RESET ROLE;
 
