@@ -42,12 +42,12 @@ PGUSER, PGPASSWORD). The database needs CREATE EXTENSION corgipile."""
 
 EPILOG = """\
 a first session:
-  corgipile load points points.csv --label y        # CSV -> table "points"
-  corgipile train points svm --epochs 10 --name demo
+  corgipile load points points.csv --label y        # CSV -> table "points", label y
+  corgipile train points svm --label y --epochs 10 --name demo
   corgipile evaluate demo points                    # accuracy
   corgipile predict demo points --columns id,y --limit 5
   corgipile models                                  # what is stored
-  corgipile sql "SELECT * FROM points TRAIN BY logistic WITH learning_rate = 0.05"
+  corgipile sql "SELECT * FROM points TRAIN BY logistic WITH label = y, learning_rate = 0.05"
 
 Run `corgipile COMMAND --help` for each command's options."""
 

@@ -181,6 +181,23 @@ class _SGDBase(BaseEstimator):
         # classes_[k] is what we return for it
         self._server_classes = model.classes
 
+    @classmethod
+    def from_model(cls, model_name: str, dsn: str | None = None) -> _SGDBase:
+        """A fitted estimator around a model stored in the database (its
+        model_name is set, so predictions on tables use it directly)."""
+        with connect(dsn, progress=False) as client:
+            model = client.get_model(model_name)
+        losses = {kind: loss for loss, kind in cls._loss_models.items()}
+        losses.setdefault("softmax", "log_loss")
+        if model.model not in losses:
+            raise ValueError(f'model "{model_name}" is a {model.model} model; '
+                             f"{cls.__name__} takes {', '.join(sorted(losses))} models")
+        est = cls(dsn, loss=losses[model.model], model_name=model_name)  # type: ignore[call-arg]
+        classes = None if model.classes is None else np.asarray(model.classes)
+        est._set_fitted(model, classes)
+        est.n_features_in_ = model.n_features
+        return est
+
     # -- using the model --------------------------------------------------------------
 
     def _decision(self, X: Any) -> np.ndarray:

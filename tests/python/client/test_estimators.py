@@ -141,6 +141,17 @@ def test_unfitted_and_wrong_loss(points, dsn):
         corgipile.SGDClassifier(dsn).fit(x, np.arange(90) % 3)
 
 
+def test_from_model_wraps_a_stored_model(client, points, dsn):
+    client.train("points", "svm", model_name="stored", max_epoch_num=2)
+    clf = corgipile.SGDClassifier.from_model("stored", dsn)
+    assert clf.model_name_ == "stored" and clf.coef_.shape == (1, 4) and clf.loss == "hinge"
+    assert clf.score("heldout") > 0.5
+    x, _ = points
+    assert np.array_equal(clf.predict(x[600:]), clf.predict("heldout"))
+    with pytest.raises(ValueError, match="svm model"):
+        corgipile.SGDRegressor.from_model("stored", dsn)
+
+
 def test_regressor(client, conn, dsn):
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, size=(600, 3))
