@@ -57,6 +57,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import metrics
 from .client import Client, _relation_sql, connect
 from .models import Model
+from .statements import _ident
 
 __all__ = ["SGDClassifier", "SGDRegressor", "TRAIN_PARAMS"]
 
@@ -188,7 +189,8 @@ class _SGDBase(BaseEstimator):
         with connect(dsn, progress=False) as client:
             model = client.get_model(model_name)
         losses = {kind: loss for loss, kind in cls._loss_models.items()}
-        losses.setdefault("softmax", "log_loss")
+        if "log_loss" in cls._loss_models:
+            losses["softmax"] = "log_loss"  # log_loss's model for several classes
         if model.model not in losses:
             raise ValueError(f'model "{model_name}" is a {model.model} model; '
                              f"{cls.__name__} takes {', '.join(sorted(losses))} models")
@@ -326,6 +328,8 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
     def _table_classes(self, client: Client, source: Any, where: str | None) -> int | None:
         if self.loss != "log_loss":
             return None  # svm: the engine checks the labels
+        # the engine reads label as SQL does: "Kind" keeps its case, Kind folds
+        label = sql.Identifier(_ident(self.label))
         src = client._source(source, where)
         from_item = metrics.source_sql(
             None if src.query is not None else _relation_sql(client.connection, src.relation),
@@ -333,7 +337,7 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
         row = client.connection.execute(sql.SQL(
             "SELECT pg_catalog.count(*) FROM (SELECT DISTINCT s.{} FROM {} "
             "WHERE s.{} IS NOT NULL LIMIT 3) d").format(
-                sql.Identifier(self.label), from_item, sql.Identifier(self.label)),
+                label, from_item, label),
             src.query_params if src.query is not None else None).fetchone()
         return int(row[0]) if row else None
 
@@ -351,11 +355,6 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
         super()._set_fitted(model, classes)
         self.classes_ = classes if classes is not None else np.asarray(model.classes)
         self.coef_ = model.coef
-
-    def _fit_source(self, source: Any, where: str | None) -> None:
-        super()._fit_source(source, where)
-        if len(self.classes_) > 2 and self.loss != "log_loss":  # pragma: no cover
-            raise ValueError("a table with several classes needs loss='log_loss'")
 
     def score(self, X: Any, y: Any = None, sample_weight: Any = None, *,
               where: str | None = None) -> float:

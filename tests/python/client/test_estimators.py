@@ -203,6 +203,11 @@ def test_softmax_with_integer_and_text_classes(client, conn, dsn):
     assert np.array_equal(pets.predict("SELECT * FROM animals WHERE id < 50"),
                           pets.predict(x[:50]))
     assert pets.score("animals") > 0.9
+    # a label column named as SQL names it (quoted: case kept)
+    conn.execute('CREATE TABLE zoo AS SELECT id, label AS "Kind", features FROM animals')
+    zoo = corgipile.SGDClassifier(dsn, loss="log_loss", label='"Kind"', max_epoch_num=8,
+                                  seed=1).fit("zoo")
+    assert zoo.model_.model == "softmax" and list(zoo.classes_) == ["cat", "dog", "eel"]
     # any labels on arrays: strings, mapped back through classes_
     words = np.array(["ant", "bee", "cow"])[y]
     bugs = corgipile.SGDClassifier(dsn, loss="log_loss", max_epoch_num=8, seed=1)
