@@ -35,8 +35,11 @@ def __getattr__(name: str) -> Any:
     # the estimators need scikit-learn, an optional dependency: import them
     # on first use so that the rest of the client works without it
     if name in ("SGDClassifier", "SGDRegressor"):
-        from . import estimators
-
+        try:
+            from . import estimators
+        except ImportError as exc:
+            raise ImportError(f"corgipile.{name} is a scikit-learn estimator and needs "
+                              "scikit-learn: pip install 'corgipile[sklearn]'") from exc
         return getattr(estimators, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import inspect
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,8 +18,6 @@ from corgipile.params import TrainSignature, train_defaults
 
 from client_helpers import linear_task
 
-sklearn = pytest.importorskip("sklearn")
-
 from sklearn.base import clone  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
 from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split  # noqa: E402
@@ -26,6 +26,22 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 ESTIMATORS = (corgipile.SGDClassifier, corgipile.SGDRegressor)
+
+
+def test_the_client_works_without_scikit_learn(cli_env, tmp_path):
+    """scikit-learn is an extra: without it (blocked in sys.modules) the
+    client imports and works, and only the estimators say what is missing."""
+    code = ("import sys; sys.modules['sklearn'] = None\n"
+            "import corgipile\n"
+            "with corgipile.connect() as c: print(c.execute('SELECT 1').fetchone()[0])\n"
+            "try:\n    corgipile.SGDClassifier\n"
+            "except ImportError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "1", "corgipile.SGDClassifier is a scikit-learn estimator and needs scikit-learn: "
+             "pip install 'corgipile[sklearn]'"]
 
 
 def _models(conn):
