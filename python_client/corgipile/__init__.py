@@ -15,16 +15,33 @@ and the ``corgipile`` command.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .client import Client, Result, connect
 from .errors import (ConnectionTypeError, CorgipileError, ModelExists, ModelFormatError,
                      ModelNotFound, ParameterError, StatementError, TrainingCancelled,
                      TrainingInterrupted)
-from .estimators import SGDClassifier, SGDRegressor
 from .loaders import LoadResult
 from .models import Epoch, Model, ModelInfo
 from .training import EpochProgress
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .estimators import SGDClassifier, SGDRegressor
+
+
+def __getattr__(name: str) -> Any:
+    # the estimators need scikit-learn, an optional dependency: import them
+    # on first use so that the rest of the client works without it
+    if name in ("SGDClassifier", "SGDRegressor"):
+        try:
+            from . import estimators
+        except ImportError as exc:
+            raise ImportError(f"corgipile.{name} is a scikit-learn estimator and needs "
+                              "scikit-learn: pip install 'corgipile[sklearn]'") from exc
+        return getattr(estimators, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Client",

@@ -15,11 +15,20 @@ import psycopg
 from psycopg import sql
 
 from ._format import format_table, to_json
-from .errors import CorgipileError, TrainingInterrupted
+from .errors import (CorgipileError, ModelExists, ModelNotFound, StatementError,
+                     TrainingInterrupted)
 
 __all__ = ["main", "build_parser"]
 
 PROG = "corgipile"
+
+
+class CliError(CorgipileError):
+    """A mistake in the command line, with a hint on how to fix it."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 DESCRIPTION = """\
 Train and use linear models (SVM, logistic, linear and softmax regression)
@@ -33,12 +42,12 @@ PGUSER, PGPASSWORD). The database needs CREATE EXTENSION corgipile."""
 
 EPILOG = """\
 a first session:
-  corgipile load points points.csv --label y        # CSV -> table "points"
-  corgipile train points svm --epochs 10 --name demo
+  corgipile load points points.csv --label y        # CSV -> table "points", label y
+  corgipile train points svm --label y --epochs 10 --name demo
   corgipile evaluate demo points                    # accuracy
   corgipile predict demo points --columns id,y --limit 5
   corgipile models                                  # what is stored
-  corgipile sql "SELECT * FROM points TRAIN BY logistic WITH learning_rate = 0.05"
+  corgipile sql "SELECT * FROM points TRAIN BY logistic WITH label = y, learning_rate = 0.05"
 
 Run `corgipile COMMAND --help` for each command's options."""
 
@@ -134,7 +143,8 @@ def _add_predict(sub: Any) -> None:
     p.add_argument("model_name", help="the stored model")
     p.add_argument("table", nargs="?", help="table whose rows to predict")
     p.add_argument("--vector", metavar="X1,X2,...",
-                   help="predict this one dense feature vector instead of a table")
+                   help="predict this one dense feature vector instead of a table "
+                        "(--vector=-1,2 when it starts with a minus)")
     p.add_argument("--columns", default="*", metavar="COL,COL",
                    help="columns to show next to the prediction (default: all)")
     p.add_argument("--where", metavar="CONDITION", help="only the rows matching this condition")
@@ -211,6 +221,8 @@ def _add_load(sub: Any) -> None:
         epilog="examples:\n"
                "  corgipile load points points.csv --label y\n"
                "  corgipile load points points.csv --layout columns --order label\n"
+               "  corgipile load sales sales.csv --label churned --exclude customer_id,notes\n"
+               "  corgipile load sales sales.csv --label amount --columns age,visits\n"
                "  corgipile load rcv1 rcv1_train.binary              # LIBSVM, sparse\n"
                "  corgipile load a9a a9a.txt --format libsvm --layout dense --order label\n"
                "  corgipile load data arrays.npz                     # arrays X and y",
@@ -223,7 +235,13 @@ def _add_load(sub: Any) -> None:
     p.add_argument("--layout", choices=["array", "columns", "sparse", "dense"],
                    help="table layout (default: array; sparse for LIBSVM)")
     p.add_argument("--label", default=None,
-                   help="CSV: the label column's name or 0-based number (default: label)")
+                   help="CSV: the label column's name or 0-based number (default: label); "
+                        "it keeps its name and type in the table")
+    p.add_argument("--columns", metavar="COL,COL",
+                   help="CSV: the feature columns to load (default: every column but the "
+                        "label)")
+    p.add_argument("--exclude", metavar="COL,COL",
+                   help="CSV: columns to leave out (ids, free text, ...)")
     p.add_argument("--no-header", action="store_true", help="CSV: the first line is data")
     p.add_argument("--delimiter", default=",", help="CSV field separator (default: ,)")
     p.add_argument("--order", default="given",
@@ -339,7 +357,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     for item in args.extra:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise CorgipileError(f"--set takes NAME=VALUE, not {item!r}")
+            raise CliError(f"--set takes NAME=VALUE, not {item!r}")
         params[name.strip()] = value
     progress = False if (args.no_progress or args.json) else None
     with _client(args, progress) as client:
@@ -370,44 +388,48 @@ def _names(text: str) -> sql.Composable:
 
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
-        raise CorgipileError("--columns needs column names, e.g. --columns id,label")
+        raise CliError("--columns needs column names", "e.g. --columns id,label")
     return sql.SQL(", ").join(sql.Identifier(_ident(p)) for p in parts)
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from .client import _relation_sql
     from .loaders import table_name
+    from .metrics import predict_function
     from .statements import filter_query
 
     with _client(args) as client:
         if args.vector is not None:
             if args.table is not None:
-                raise CorgipileError("give either a table or --vector, not both")
+                raise CliError("give either a table or --vector, not both")
             try:
                 vec = [float(v) for v in args.vector.split(",")]
             except ValueError:
-                raise CorgipileError(f"--vector takes numbers separated by commas, not "
+                raise CliError(f"--vector takes numbers separated by commas, not "
                                      f"{args.vector!r}") from None
-            pred = float(client.predict(args.model_name, [vec])[0])
+            raw = client.predict(args.model_name, [vec])[0]
+            pred: Any = raw if isinstance(raw, str) else float(raw)
             if args.json:
                 print(to_json({"model_name": args.model_name, "features": vec,
                                "prediction": pred}))
             else:
-                print(f"{pred:.6g}")
+                print(pred if isinstance(pred, str) else f"{pred:.6g}")
             return 0
         if args.table is None:
-            raise CorgipileError("give a table to predict on, or --vector X1,X2,...")
-        if not client.get_model(args.model_name):  # pragma: no cover - raises when missing
-            return 1
+            raise CliError("give a table to predict on, or --vector X1,X2,...")
+        model = client.get_model(args.model_name)
+        # models with text classes answer through predict_class (as PREDICT BY does)
+        function = predict_function(model.classes)
         ident = table_name(args.table)
         _relation_sql(client.connection, ident.as_string(client.connection))  # exists?
         if args.where:
             source = sql.SQL("({}) AS s").format(filter_query(ident, args.where))
         else:
             source = sql.SQL("{} AS s").format(ident)
-        query = sql.SQL("SELECT {cols}, corgipile.predict({m}, s) AS prediction FROM {src}"
-                        ).format(cols=_names(args.columns), m=sql.Literal(args.model_name),
-                                 src=source)
+        query = sql.SQL("SELECT {cols}, {fn}({m}, s) AS prediction FROM {src}"
+                        ).format(cols=_names(args.columns),
+                                 fn=sql.Identifier("corgipile", function),
+                                 m=sql.Literal(args.model_name), src=source)
         if args.limit is not None:
             query += sql.SQL(" LIMIT {}").format(sql.Literal(args.limit))
         cur = client.connection.execute(query)
@@ -497,7 +519,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
     path = args.file
     if not os.path.exists(path):
-        raise CorgipileError(f"no such file: {path}")
+        raise CliError(f"no such file: {path}")
     fmt = args.format or ("csv" if path.lower().endswith((".csv", ".csv.txt")) else
                           "npz" if path.lower().endswith(".npz") else "libsvm")
     common: dict[str, Any] = dict(
@@ -505,12 +527,17 @@ def cmd_load(args: argparse.Namespace) -> int:
         if_exists=args.if_exists, progress=False if args.no_progress else None)
     with _client(args) as client:
         conn = client.connection
+        if fmt != "csv" and (args.columns or args.exclude):
+            raise CliError("--columns and --exclude apply to CSV files",
+                           "a LIBSVM or .npz file has no column names")
         if fmt == "csv":
             label: Any = args.label if args.label is not None else (
                 "label" if not args.no_header else 0)
             if isinstance(label, str) and label.isdigit():
                 label = int(label)
             result = loaders.load_csv(conn, args.table, path, label=label,
+                                      features=_list(args.columns, "--columns"),
+                                      exclude=_list(args.exclude, "--exclude"),
                                       delimiter=args.delimiter, header=not args.no_header,
                                       layout=_dense_layout(args.layout), **common)
         elif fmt == "npz":
@@ -521,7 +548,7 @@ def cmd_load(args: argparse.Namespace) -> int:
                 xk = next((k for k in ("X", "x", "features") if k in keys), None)
                 yk = next((k for k in ("y", "Y", "label", "labels") if k in keys), None)
                 if xk is None:
-                    raise CorgipileError(f"{path}: no array named X (arrays: "
+                    raise CliError(f"{path}: no array named X (arrays: "
                                          f"{', '.join(sorted(keys))})")
                 result = loaders.load_numpy(conn, args.table, data[xk],
                                             data[yk] if yk else None,
@@ -542,8 +569,21 @@ def cmd_load(args: argparse.Namespace) -> int:
     hint = " ".join(f"--{k.replace('_', '-')} {_shell(str(v))}"
                     for k, v in result.train_params().items()
                     if (k, v) not in (("features", "features"), ("label", "label")))
-    print(f"train it with: corgipile train {_shell(args.table)} svm{' ' + hint if hint else ''}")
+    if result.suggested_model is not None:
+        print(f"train it with: corgipile train {_shell(args.table)} "
+              f"{result.suggested_model}{' ' + hint if hint else ''}   # {result.suggestion}")
+    elif result.suggestion:
+        print(f"note: {result.suggestion}")
     return 0
+
+
+def _list(text: str | None, option: str) -> list[str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise CliError(f"{option} needs column names separated by commas")
+    return names
 
 
 def _dense_layout(layout: str | None) -> str:
@@ -577,7 +617,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.bench is None:  # pragma: no cover - main() reports a missing module first
-        print(f"{PROG}: corgipile bench is not available", file=sys.stderr)
+        _report("corgipile bench is not available")
         return 2
     return int(args.bench.run(args) or 0)
 
@@ -588,7 +628,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if _wants_bench(argv):
         bench, error = _load_bench()
         if error is not None:
-            print(f"{PROG}: {error}", file=sys.stderr)
+            _report(error, "install the client with its bench extra: "
+                           "pip install 'corgipile[bench]'")
             return 2
     parser = build_parser(argv)
     args = parser.parse_args(argv)
@@ -605,15 +646,57 @@ def main(argv: Sequence[str] | None = None) -> int:
         diag = getattr(exc, "diag", None)
         message = (diag.message_primary if diag is not None and diag.message_primary
                    else str(exc).strip())
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        if diag is not None and diag.message_hint:
-            print(f"HINT: {diag.message_hint}", file=sys.stderr)
+        server_hint = diag.message_hint if diag is not None else None
+        _report(message, _hint_for(args, exc) or server_hint)
         return 1
     except BrokenPipeError:  # pragma: no cover - e.g. piped into head
         return 0
-    except (CorgipileError, ValueError, OSError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+    except StatementError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)  # its text points at the statement
         return 1
+    except (CorgipileError, ValueError, OSError) as exc:
+        message = str(exc)
+        if isinstance(exc, ModelExists):  # the Python advice (replace=True) is the hint's
+            message = message.split(";")[0]
+        _report(message, _hint_for(args, exc))
+        return 1
+
+
+def _report(message: str, hint: str | None = None) -> None:
+    """Every error the same way: `corgipile: error: ...`, then a HINT line
+    when there is something to do about it."""
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    if hint:
+        print(f"HINT: {hint}", file=sys.stderr)
+
+
+def _hint_for(args: argparse.Namespace, exc: BaseException) -> str | None:
+    """The command line's own hint for an error, where the command has an
+    option that fixes it (it replaces the server's, which speaks SQL)."""
+    command = getattr(args, "command", None)
+    action = getattr(args, "action", None)
+    if isinstance(exc, CliError):
+        return exc.hint
+    if isinstance(exc, ModelExists) or isinstance(exc, psycopg.errors.DuplicateObject):
+        if command == "train":
+            return ("pass --replace to overwrite it, or choose another --name "
+                    "(`corgipile models` lists the stored models)")
+        if command == "models" and action == "import":
+            return "pass --replace to overwrite it, or --name to store it under another name"
+        if command == "models" and action == "rename":
+            return "choose another name, or drop that model first (corgipile models drop NAME)"
+    if isinstance(exc, ModelNotFound):
+        return "`corgipile models` lists the stored models"
+    if isinstance(exc, psycopg.errors.DuplicateTable) and command == "load":
+        return "pass --if-exists replace to overwrite the table, or --if-exists append"
+    if isinstance(exc, psycopg.OperationalError):
+        return ("give the database with --dsn 'host=... dbname=... user=...' or the PG* "
+                "variables (PGHOST, PGPORT, PGDATABASE, PGUSER)")
+    if isinstance(exc, (psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable,
+                        psycopg.errors.InvalidSchemaName)) and "corgipile." in str(exc) \
+            and command != "sql":
+        return "run CREATE EXTENSION corgipile in this database"
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

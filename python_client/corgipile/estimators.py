@@ -1,16 +1,45 @@
-"""scikit-learn-style estimators over corgipile.train.
+"""scikit-learn estimators over corgipile.train.
 
->>> clf = corgipile.SGDClassifier(client, model="svm", max_epoch_num=10, seed=1)
->>> clf.fit("points")                    # a table, a SELECT query, or arrays
->>> clf.predict("SELECT * FROM new_points")
->>> clf.score("heldout")                 # accuracy
->>> clf.coef_, clf.intercept_
+>>> from corgipile import SGDClassifier
+>>> clf = SGDClassifier("dbname=ml", loss="log_loss", max_epoch_num=10, seed=1)
+>>> clf.fit(X_train, y_train)            # arrays / pandas: COPY into a temporary table
+>>> clf.predict_proba(X_test)
+>>> clf.fit("points")                    # or a table (a SELECT query works too)
+>>> clf.score("heldout")                 # accuracy, computed in the database
 
-They follow scikit-learn's conventions (parameters in ``__init__``,
-``get_params``/``set_params``, fitted attributes ending in ``_``) without
-requiring scikit-learn. Training runs in the database: ``fit`` on a table
-or query never moves the data; ``fit(X, y)`` on arrays first loads them
-into a temporary table with COPY.
+They are real scikit-learn estimators (``BaseEstimator`` with
+``ClassifierMixin`` / ``RegressorMixin``): ``clone``, ``Pipeline``,
+``cross_val_score``, ``GridSearchCV`` and pickling work, and they pass
+scikit-learn's estimator checks (see tests/python/client/test_estimators.py
+for the few that do not apply). They need scikit-learn
+(``pip install 'corgipile[sklearn]'``).
+
+Design, in short:
+
+- **A connection string, not a connection.** ``dsn`` is a libpq string or
+  URI (None: the ``PG*`` environment variables). Every ``fit`` / ``predict``
+  / ``score`` opens its own connection and closes it, so an estimator holds
+  no live resource and deep-copies and pickles like any other.
+- **Parameters are corgipile.train's**, written out in ``__init__`` (which
+  ``get_params`` introspects), with the engine's defaults; a test compares
+  them with ``corgipile.train``'s signature in ``pg_proc`` so the two cannot
+  drift. ``loss`` picks the model ("hinge": svm, "log_loss": logistic, or
+  softmax for more than two classes; the regressor's only loss is
+  "squared_error": linear). ``verbose`` shows the progress bar.
+- **No clutter in corgipile.models.** Without ``model_name``, ``fit`` trains
+  inside a transaction that is rolled back once the weights are read: the
+  model lives in the estimator (``model_``) and nowhere else. Predictions on
+  arrays are computed locally from those weights (the same rule as the
+  server: a zero margin goes to the negative class). Predictions and scores
+  on a table or query run in the database: the model is re-created
+  (``Client.import_model``) inside a transaction that is rolled back after
+  the query. With ``model_name``, ``fit`` stores the model under that name
+  (replacing an older one) and the database uses it directly.
+- **Labels.** On arrays, any labels work: ``classes_`` is ``np.unique(y)``
+  and the table gets -1/+1 (two classes) or 0..K-1 (softmax); predictions
+  map back to ``classes_``. On a table, the classes are the model's
+  (``[-1, 1]``, ``[0, 1]``, ``[False, True]``, or softmax's classes, text
+  included).
 """
 
 from __future__ import annotations
@@ -19,183 +48,458 @@ import uuid
 from typing import Any
 
 import numpy as np
+from psycopg import sql
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .client import Client
+from . import metrics
+from .client import Client, _relation_sql, connect
 from .models import Model
+from .statements import _ident
 
-__all__ = ["SGDClassifier", "SGDRegressor"]
+__all__ = ["SGDClassifier", "SGDRegressor", "TRAIN_PARAMS"]
+
+# The estimator parameters that are corgipile.train's, in its order. The
+# test suite checks this list, and the defaults in __init__, against the
+# signature of corgipile.train in pg_proc.
+TRAIN_PARAMS = ("model_name", "label", "features", "feature_indices", "n_features",
+                "shuffle", "learning_rate", "decay", "max_epoch_num", "batch_size", "l2",
+                "block_size", "buffer_size", "seed", "double_buffer", "validation", "l1",
+                "tolerance", "n_iter_no_change")
+
+# parameters that say where the data is in a table; fit(X, y) on arrays
+# writes its own table and sets them
+_TABLE_PARAMS = ("label", "features", "feature_indices", "n_features")
 
 
-class _SGDBase:
-    _default_model = "svm"
-    _kinds: tuple[str, ...] = ()
+def _is_source(data: Any) -> bool:
+    """A table name or a SELECT query (text or psycopg.sql), not data."""
+    return isinstance(data, (str, sql.Composable))
 
-    def __init__(self, client: Client, model: str | None = None, **params: Any) -> None:
-        self.client = client
-        self.model = model if model is not None else self._default_model
-        self.params = dict(params)
 
-    # -- scikit-learn protocol ---------------------------------------------------
+class _SGDBase(BaseEstimator):
+    """What SGDClassifier and SGDRegressor share; see the module docstring."""
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {"client": self.client, "model": self.model, **self.params}
+    _loss_models: dict[str, str] = {}
 
-    def set_params(self, **params: Any) -> _SGDBase:
-        for key, value in params.items():
-            if key in ("client", "model"):
-                setattr(self, key, value)
-            else:
-                self.params[key] = value
-        return self
+    # -- plumbing ---------------------------------------------------------------------
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in {"model": self.model, **self.params}.items())
-        return f"{type(self).__name__}({args})"
+    def _connect(self) -> Client:
+        return connect(self.dsn, progress=bool(self.verbose))
 
-    # -- fitting -------------------------------------------------------------------
+    def _train_params(self, table_fit: bool) -> dict[str, Any]:
+        params = {name: getattr(self, name) for name in TRAIN_PARAMS}
+        if not table_fit:
+            for name in _TABLE_PARAMS:
+                params.pop(name)
+        # None means "the engine's default" for the nullable parameters
+        return {k: v for k, v in params.items() if v is not None}
 
-    def fit(self, data: Any, y: Any = None, *, where: str | None = None,
-            progress: bool | None = None, callback: Any = None) -> _SGDBase:
-        """Train on a table name, a SELECT query, or arrays X, y.
+    def _check_loss(self) -> None:
+        if self.loss not in self._loss_models:
+            raise ValueError(f"{type(self).__name__} takes loss in "
+                             f"{sorted(self._loss_models)}, not {self.loss!r}")
 
-        With model_name among the parameters, a refit replaces that model;
-        without, every fit stores a new model with a generated name."""
-        if self.model.lower() not in self._kinds:
-            raise ValueError(f"{type(self).__name__} takes model in {self._kinds}, "
-                             f"not {self.model!r}")
-        params = dict(self.params)
-        replace = params.get("model_name") is not None
-        if isinstance(data, str) or hasattr(data, "as_string"):
+    def _model_kind(self, n_classes: int | None) -> str:
+        return self._loss_models[self.loss]
+
+    # -- fitting --------------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any = None, *, where: str | None = None) -> _SGDBase:
+        """Train on arrays / a DataFrame X with targets y, or on a table name
+        or SELECT query X (y None: the label is the table's ``label``
+        column). ``where`` filters a table."""
+        self._check_loss()
+        if _is_source(X):
             if y is not None:
                 raise ValueError("y is given by the table's label column; pass y only "
                                  "with arrays")
-            fitted = self.client.train(data, self.model, where=where, replace=replace,
-                                       progress=progress, callback=callback, **params)
+            self._fit_source(X, where)
         else:
-            if y is None:
-                raise ValueError("fit(X, y) on arrays needs y")
-            temp = f"corgipile_fit_{uuid.uuid4().hex[:12]}"
-            loaded = self.client.load_numpy(temp, data, y, temporary=True, analyze=False)
-            for key, value in loaded.train_params().items():
-                params.setdefault(key, value)
-            try:
-                if params.get("model_name") is None:
-                    params["model_name"] = self._generated_name()
-                fitted = self.client.train(temp, self.model, replace=replace,
-                                           progress=progress, callback=callback, **params)
-                self.client.connection.execute(
-                    "SELECT corgipile.annotate_model(%s, '(arrays)')", (fitted.name,))
-                fitted.relation = "(arrays)"
-            finally:
-                from psycopg import sql
-
-                self.client.connection.execute(
-                    sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(sql.Identifier(temp)))
-        self._set_fitted(fitted)
+            if where is not None:
+                raise ValueError("where= filters a table; with arrays, select the rows "
+                                 "yourself")
+            self._fit_arrays(X, y)
         return self
 
-    def _generated_name(self) -> str:
-        row = self.client.connection.execute(
-            "SELECT format('arrays_%%s_%%s', %s::text, nextval('corgipile.model_name_seq'))",
-            (self.model.lower(),)).fetchone()
-        assert row is not None
-        return str(row[0])
-
-    def _set_fitted(self, model: Model) -> None:
-        self.model_ = model
-        self.model_name_ = model.name
+    def _fit_source(self, source: Any, where: str | None) -> None:
+        params = self._train_params(table_fit=True)
+        persistent = self.model_name is not None
+        with self._connect() as client:
+            kind = self._model_kind(self._table_classes(client, source, where))
+            if persistent:
+                model = client.train(source, kind, where=where, replace=True, **params)
+            else:
+                with client.connection.transaction(force_rollback=True):
+                    model = client.train(source, kind, where=where, **params)
+        classes = model.classes
+        self._set_fitted(model, None if classes is None else np.asarray(classes))
+        for attr in ("feature_names_in_",):
+            if hasattr(self, attr):
+                delattr(self, attr)
         self.n_features_in_ = model.n_features
-        self.history_ = model.history
-        self.n_iter_ = model.epochs
 
-    def _check_fitted(self) -> Model:
-        model: Model | None = getattr(self, "model_", None)
-        if model is None:
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet: call fit() first")
-        return model
+    def _table_classes(self, client: Client, source: Any, where: str | None) -> int | None:
+        """How many distinct labels a table has (up to 3), where the model
+        depends on it; None where it does not."""
+        return None
+
+    def _encode_y(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(the labels to store in the table, classes_ or None)."""
+        raise NotImplementedError
+
+    def _fit_arrays(self, X: Any, y: Any) -> None:
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=self._y_numeric)
+        labels, classes = self._encode_y(y)
+        kind = self._model_kind(None if classes is None else len(classes))
+        params = self._train_params(table_fit=False)
+        name = self.model_name
+        temp = f"corgipile_fit_{uuid.uuid4().hex[:12]}"
+        with self._connect() as client:
+            conn = client.connection
+            # rolled back: the temporary table and the model go with it
+            with conn.transaction(force_rollback=True):
+                loaded = client.load_numpy(temp, X, labels, temporary=True, analyze=False)
+                params.update(loaded.train_params())
+                params.pop("model_name", None)
+                model = client.train(temp, kind, **params)
+            model.relation = "(arrays)"
+            if name is not None:
+                doc = model.to_dict()
+                doc["relation"] = "(arrays)"
+                model = client.import_model(doc, name=name, replace=True)
+        self._set_fitted(model, classes)
+
+    def _set_fitted(self, model: Model, classes: np.ndarray | None) -> None:
+        self.model_ = model
+        self.model_name_ = self.model_name
+        self.history_ = list(model.history)
+        self.n_iter_ = model.epochs
+        self.intercept_ = model.intercept
+        # model.classes[k] is the k-th output's label in the server's answers;
+        # classes_[k] is what we return for it
+        self._server_classes = model.classes
 
     @classmethod
-    def from_model(cls, client: Client, model_name: str) -> _SGDBase:
-        """An estimator around a model already stored in the database."""
-        model = client.get_model(model_name)
-        est = cls(client, model.model)
-        est._set_fitted(model)
+    def from_model(cls, model_name: str, dsn: str | None = None) -> _SGDBase:
+        """A fitted estimator around a model stored in the database (its
+        model_name is set, so predictions on tables use it directly)."""
+        with connect(dsn, progress=False) as client:
+            model = client.get_model(model_name)
+        losses = {kind: loss for loss, kind in cls._loss_models.items()}
+        if "log_loss" in cls._loss_models:
+            losses["softmax"] = "log_loss"  # log_loss's model for several classes
+        if model.model not in losses:
+            raise ValueError(f'model "{model_name}" is a {model.model} model; '
+                             f"{cls.__name__} takes {', '.join(sorted(losses))} models")
+        est = cls(dsn, loss=losses[model.model], model_name=model_name)  # type: ignore[call-arg]
+        classes = None if model.classes is None else np.asarray(model.classes)
+        est._set_fitted(model, classes)
+        est.n_features_in_ = model.n_features
         return est
 
-    # -- using the model ---------------------------------------------------------
+    # -- using the model --------------------------------------------------------------
 
-    def predict(self, data: Any, *, where: str | None = None) -> np.ndarray:
-        """Predictions for a table, a SELECT query, or an array of rows."""
-        model = self._check_fitted()
-        return self.client.predict(model.name, data, where=where)
+    def _decision(self, X: Any) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return self.model_.decision_function(X)
 
-    def _score_arrays(self, pred: np.ndarray, y: np.ndarray) -> float:
-        raise NotImplementedError
+    def _in_database(self, source: Any, where: str | None, run: Any) -> Any:
+        """run(client, model_name) with the fitted model in the database:
+        the stored one, or a copy imported in a transaction rolled back
+        afterwards."""
+        check_is_fitted(self)
+        with self._connect() as client:
+            if self.model_name_ is not None:
+                return run(client, self.model_name_)
+            with client.connection.transaction(force_rollback=True):
+                name = f"corgipile_estimator_{uuid.uuid4().hex[:12]}"
+                client.import_model(self.model_.to_dict(), name=name)
+                return run(client, name)
 
-    def _metric(self) -> str:
-        raise NotImplementedError
+    def _server_predict(self, source: Any, where: str | None) -> np.ndarray:
+        return self._in_database(source, where,
+                                 lambda client, name: client.predict(name, source, where=where))
 
-    def score(self, data: Any, y: Any = None, *, where: str | None = None) -> float:
-        """Accuracy (classifier) or R² (regressor) on a table, a query, or
-        arrays X, y."""
-        model = self._check_fitted()
-        if y is None:
-            if not (isinstance(data, str) or hasattr(data, "as_string")):
-                raise ValueError("score(X, y) on arrays needs y")
-            src = self.client._source(data, where)
-            from . import metrics
-            from .client import _relation_sql
+    def _server_score(self, source: Any, where: str | None) -> float:
+        metric = self._metric
 
+        def run(client: Client, name: str) -> float:
+            src = client._source(source, where)
             relation = None if src.query is not None else _relation_sql(
-                self.client.connection, src.relation)
-            result = metrics.evaluate(self.client.connection, model.name, relation=relation,
+                client.connection, src.relation)
+            result = metrics.evaluate(client.connection, name, relation=relation,
                                       query=src.query)
-            return float(result[self._metric()])
-        pred = self.predict(data)
-        return self._score_arrays(pred, np.asarray(y))
+            return float(result[metric])
+
+        return self._in_database(source, where, run)
+
+    _metric = ""
+    _y_numeric = False
+
+    def _score(self, mixin: Any, X: Any, y: Any, sample_weight: Any,
+               where: str | None) -> float:
+        """Accuracy (classifier) or R² (regressor): on arrays X, y as
+        scikit-learn computes it (mixin's score), or in the database on a
+        table / query X (against its label column)."""
+        if _is_source(X):
+            if y is not None:
+                raise ValueError("y is given by the table's label column; pass y only "
+                                 "with arrays")
+            if sample_weight is not None:
+                raise ValueError("sample_weight applies to arrays only")
+            return self._server_score(X, where)
+        return float(mixin.score(self, X, y, sample_weight=sample_weight))
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()  # type: ignore[misc]
+        tags.non_deterministic = self.seed is None
+        return tags
 
 
-class SGDClassifier(_SGDBase):
-    """Linear classifier trained by SGD in the database: model "svm"
-    (hinge loss), "logistic"/"lr", or "softmax" (several classes)."""
+def _has_proba(est: Any) -> bool:
+    """predict_proba exists for loss="log_loss" only, as in scikit-learn."""
+    if est.loss != "log_loss":
+        raise AttributeError(f"predict_proba is only available for loss='log_loss', "
+                             f"not loss={est.loss!r}")
+    return True
 
-    _default_model = "svm"
-    _kinds = ("svm", "logistic", "lr", "softmax")
 
-    def _set_fitted(self, model: Model) -> None:
-        super()._set_fitted(model)
-        self.classes_ = np.array(model.classes if model.classes is not None else [])
+class SGDClassifier(ClassifierMixin, _SGDBase):
+    """Linear classifier trained by SGD in the database.
+
+    loss: "hinge" (model svm; two classes) or "log_loss" (model logistic for
+    two classes, softmax for more; gives predict_proba). The other
+    parameters are corgipile.train's; see the module docstring for dsn,
+    verbose and model_name.
+    """
+
+    _loss_models = {"hinge": "svm", "log_loss": "logistic"}
+    _metric = "accuracy"
+
+    def __init__(self, dsn: str | None = None, *, loss: str = "hinge",
+                 model_name: str | None = None, label: str = "label",
+                 features: str = "features", feature_indices: str | None = None,
+                 n_features: int | None = None, shuffle: str = "corgipile",
+                 learning_rate: float = 0.1, decay: float = 0.95, max_epoch_num: int = 20,
+                 batch_size: int = 1, l2: float = 0.0, block_size: str | None = None,
+                 buffer_size: str = "10%", seed: int | None = None,
+                 double_buffer: bool = True, validation: str | None = None, l1: float = 0.0,
+                 tolerance: float | None = None, n_iter_no_change: int = 5,
+                 verbose: bool = False) -> None:
+        self.dsn = dsn
+        self.loss = loss
+        self.model_name = model_name
+        self.label = label
+        self.features = features
+        self.feature_indices = feature_indices
+        self.n_features = n_features
+        self.shuffle = shuffle
+        self.learning_rate = learning_rate
+        self.decay = decay
+        self.max_epoch_num = max_epoch_num
+        self.batch_size = batch_size
+        self.l2 = l2
+        self.block_size = block_size
+        self.buffer_size = buffer_size
+        self.seed = seed
+        self.double_buffer = double_buffer
+        self.validation = validation
+        self.l1 = l1
+        self.tolerance = tolerance
+        self.n_iter_no_change = n_iter_no_change
+        self.verbose = verbose
+
+    def _model_kind(self, n_classes: int | None) -> str:
+        if n_classes is not None and n_classes > 2:
+            if self.loss != "log_loss":
+                raise ValueError(
+                    f"Only binary classification is supported with loss={self.loss!r} (an "
+                    f"SVM), but y has {n_classes} classes; use loss='log_loss' (softmax "
+                    "regression) for several classes")
+            return "softmax"
+        if n_classes is None and self.loss == "log_loss":
+            return "logistic"
+        return self._loss_models[self.loss]
+
+    def _table_classes(self, client: Client, source: Any, where: str | None) -> int | None:
+        if self.loss != "log_loss":
+            return None  # svm: the engine checks the labels
+        # the engine reads label as SQL does: "Kind" keeps its case, Kind folds
+        label = sql.Identifier(_ident(self.label))
+        src = client._source(source, where)
+        from_item = metrics.source_sql(
+            None if src.query is not None else _relation_sql(client.connection, src.relation),
+            src.query)
+        row = client.connection.execute(sql.SQL(
+            "SELECT pg_catalog.count(*) FROM (SELECT DISTINCT s.{} FROM {} "
+            "WHERE s.{} IS NOT NULL LIMIT 3) d").format(
+                label, from_item, label),
+            src.query_params if src.query is not None else None).fetchone()
+        return int(row[0]) if row else None
+
+    def _encode_y(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes; "
+                             f"y has only one class: {classes[0]!r}")
+        if len(classes) == 2:
+            return np.where(codes == 1, 1, -1).astype(np.int64), classes
+        return codes.astype(np.int64), classes
+
+    def _set_fitted(self, model: Model, classes: np.ndarray | None) -> None:
+        super()._set_fitted(model, classes)
+        self.classes_ = classes if classes is not None else np.asarray(model.classes)
         self.coef_ = model.coef
-        self.intercept_ = model.intercept
 
-    def _metric(self) -> str:
-        return "accuracy"
+    def score(self, X: Any, y: Any = None, sample_weight: Any = None, *,
+              where: str | None = None) -> float:
+        """Accuracy on arrays X, y, or on a table / query X (computed by the
+        database, against its label column)."""
+        return self._score(ClassifierMixin, X, y, sample_weight, where)
 
-    def _score_arrays(self, pred: np.ndarray, y: np.ndarray) -> float:
-        y = y.astype(np.float64) if y.dtype == np.bool_ else y
-        return float(np.mean(pred == y))
+    def decision_function(self, X: Any) -> np.ndarray:
+        """w·x + b for each row of an array (binary: shape (n,), positive
+        means classes_[1]; softmax: shape (n, n_classes)), computed locally."""
+        if _is_source(X):
+            raise ValueError("decision_function takes an array; for a table use predict "
+                             "or predict_proba, which run in the database")
+        return self._decision(X)
 
-    def decision_function(self, x: Any) -> np.ndarray:
-        """w·x + b for each row of an array, computed locally."""
-        return self._check_fitted().decision_function(x)
+    def predict(self, X: Any, *, where: str | None = None) -> np.ndarray:
+        """The predicted class (one of classes_) of each row of an array, or
+        of each row of a table / query (computed by the database)."""
+        if _is_source(X):
+            check_is_fitted(self)
+            raw = self._server_predict(X, where)
+            return self._from_server(raw)
+        scores = self._decision(X)
+        index = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        return self.classes_[index]
+
+    def _from_server(self, raw: np.ndarray) -> np.ndarray:
+        """Server answers (model.classes' values) as classes_."""
+        keys = self._server_classes or []
+        lookup = {_key(c): k for k, c in enumerate(keys)}
+        index = np.array([lookup[_key(v)] for v in raw], dtype=int)
+        return self.classes_[index] if len(index) else self.classes_[:0]
+
+    @available_if(_has_proba)
+    def predict_proba(self, X: Any, *, where: str | None = None) -> np.ndarray:
+        """Class probabilities, shape (n, n_classes), columns in classes_
+        order (loss="log_loss" only)."""
+        check_is_fitted(self)
+        if self.model_.model not in ("logistic", "softmax"):
+            raise AttributeError("predict_proba needs loss='log_loss' (a logistic or "
+                                 f"softmax model), not a {self.model_.model} model")
+        if _is_source(X):
+            def run(client: Client, name: str) -> np.ndarray:
+                src = client._source(X, where)
+                from_item = metrics.source_sql(
+                    None if src.query is not None else _relation_sql(client.connection,
+                                                                     src.relation),
+                    src.query)
+                rows = client.connection.execute(
+                    sql.SQL("SELECT corgipile.predict_proba({}, s) FROM {}").format(
+                        sql.Literal(name), from_item)).fetchall()
+                return np.array([r[0] for r in rows], dtype=np.float64).reshape(len(rows), -1)
+
+            p = self._in_database(X, where, run)
+            return np.column_stack([1.0 - p[:, 0], p[:, 0]]) if p.shape[1] == 1 else p
+        scores = self._decision(X)
+        if scores.ndim == 1:
+            p1 = 1.0 / (1.0 + np.exp(-scores))
+            return np.column_stack([1.0 - p1, p1])
+        z = scores - scores.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        out: np.ndarray = e / e.sum(axis=1, keepdims=True)
+        return out
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X: Any, *, where: str | None = None) -> np.ndarray:
+        """log of predict_proba."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X, where=where))
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        # hinge is binary only (softmax is log_loss's multiclass model)
+        tags.classifier_tags.multi_class = self.loss == "log_loss"
+        return tags
 
 
-class SGDRegressor(_SGDBase):
-    """Linear regression trained by SGD in the database (model "linear")."""
+class SGDRegressor(RegressorMixin, _SGDBase):
+    """Linear regression trained by SGD in the database (model "linear").
 
-    _default_model = "linear"
-    _kinds = ("linear",)
+    loss: "squared_error", the only one. The other parameters are
+    corgipile.train's; see the module docstring for dsn, verbose and
+    model_name.
+    """
 
-    def _set_fitted(self, model: Model) -> None:
-        super()._set_fitted(model)
+    _loss_models = {"squared_error": "linear"}
+    _metric = "r2"
+    _y_numeric = True
+
+    def __init__(self, dsn: str | None = None, *, loss: str = "squared_error",
+                 model_name: str | None = None, label: str = "label",
+                 features: str = "features", feature_indices: str | None = None,
+                 n_features: int | None = None, shuffle: str = "corgipile",
+                 learning_rate: float = 0.1, decay: float = 0.95, max_epoch_num: int = 20,
+                 batch_size: int = 1, l2: float = 0.0, block_size: str | None = None,
+                 buffer_size: str = "10%", seed: int | None = None,
+                 double_buffer: bool = True, validation: str | None = None, l1: float = 0.0,
+                 tolerance: float | None = None, n_iter_no_change: int = 5,
+                 verbose: bool = False) -> None:
+        self.dsn = dsn
+        self.loss = loss
+        self.model_name = model_name
+        self.label = label
+        self.features = features
+        self.feature_indices = feature_indices
+        self.n_features = n_features
+        self.shuffle = shuffle
+        self.learning_rate = learning_rate
+        self.decay = decay
+        self.max_epoch_num = max_epoch_num
+        self.batch_size = batch_size
+        self.l2 = l2
+        self.block_size = block_size
+        self.buffer_size = buffer_size
+        self.seed = seed
+        self.double_buffer = double_buffer
+        self.validation = validation
+        self.l1 = l1
+        self.tolerance = tolerance
+        self.n_iter_no_change = n_iter_no_change
+        self.verbose = verbose
+
+    def _encode_y(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        return np.asarray(y, dtype=np.float64), None
+
+    def _set_fitted(self, model: Model, classes: np.ndarray | None) -> None:
+        super()._set_fitted(model, classes)
         self.coef_ = model.coef[0]
-        self.intercept_ = model.intercept
 
-    def _metric(self) -> str:
-        return "r2"
+    def score(self, X: Any, y: Any = None, sample_weight: Any = None, *,
+              where: str | None = None) -> float:
+        """R² on arrays X, y, or on a table / query X (computed by the
+        database, against its label column)."""
+        return self._score(RegressorMixin, X, y, sample_weight, where)
 
-    def _score_arrays(self, pred: np.ndarray, y: np.ndarray) -> float:
-        y = y.astype(np.float64)
-        ss_tot = float(np.sum((y - y.mean()) ** 2))
-        ss_res = float(np.sum((y - pred) ** 2))
-        return 1.0 - ss_res / ss_tot if ss_tot else float("nan")
+    def predict(self, X: Any, *, where: str | None = None) -> np.ndarray:
+        """Predicted values for the rows of an array (computed locally) or
+        of a table / query (computed by the database)."""
+        if _is_source(X):
+            return np.asarray(self._server_predict(X, where), dtype=np.float64)
+        return np.asarray(self._decision(X), dtype=np.float64)
+
+
+def _key(value: Any) -> Any:
+    """A class value as the server returns it: numbers as float, else text."""
+    if isinstance(value, (bool, np.bool_, int, float, np.integer, np.floating)):
+        return float(value)
+    return str(value)

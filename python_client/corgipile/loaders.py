@@ -34,6 +34,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import struct
 import sys
 from collections.abc import Iterable, Sequence
@@ -50,7 +51,7 @@ from .statements import _is, parse_sql, quote_ident
 from .training import transaction
 
 __all__ = ["LoadResult", "load_numpy", "load_dataframe", "load_csv", "load_libsvm",
-           "read_libsvm", "read_csv", "table_name"]
+           "read_libsvm", "read_csv", "table_name", "suggest_model"]
 
 PROGRESS_ROWS = 100_000
 _CHUNK_BYTES = 4 << 20
@@ -71,6 +72,8 @@ class LoadResult:
     label: str | None
     features: str
     feature_indices: str | None = None
+    suggested_model: str | None = None
+    suggestion: str | None = None
 
     def train_params(self) -> dict[str, Any]:
         """label/features/feature_indices/n_features for client.train."""
@@ -173,6 +176,36 @@ def _label_array(y: np.ndarray, kind: str) -> np.ndarray:
     if kind == "bool":
         return y.astype(np.bool_)
     return y
+
+
+# at most this many distinct integer labels look like classes; more look
+# like a count or a measurement (regression)
+MAX_CLASSES = 20
+
+
+def suggest_model(labels: np.ndarray | None) -> tuple[str | None, str | None]:
+    """(the model that fits these labels, why), or (None, None) without
+    labels: svm for two classes the engine takes as binary (-1/+1, 0/1,
+    booleans), softmax for more classes or for other class values (text,
+    {1, 2}, ...), linear for a continuous label."""
+    if labels is None or labels.size == 0:
+        return None, None
+    kind = _label_type(labels, False)
+    if kind == "float8":
+        return "linear", "the label is continuous (non-integer numbers)"
+    values = set(np.unique(labels).tolist())
+    n = len(values)
+    if kind == "bool" or values in ({-1, 1}, {0, 1}):
+        return "svm", ("the label has two classes "
+                       f"({', '.join(map(str, sorted(values)))}); logistic works too")
+    if kind == "text":
+        return "softmax", f"the label has {n} text classes"
+    if n > MAX_CLASSES:
+        return "linear", (f"the label has {n} distinct integer values; if they are "
+                          "classes, use softmax")
+    if n < 2:
+        return None, "the label has a single value: there is nothing to learn"
+    return "softmax", f"the label has {n} classes ({', '.join(map(str, sorted(values)))})"
 
 
 # -- writing ---------------------------------------------------------------------
@@ -287,7 +320,7 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
                layout: str = "array", order: str = "given", columns: Sequence[str] | None = None,
                feature_type: str = "float8", if_exists: str = "fail", temporary: bool = False,
                seed: int | None = None, progress: bool | None = None, analyze: bool = True,
-               _integral_float_labels: bool = False) -> LoadResult:
+               label_name: str = "label", _integral_float_labels: bool = False) -> LoadResult:
     """Write a 2-D array of features (and optional labels) into a new table.
 
     x: array-like (n, d); y: array-like (n,) of labels (-1/+1, 0/1, bool,
@@ -296,6 +329,7 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
     "sparse" (the non-zero entries of each row).
     feature_type: "float8" or "float4" (half the space).
     if_exists: "fail", "replace" (drop and recreate) or "append".
+    label_name: the label column's name (default "label").
     """
     arr = np.asarray(x, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[1] == 0:
@@ -315,10 +349,12 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
         names = list(columns) if columns is not None else [f"x{j + 1}" for j in range(d)]
         if len(names) != d or len(set(names)) != d:
             raise ValueError(f"columns= needs {d} distinct names")
-        if {"id", "label"} & set(names):
-            raise ValueError("feature columns cannot be called id or label")
+        if {"id", label_name} & set(names):
+            raise ValueError(f"feature columns cannot be called id or {label_name}")
     elif layout in ("array", "sparse"):
         names = list(columns) if columns is not None else None  # type: ignore[assignment]
+        if label_name in ("id", "features", "feature_indices"):
+            raise ValueError(f"the label column cannot be called {label_name}")
     else:
         raise ValueError(f"unknown layout {layout!r}: use 'array', 'columns' or 'sparse'")
     perm = _order_index(order, n, labels,
@@ -332,7 +368,7 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
     with transaction(conn):
         columns_sql: list[tuple[str, str]] = [("id", "bigint")]
         if labels is not None:
-            columns_sql.append(("label", _LABEL_SQL[kind]))  # type: ignore[index]
+            columns_sql.append((label_name, _LABEL_SQL[kind]))  # type: ignore[index]
         ftype_sql = "double precision" if feature_type == "float8" else "real"
         if layout == "array":
             columns_sql.append(("features", ftype_sql + "[]"))
@@ -355,7 +391,8 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
             if bar is not None:
                 bar.close()
         _finish(conn, ident, analyze)
-    return _result(table, n, d, layout, labels is not None, names if layout == "columns" else None)
+    return _result(table, n, d, layout, labels, names if layout == "columns" else None,
+                   label_name)
 
 
 def _row_types(kind: str | None, layout: str, ftype: str, d: int) -> list[str]:
@@ -388,43 +425,86 @@ def _py_rows(ids: np.ndarray, labels: np.ndarray | None, x: np.ndarray, layout: 
             yield head + tuple(x[i].tolist())
 
 
-def _result(table: str, n: int, d: int, layout: str, has_label: bool,
-            names: Sequence[str] | None) -> LoadResult:
+def _result(table: str, n: int, d: int, layout: str, labels: np.ndarray | None,
+            names: Sequence[str] | None, label_name: str = "label") -> LoadResult:
     if layout == "columns":
         assert names is not None
         features = ", ".join(quote_ident(c) for c in names)
     else:
         features = "features"
+    model, why = suggest_model(labels)
     return LoadResult(table=table, rows=n, n_features=d, layout=layout,
-                      label="label" if has_label else None, features=features,
-                      feature_indices="feature_indices" if layout == "sparse" else None)
+                      label=_sql_name(label_name) if labels is not None else None,
+                      features=features,
+                      feature_indices="feature_indices" if layout == "sparse" else None,
+                      suggested_model=model, suggestion=why)
+
+
+def _sql_name(name: str) -> str:
+    """name as SQL text for corgipile.train's label: bare when PostgreSQL
+    would read it back unchanged, else quoted."""
+    from pglast import keywords
+
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name) and name not in keywords.RESERVED_KEYWORDS \
+            and name not in keywords.TYPE_FUNC_NAME_KEYWORDS \
+            and name not in keywords.COL_NAME_KEYWORDS:
+        return name
+    return quote_ident(name)
 
 
 def load_dataframe(conn: psycopg.Connection[Any], table: str, frame: Any, *,
                    label: str | None = "label", features: Sequence[str] | None = None,
-                   layout: str = "columns", **kwargs: Any) -> LoadResult:
+                   exclude: Sequence[str] | None = None, layout: str = "columns",
+                   **kwargs: Any) -> LoadResult:
     """Write a pandas DataFrame: label= names the label column (None for
-    none), features= the feature columns (default: all other columns, which
-    must be numeric or boolean). With layout "columns" the table keeps the
-    frame's column names. Other options as in load_numpy."""
+    none), which keeps its name and type in the table; features= the
+    feature columns (default: all other columns, which must be numeric or
+    boolean), or exclude= the columns to leave out. With layout "columns"
+    the table keeps the frame's column names. Other options as in
+    load_numpy."""
     if label is not None and label not in frame.columns:
         raise ValueError(f"the DataFrame has no column {label!r} (pass label=)")
-    names = list(features) if features is not None else [
-        c for c in frame.columns if c != label]
+    names = _pick_columns([str(c) for c in frame.columns],
+                          None if label is None else str(label), features, exclude)
     bad = [c for c in names if frame[c].dtype.kind not in "biuf"]
     if bad:
         raise ValueError(f"non-numeric feature columns {bad}; choose the features with "
                          "features=[...]")
     x = frame[names].to_numpy(dtype=np.float64)
     y = frame[label].to_numpy() if label is not None else None
+    if label is not None:
+        kwargs.setdefault("label_name", str(label))
     return load_numpy(conn, table, x, y, layout=layout, columns=[str(c) for c in names],
                       **kwargs)
 
 
+def _pick_columns(names: Sequence[str], label: str | None, features: Sequence[str] | None,
+                  exclude: Sequence[str] | None) -> list[str]:
+    """The feature columns: features= as given, or every column but the
+    label and exclude=; unknown names are errors that list the columns."""
+    for given, what in ((features, "feature"), (exclude, "excluded")):
+        unknown = [c for c in given or () if c not in names]
+        if unknown:
+            raise ValueError(f"no column {unknown[0]!r} ({what} columns must be among: "
+                             f"{', '.join(names)})")
+    if features is not None and exclude is not None:
+        raise ValueError("give the feature columns or the columns to exclude, not both")
+    if features is not None:
+        if label is not None and label in features:
+            raise ValueError(f"the label column {label!r} cannot also be a feature")
+        return list(features)
+    picked = [c for c in names if c != label and c not in set(exclude or ())]
+    if not picked:
+        raise ValueError("no feature columns are left")
+    return picked
+
+
 def read_csv(path: str | os.PathLike[str] | io.TextIOBase, *, label: str | int | None = "label",
-             features: Sequence[str] | None = None, delimiter: str = ",", header: bool = True
+             features: Sequence[str] | None = None, delimiter: str = ",", header: bool = True,
+             exclude: Sequence[str] | None = None
              ) -> tuple[np.ndarray, np.ndarray | None, list[str], str | None]:
-    """Parse a CSV file of numbers: (x, y, feature names, label name)."""
+    """Parse a CSV file of numbers: (x, y, feature names, label name).
+    features= picks the feature columns, exclude= leaves columns out."""
     handle: Any = open(path, newline="", encoding="utf-8") if not hasattr(path, "read") \
         else path
     try:
@@ -453,8 +533,8 @@ def read_csv(path: str | os.PathLike[str] | io.TextIOBase, *, label: str | int |
         if header is False and label_idx is not None:
             names[label_idx] = "label"
             label_name = "label"
-        feat = [j for j in range(len(names)) if j != label_idx] if features is None else \
-            [names.index(f) for f in features]
+        picked = _pick_columns(names, label_name, features, exclude)
+        feat = [names.index(f) for f in picked]
         xs: list[list[float]] = []
         ys: list[str] = []
         for lineno, row in enumerate(rows, 2 if header else 1):
@@ -507,14 +587,18 @@ def _parse_labels(ys: list[str]) -> np.ndarray:
 
 def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[str], *,
              label: str | int | None = "label", features: Sequence[str] | None = None,
-             delimiter: str = ",", header: bool = True, layout: str = "array",
-             **kwargs: Any) -> LoadResult:
+             exclude: Sequence[str] | None = None, delimiter: str = ",", header: bool = True,
+             layout: str = "array", **kwargs: Any) -> LoadResult:
     """Write a CSV file of numbers. label= names (or numbers, 0-based) the
-    label column, default "label" (the first column when header=False);
-    every other column is a feature unless features= picks them. With
-    layout "columns" the table keeps the header's names."""
-    x, y, names, _ = read_csv(path, label=label, features=features, delimiter=delimiter,
-                              header=header)
+    label column, default "label" (the first column when header=False); it
+    keeps its header name and its type (boolean, integer, float or text).
+    Every other column is a feature unless features= picks them or
+    exclude= leaves some out. With layout "columns" the table keeps the
+    header's names."""
+    x, y, names, label_name = read_csv(path, label=label, features=features,
+                                       exclude=exclude, delimiter=delimiter, header=header)
+    if label_name is not None:
+        kwargs.setdefault("label_name", label_name)
     return load_numpy(conn, table, x, y, layout=layout, columns=names, **kwargs)
 
 
@@ -640,4 +724,4 @@ def load_libsvm(conn: psycopg.Connection[Any], table: str, path: str | os.PathLi
             if bar is not None:
                 bar.close()
         _finish(conn, ident, analyze)
-    return _result(table, n, d, "sparse", True, None)
+    return _result(table, n, d, "sparse", labels, None)

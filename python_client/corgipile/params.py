@@ -18,7 +18,7 @@ from psycopg import sql
 from .errors import CorgipileError, ParameterError
 from .statements import Bound, Name
 
-__all__ = ["TrainSignature", "POSITIONAL"]
+__all__ = ["TrainSignature", "POSITIONAL", "train_defaults"]
 
 # corgipile.train(relation, model, ...): these two are never named parameters
 POSITIONAL = ("relation", "model")
@@ -153,3 +153,45 @@ class TrainSignature:
             values.append(value)
         query = sql.SQL("SELECT * FROM corgipile.train({})").format(sql.SQL(", ").join(parts))
         return query, values
+
+
+_DEFAULTS_SQL = """
+SELECT p.proargnames, p.proargmodes, p.pronargdefaults,
+       pg_catalog.pg_get_expr(p.proargdefaults, 0)
+  FROM pg_catalog.pg_proc p
+  JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'corgipile' AND p.proname = 'train'
+"""
+
+
+def train_defaults(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """The default of each named parameter of corgipile.train that has one,
+    as the Python value the server gives for it (the default expressions
+    are read from pg_proc, split by PostgreSQL's own parser and evaluated
+    by the server)."""
+    import pglast
+    from pglast.stream import RawStream
+
+    row = conn.execute(_DEFAULTS_SQL).fetchone()
+    if row is None:
+        raise CorgipileError("corgipile.train() is not installed in this database: run "
+                             "CREATE EXTENSION corgipile")
+    names, modes, ndefaults, exprs = row
+    inputs = [name for i, name in enumerate(names or [])
+              if (modes[i] if modes else "i") in ("i", "b", "v")]
+    if not ndefaults:
+        return {}
+    targets = pglast.parse_sql(f"SELECT {exprs}")[0].stmt.targetList
+    texts = [RawStream()(t.val) for t in targets]
+    if len(texts) != ndefaults:  # pragma: no cover - the catalog's own text
+        raise CorgipileError(f"cannot read the {ndefaults} defaults of corgipile.train")
+    named = inputs[-ndefaults:]
+    types = TrainSignature.load(conn).types
+    casts = []
+    for name, text in zip(named, texts):
+        typ = types[name]
+        if not _SAFE_TYPE.match(typ):  # pragma: no cover - the catalog's own names
+            raise CorgipileError(f"unexpected type {typ!r} for parameter {name}")
+        casts.append(f"({text})::{typ}")  # the value the function receives
+    values = conn.execute("SELECT " + ", ".join(casts)).fetchone() or ()
+    return dict(zip(named, values))

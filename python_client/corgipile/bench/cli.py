@@ -185,6 +185,21 @@ def _session(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SET application_name = 'corgipile bench'")
 
 
+# optional packages: (module, what needs it, pip extra)
+OPTIONAL = (("matplotlib", "the PNG plots", "bench"),
+            ("sklearn", "the scikit-learn baseline", "bench"))
+
+
+def missing_packages(baselines: list[str], plots: bool) -> list[tuple[str, str, str]]:
+    """The optional packages this run would need and cannot import:
+    (module, what needs it, pip extra)."""
+    import importlib.util
+
+    wanted = [o for o in OPTIONAL if (o[0] == "matplotlib" and plots)
+              or (o[0] == "sklearn" and "sklearn" in baselines)]
+    return [o for o in wanted if importlib.util.find_spec(o[0]) is None]
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark described by parsed arguments; 0 when every method
     ran or was skipped with a reason, 1 when one failed, 2 on bad arguments."""
@@ -201,10 +216,24 @@ def run(args: argparse.Namespace) -> int:
     orders = _split(args.baseline_orders)
     bad = [b for b in baselines if b not in BASELINES] + [o for o in orders if o not in BASELINE_ORDERS]
     if bad or not models or cfg.epochs < 1:
-        print(f"corgipile bench: bad arguments: {', '.join(bad) or 'no models or epochs'} "
-              f"(baselines: {', '.join(BASELINES)}; orders: {', '.join(BASELINE_ORDERS)})",
+        print(f"corgipile bench: error: bad arguments: "
+              f"{', '.join(bad) or 'no models or epochs'}\n"
+              f"HINT: baselines are {', '.join(BASELINES)} or none; orders are "
+              f"{', '.join(BASELINE_ORDERS)}",
               file=sys.stderr)
         return 2
+    # say at the start what is missing, not with a traceback at the end
+    plots = args.plots
+    sklearn_reason: str | None = None
+    for module, needed_by, extra in missing_packages(baselines, plots):
+        package = "scikit-learn" if module == "sklearn" else module
+        reason = (f"{package} is not installed, so {needed_by} will be skipped; "
+                  f"pip install 'corgipile[{extra}]' (or {package}) to include it")
+        print(f"corgipile bench: note: {reason}", file=sys.stderr, flush=True)
+        if module == "matplotlib":
+            plots = False
+        else:
+            sklearn_reason = reason
     synth = args.synthetic if args.synthetic is not None else not args.table
     out = Path(args.output or Path("bench-results") / _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
 
@@ -268,6 +297,9 @@ def run(args: argparse.Namespace) -> int:
                         elif b == "madlib":
                             for order in orders:
                                 note(madlib.run(conn, ds, model, order, cfg, copy))
+                        elif b == "sklearn" and sklearn_reason is not None:
+                            note(Run.skipped(ds.name, model, "sklearn", "sklearn",
+                                             "epoch_shuffle (in memory)", sklearn_reason))
                         elif b == "sklearn":
                             note(sklearn_runner.run(conn, ds, model, cfg))
             finally:
@@ -299,7 +331,7 @@ def run(args: argparse.Namespace) -> int:
     }
     doc = to_document(meta, datasets_doc, runs, targets)
     files = write_files(doc, runs, out)
-    if args.plots:
+    if plots:
         from .plots import plot
 
         files += plot(runs, scans, targets, out)

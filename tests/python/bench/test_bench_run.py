@@ -179,3 +179,28 @@ def test_dsn_after_the_subcommand_and_bad_arguments(bconn, dsn, tmp_path, capsys
     assert "oracle" in capsys.readouterr().err
     args = p.parse_args(["--dsn", dsn, "bench"])
     assert args.dsn == dsn and args.rows == 100_000 and args.epochs == 20
+
+
+def test_missing_optional_packages_are_named_at_the_start(conn, dsn, tmp_path, client_env):
+    """Without matplotlib and scikit-learn (blocked in sys.modules), the
+    bench says so before it runs anything, skips the plots and the sklearn
+    baseline with that reason, and succeeds: no traceback at the end."""
+    out = tmp_path / "out"
+    code = ("import sys; sys.modules['matplotlib'] = None; sys.modules['sklearn'] = None; "
+            "from corgipile.bench.cli import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "--dsn", dsn, "--rows", "500", "--dims", "4",
+         "--epochs", "2", "--scan-repeat", "1", "--output", str(out), "--models", "svm",
+         "--strategies", "corgipile", "--baselines", "sklearn"],
+        capture_output=True, text=True, env=client_env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    first = proc.stderr.splitlines()[:2]
+    assert first[0].startswith("corgipile bench: note: matplotlib is not installed"), first
+    assert "PNG plots will be skipped" in first[0] and "corgipile[bench]" in first[0]
+    assert first[1].startswith("corgipile bench: note: scikit-learn is not installed"), first
+    doc = json.loads((out / "results.json").read_text())
+    skipped = _one(doc, "svm", "sklearn")
+    assert skipped["status"] == "skipped" and "scikit-learn is not installed" in skipped["reason"]
+    assert _one(doc, "svm", "corgipile")["status"] == "ok"
+    assert not list(out.glob("*.png"))

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -63,12 +65,13 @@ def test_help_is_there_for_every_command(cli):
 def test_load_train_evaluate_predict_models(cli, csv_file, conn, tmp_path):
     out = cli("load", "pts", csv_file, "--label", "y", "--order", "label").stdout
     assert "loaded 300 rows into pts (array layout, 3 features)" in out
-    assert "corgipile train pts svm" in out
-    labels = [r[0] for r in conn.execute("SELECT label FROM pts ORDER BY ctid").fetchall()]
+    # the label keeps its name (issue 13), so the suggested command names it
+    assert "corgipile train pts svm --label y" in out and "two classes" in out
+    labels = [r[0] for r in conn.execute("SELECT y FROM pts ORDER BY ctid").fetchall()]
     assert labels == sorted(labels)
 
     out = cli("train", "pts", "svm", "--name", "demo", "--epochs", "4", "--seed", "1",
-              "--lr", "0.05").stdout
+              "--lr", "0.05", "--label", "y").stdout
     lines = out.splitlines()
     assert lines[0].split() == ["epoch", "|", "tuples", "|", "loss", "|", "score", "|",
                                 "validation_score", "|", "seconds"]
@@ -77,7 +80,7 @@ def test_load_train_evaluate_predict_models(cli, csv_file, conn, tmp_path):
                         "corgipile.models WHERE model_name = 'demo'").fetchone() == ("0.05", "4")
 
     doc = json.loads(cli("--json", "train", "pts", "logistic", "--name", "lr1", "--epochs", "2",
-                         "--where", "id < 200", "--set", "l2=0.001").stdout)
+                         "--where", "id < 200", "--set", "l2=0.001", "--label", "y").stdout)
     assert doc["model_name"] == "lr1" and [h["tuples"] for h in doc["history"]] == [200, 200]
     assert doc["params"]["l2"] == 0.001 and doc["params"]["source_filter"] == "id < 200"
 
@@ -86,15 +89,15 @@ def test_load_train_evaluate_predict_models(cli, csv_file, conn, tmp_path):
     table = cli("evaluate", "demo", "pts").stdout
     assert "accuracy" in table and "metric" in table
 
-    out = cli("predict", "demo", "pts", "--columns", "id,label", "--where", "id < 3",
+    out = cli("predict", "demo", "pts", "--columns", "id,y", "--where", "id < 3",
               "--limit", "2").stdout
-    assert out.splitlines()[0].split() == ["id", "|", "label", "|", "prediction"]
+    assert out.splitlines()[0].split() == ["id", "|", "y", "|", "prediction"]
     assert "(2 rows)" in out
     rows = json.loads(cli("predict", "demo", "pts", "--json", "--columns", "id").stdout)
     direct = dict(conn.execute("SELECT id, corgipile.predict('demo', p) FROM pts p").fetchall())
     assert {r["id"]: r["prediction"] for r in rows} == direct
     csv_out = cli("predict", "demo", "pts", "--csv", "--limit", "1").stdout.splitlines()
-    assert csv_out[0] == "id,label,features,prediction" and csv_out[1].count("{") == 1
+    assert csv_out[0] == "id,y,features,prediction" and csv_out[1].count("{") == 1
     one = cli("predict", "demo", "--vector", "0.5,-0.25,1").stdout.strip()
     assert float(one) == conn.execute(
         "SELECT corgipile.predict('demo', ARRAY[0.5,-0.25,1]::float8[])").fetchone()[0]
@@ -285,3 +288,88 @@ def test_progress_bar_on_a_terminal(cli_env, points, tmp_path):
     assert "tty1: 100%" in with_bar and "3/3" in with_bar
     without = run("--name", "tty2", "--no-progress")
     assert "100%" not in without and 'model "tty2" stored' in without
+
+
+def test_predict_on_a_model_with_text_classes(cli, conn):
+    """PREDICT BY answers text-class models through predict_class; so does
+    `corgipile predict`, on a table and on one vector."""
+    rng = np.random.default_rng(4)
+    centers = np.array([[2.0, 0.0], [-2.0, 2.0], [0.0, -2.0]])
+    k = rng.integers(0, 3, size=300)
+    x = centers[k] + 0.3 * rng.normal(size=(300, 2))
+    conn.execute("CREATE TABLE pets (id int, kind text, features float8[])")
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO pets VALUES (%s, %s, %s)",
+                        [(i, ["cat", "dog", "eel"][k[i]], x[i].tolist()) for i in range(300)])
+    cli("train", "pets", "softmax", "--name", "pets", "--label", "kind", "--epochs", "5",
+        "--seed", "1")
+    rows = json.loads(cli("predict", "pets", "pets", "--columns", "id,kind", "--json").stdout)
+    direct = dict(conn.execute("SELECT id, corgipile.predict_class('pets', p) FROM pets p"
+                               ).fetchall())
+    assert {r["id"]: r["prediction"] for r in rows} == direct
+    assert np.mean([r["prediction"] == r["kind"] for r in rows]) > 0.9
+    assert cli("predict", "pets", "--vector", "2,0").stdout.strip() == "cat"
+    assert json.loads(cli("predict", "pets", "--vector=-2,2", "--json").stdout
+                      )["prediction"] == "dog"
+
+
+def test_load_columns_exclude_and_the_suggested_model(cli, conn, tmp_path):
+    path = tmp_path / "shop.csv"
+    rows = ["customer,age,visits,note,segment,spend"]
+    rng = np.random.default_rng(2)
+    for i in range(60):
+        age, visits = rng.uniform(18, 80), rng.integers(0, 20)
+        rows.append(f"c{i},{age:.1f},{visits},free text {i},{['gold', 'silver', 'bronze'][i % 3]},"
+                    f"{0.5 * visits + 0.01 * age + rng.normal():.3f}")
+    path.write_text("\n".join(rows) + "\n")
+    out = cli("load", "seg", path, "--label", "segment", "--exclude", "customer,note,spend"
+              ).stdout
+    assert "(array layout, 2 features)" in out
+    assert "corgipile train seg softmax --label segment" in out and "3 text classes" in out
+    assert conn.execute("SELECT pg_typeof(segment)::text, segment FROM seg WHERE id = 0"
+                        ).fetchone() == ("text", "gold")
+    out = cli("load", "spend", path, "--label", "spend", "--columns", "visits,age",
+              "--layout", "columns").stdout
+    assert "corgipile train spend linear --features" in out and "continuous" in out
+    assert conn.execute("SELECT pg_typeof(spend)::text FROM spend LIMIT 1").fetchone() == (
+        "double precision",)
+    assert [r[0] for r in conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = 'spend'::regclass AND attnum > 0 "
+        "ORDER BY attnum").fetchall()] == ["id", "spend", "visits", "age"]
+    # the suggested command works as printed
+    suggested = shlex.split(out.split("train it with: ")[1].split("   #")[0])
+    assert suggested[:4] == ["corgipile", "train", "spend", "linear"]
+    cli(*suggested[1:], "--epochs", "2", "--lr", "0.0001", "--name", "sp")
+    proc = cli("load", "x", path, "--label", "spend", "--exclude", "nope", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("corgipile: error: no column 'nope'")
+    proc = cli("load", "seg", path, "--label", "segment", "--exclude", "customer,note",
+               check=False)
+    assert proc.returncode == 1 and 'relation "seg" already exists' in proc.stderr
+    assert "HINT: pass --if-exists replace" in proc.stderr
+
+
+def test_error_hints_name_the_option_that_fixes_it(cli, points, tmp_path):
+    cli("train", "points", "svm", "--name", "twice", "--epochs", "1")
+    proc = cli("train", "points", "svm", "--name", "twice", "--epochs", "1", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        'corgipile: error: model "twice" already exists',
+        "HINT: pass --replace to overwrite it, or choose another --name "
+        "(`corgipile models` lists the stored models)"]
+    cli("train", "points", "svm", "--name", "twice", "--epochs", "1", "--replace")
+    exported = tmp_path / "twice.json"
+    cli("models", "export", "twice", "-o", exported)
+    proc = cli("models", "import", exported, check=False)
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        'corgipile: error: model "twice" already exists',
+        "HINT: pass --replace to overwrite it, or --name to store it under another name"]
+    cli("models", "import", exported, "--replace")
+    proc = cli("models", "show", "nothing", check=False)
+    assert proc.stderr.splitlines() == ['corgipile: error: model "nothing" does not exist',
+                                        "HINT: `corgipile models` lists the stored models"]
+    proc = cli("predict", "twice", "points", "--vector", "1,2,3,4", check=False)
+    assert proc.stderr.startswith("corgipile: error: give either a table or --vector")
+    proc = cli("--dsn", "host=/nonexistent-socket-dir port=1", "models", check=False)
+    assert proc.returncode == 1 and proc.stderr.startswith("corgipile: error: ")
+    assert "HINT: give the database with --dsn" in proc.stderr

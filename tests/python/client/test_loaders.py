@@ -130,8 +130,10 @@ def test_dataframe(client, conn):
     frame = pd.DataFrame({"Age": x[:, 0], "income": x[:, 1], "score": x[:, 2], "y": y})
     result = client.load_dataframe("people", frame, label="y")
     assert result.features == '"Age", "income", "score"'
-    assert conn.execute('SELECT "Age", income, score, label FROM people WHERE id = 7'
+    # the label keeps its name and type (issue 13: no renaming to "label")
+    assert conn.execute('SELECT "Age", income, score, y FROM people WHERE id = 7'
                         ).fetchone() == (x[7, 0], x[7, 1], x[7, 2], y[7])
+    assert result.label == "y" and result.train_params()["label"] == "y"
     model = client.train("people", "svm", max_epoch_num=2, **result.train_params())
     assert model.features == ["Age", "income", "score"]
     preds = client.predict(model.name, frame)  # picks the model's columns by name
@@ -150,10 +152,12 @@ def test_csv(client, conn, tmp_path):
     path.write_text("a,b,y\n1.5,2,1\n-1,0.25,-1\n3,4,1\n")
     result = client.load_csv("csv_t", path, label="y")
     assert result.rows == 3 and result.n_features == 2
-    assert _rows(conn, "csv_t") == [(0, 1, [1.5, 2.0]), (1, -1, [-1.0, 0.25]),
-                                    (2, 1, [3.0, 4.0])]
+    assert _rows(conn, "csv_t", "id, y, features") == [
+        (0, 1, [1.5, 2.0]), (1, -1, [-1.0, 0.25]), (2, 1, [3.0, 4.0])]
+    assert result.train_params() == {"features": "features", "label": "y"}
+    assert (result.suggested_model, "two classes" in result.suggestion) == ("svm", True)
     client.load_csv("csv_cols", path, label="y", layout="columns", order="label")
-    assert conn.execute("SELECT id, label, a, b FROM csv_cols ORDER BY ctid").fetchall() == [
+    assert conn.execute("SELECT id, y, a, b FROM csv_cols ORDER BY ctid").fetchall() == [
         (1, -1, -1.0, 0.25), (0, 1, 1.5, 2.0), (2, 1, 3.0, 4.0)]
     noheader = tmp_path / "plain.csv"
     noheader.write_text("1;0.5;0.5\n0;0.1;0.2\n")
@@ -246,3 +250,40 @@ def test_table_name_parsing():
 def test_load_result_int_and_dataclass():
     r = corgipile.LoadResult("t", 3, 2, "array", "label", "features")
     assert int(r) == 3
+
+
+def test_csv_columns_exclude_label_types_and_suggestions(client, conn, tmp_path):
+    path = tmp_path / "mixed.csv"
+    path.write_text("id_code,a,b,note,Kind,price\n"
+                    "x1,1,2,hello,cat,1.5\nx2,3,4,bye,dog,2.25\nx3,5,6,hi,eel,3\n")
+    # --exclude: everything but the label and the excluded columns
+    r = client.load_csv("ex", path, label="Kind", exclude=["id_code", "note", "price"])
+    assert r.n_features == 2 and r.label == '"Kind"'
+    assert conn.execute('SELECT "Kind", pg_typeof("Kind")::text, features FROM ex '
+                        'ORDER BY id').fetchall() == [
+        ("cat", "text", [1.0, 2.0]), ("dog", "text", [3.0, 4.0]), ("eel", "text", [5.0, 6.0])]
+    assert r.suggested_model == "softmax" and "3 text classes" in r.suggestion
+    # --columns: just these, in this order; a float label suggests linear
+    r = client.load_csv("picked", path, label="price", features=["b", "a"], layout="columns")
+    assert conn.execute("SELECT price, pg_typeof(price)::text, b, a FROM picked "
+                        "WHERE id = 1").fetchone() == (2.25, "double precision", 4.0, 3.0)
+    assert r.suggested_model == "linear" and r.features == '"b", "a"'
+    model = client.train("picked", r.suggested_model, max_epoch_num=1, **r.train_params())
+    assert model.label == "price" and model.features == ["b", "a"]
+    with pytest.raises(ValueError, match="no column 'nope'.*among: id_code, a, b"):
+        client.load_csv("bad", path, label="price", exclude=["nope"])
+    with pytest.raises(ValueError, match="label column 'price' cannot also be a feature"):
+        client.load_csv("bad", path, label="price", features=["a", "price"])
+    with pytest.raises(ValueError, match="not both"):
+        client.load_csv("bad", path, label="price", features=["a"], exclude=["b"])
+
+
+@pytest.mark.parametrize("labels, model", [
+    ([-1, 1, 1], "svm"), ([0, 1, 0], "svm"), ([True, False, True], "svm"),
+    ([1, 2, 3], "softmax"), ([1, 2, 1], "softmax"), (["yes", "no", "no"], "softmax"),
+    ([0.5, 1.25, 3.0], "linear"), (list(range(50)), "linear"), ([4, 4, 4], None)])
+def test_suggested_model(labels, model):
+    from corgipile.loaders import suggest_model
+
+    assert suggest_model(np.array(labels))[0] == model
+    assert suggest_model(None) == (None, None)
