@@ -24,6 +24,7 @@
 #include "utils/varlena.h"
 #include "executor/spi.h"
 
+#include "corgipile.h"
 #include "datum_convert.h"
 #include "layout.h"
 
@@ -78,6 +79,19 @@ find_column(TupleDesc tupdesc, const char *name, const char *relname,
 					name, param, relname),
 			 errhint("Column names follow SQL rules: unquoted names fold to lower case.")));
 	return InvalidAttrNumber;
+}
+
+/* The label is not a feature: training on it would learn the answer. */
+static void
+check_not_label(const CpLayout *lo, AttrNumber attno, const char *name,
+				const char *param)
+{
+	if (attno == lo->label_attno)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"%s\" of relation \"%s\" is the label; it cannot also be named by %s",
+						name, lo->relname, param),
+				 errhint("Remove \"%s\" from %s.", name, param)));
 }
 
 static char *
@@ -161,6 +175,8 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 									   "features", &type);
 		numeric_array_elem(type, values_name, relname, cp_is_number_type,
 						   "a numeric array such as float4[] or float8[]");
+		check_not_label(lo, lo->indices_attno, lo->indices_name, "feature_indices");
+		check_not_label(lo, lo->values_attno, values_name, "features");
 		lo->feature_names = list_make1(values_name);
 		lo->max_attno = Max(lo->max_attno, Max(lo->indices_attno, lo->values_attno));
 		return;
@@ -175,6 +191,7 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 		{
 			numeric_array_elem(type, name, relname, cp_is_number_type,
 							   "a numeric array such as float4[] or float8[]");
+			check_not_label(lo, attno, name, "features");
 			lo->mode = CP_FEATURES_ARRAY;
 			lo->values_attno = attno;
 			lo->feature_names = list_make1(name);
@@ -203,6 +220,9 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 		lo->feature_names = lappend(lo->feature_names, name);
 		lo->max_attno = Max(lo->max_attno, lo->column_attnos[i]);
 	}
+	foreach(lc, names)
+		check_not_label(lo, lo->column_attnos[foreach_current_index(lc)],
+						lfirst(lc), "features");
 	if (lo->n_features > 0 && lo->n_features != lo->n_columns)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -363,12 +383,11 @@ cmp_string(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+/* Integer class keys stay exact int64: a double would merge labels above 2^53. */
 static int64
 class_key(Datum d, Oid type)
 {
-	if (type == BOOLOID)
-		return DatumGetBool(d) ? 1 : 0;
-	return (int64) cp_datum_to_double(d, type);
+	return cp_datum_to_int64(d, type);
 }
 
 /* The class number of a label, or an error if it is not a class. */
@@ -447,12 +466,15 @@ cp_class_map_scan(Relation rel, const CpLayout *lo)
 	int			n;
 	CpClassMap *cm;
 	MemoryContext caller = CurrentMemoryContext;
+	int			nest;
 
-	sql = psprintf("SELECT DISTINCT %s::text FROM ONLY %s WHERE %s IS NOT NULL LIMIT %d",
+	/* only casts and IS NOT NULL, under a pinned search_path */
+	sql = psprintf("SELECT DISTINCT %s::pg_catalog.text FROM ONLY %s WHERE %s IS NOT NULL LIMIT %d",
 				   col,
 				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 											  RelationGetRelationName(rel)),
 				   col, CP_MAX_CLASSES + 1);
+	nest = cp_pin_search_path();
 	SPI_connect();
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "corgipile: could not read the classes of \"%s\"", lo->relname);
@@ -473,6 +495,7 @@ cp_class_map_scan(Relation rel, const CpLayout *lo)
 		names[i] = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[i],
 															SPI_tuptable->tupdesc, 1));
 	SPI_finish();
+	cp_restore_search_path(nest);
 	cm = cp_class_map_from_names(lo->label_type, names, n);
 	return cm;
 }
@@ -649,7 +672,7 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 		buf->row_tids[row] = ((uint64) ItemPointerGetBlockNumber(&slot->tts_tid) << 16) |
 			ItemPointerGetOffsetNumber(&slot->tts_tid);
 		buf->row_keys[row] = (lo->id_attno > 0 && !isnull[lo->id_attno - 1]) ?
-			(int64) cp_datum_to_double(vals[lo->id_attno - 1], lo->id_type) : -1;
+			cp_datum_to_int64(vals[lo->id_attno - 1], lo->id_type) : -1;
 	}
 	buf->n_rows = row + 1;
 	return true;
@@ -738,7 +761,7 @@ cp_layout_scan(CpLayout *lo, Relation rel, Snapshot snapshot, CpBuffer *buf,
 			fn(buf, arg);
 			cp_buffer_reset(buf, lo->n_features);
 		}
-		if ((++seen % batch) == 0)
+		if ((++seen % 256) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
 	fn(buf, arg);

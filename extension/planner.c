@@ -24,6 +24,7 @@
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -158,10 +159,19 @@ check_training_relation(Oid relid, const CpTrainParams *p, bool ids_only,
 			aclcheck_error(acl, get_relkind_objtype(rel->rd_rel->relkind),
 						   RelationGetRelationName(rel));
 		cp_layout_ids_only(&layout, RelationGetDescr(rel), RelationGetRelationName(rel));
+		/* a whole-row reference: the executor then asks for every column */
+		cols = bms_make_singleton(InvalidAttrNumber - FirstLowInvalidHeapAttributeNumber);
 	}
 	else
+	{
 		cp_layout_resolve(&layout, RelationGetDescr(rel), RelationGetRelationName(rel), p);
-	cols = cp_layout_columns(&layout);
+		cols = cp_layout_columns(&layout);
+		/* a model too big to allocate is refused before any page is read */
+		if (layout.n_features > 0)
+			cp_check_model_size(p->model, layout.n_features, 2,
+								layout.mode == CP_FEATURES_SPARSE,
+								p->batch_size, RelationGetRelationName(rel));
+	}
 	cp_check_select(rel, cols);
 	if (n_pages)
 		*n_pages = RelationGetNumberOfBlocks(rel);
@@ -200,6 +210,13 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	foreach(lc, fexpr->args)
 		if (!IsA(lfirst(lc), Const))
 			return;
+
+	/*
+	 * What the plan reads depends on the role that runs it: privileges and
+	 * row-level security are checked for that role at executor start, and
+	 * the plan cache must re-plan (re-checking here) when the role changes.
+	 */
+	root->glob->dependsOnRole = true;
 
 	/* refuse bad input now, before any work is done */
 	args = (call == CP_CALL_TRAIN) ? fexpr->args : scan_args_as_train_args(fexpr->args);

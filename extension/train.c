@@ -10,7 +10,7 @@
  * prepared statement, a call in a SELECT list, arguments from a column),
  * the function runs and plans the same call again through SPI with its
  * argument values bound as constants, which reaches the operators, and
- * returns the rows that produced.
+ * returns that cursor's rows one per call.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,7 +22,10 @@
 #include "funcapi.h"
 #include "nodes/supportnodes.h"
 #include "lib/stringinfo.h"
-#include "utils/tuplestore.h"
+#include "utils/guc.h"
+#include "utils/portal.h"
+
+#include "corgipile.h"
 
 #include "params.h"
 
@@ -30,7 +33,7 @@ PG_FUNCTION_INFO_V1(corgipile_train);
 PG_FUNCTION_INFO_V1(corgipile_shuffled_scan);
 PG_FUNCTION_INFO_V1(corgipile_train_support);
 
-/* set while a fallback's own query runs, to catch a loop */
+/* set while a fallback's own query is planned or runs, to catch a loop */
 static bool replanning = false;
 
 static const Oid train_argtypes[CP_NUM_ARGS] = {
@@ -43,28 +46,44 @@ static const Oid scan_argtypes[5] = {
 	REGCLASSOID, TEXTOID, TEXTOID, TEXTOID, INT8OID
 };
 
-/*
- * Run "SELECT * FROM corgipile.<function>($1, ...)" with this call's
- * argument values bound, which the planner turns into the operators, and
- * return its rows.
- */
-static Datum
-replan(FunctionCallInfo fcinfo, const char *function, int nargs, const Oid *types)
+static void
+loop_error(const char *function)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ereport(ERROR,
+			(errcode(ERRCODE_INTERNAL_ERROR),
+			 errmsg("corgipile.%s could not be planned with the corgipile operators",
+					function),
+			 errhint("Check that the corgipile library is not disabled by another planner hook.")));
+}
+
+/* The caller stopped early (LIMIT): drop the cursor, which trains no more. */
+static void
+close_cursor(Datum arg)
+{
+	Portal		portal = GetPortalByName(DatumGetCString(arg));
+
+	if (PortalIsValid(portal))
+		SPI_cursor_close(portal);
+}
+
+/*
+ * Open a cursor on "SELECT * FROM corgipile.<function>($1, ...)" with this
+ * call's argument values bound as constants (a custom plan), which the
+ * planner turns into the operators.  Returns the cursor's name.
+ */
+static char *
+open_cursor(FunctionCallInfo fcinfo, const char *function, int nargs,
+			const Oid *types)
+{
 	Datum		values[CP_NUM_ARGS];
 	char		nulls[CP_NUM_ARGS];
 	StringInfoData sql;
-	int			ret;
+	SPIPlanPtr	plan;
+	Portal		portal;
+	char	   *name;
+	int			nest;
+	MemoryContext caller = CurrentMemoryContext;
 
-	if (replanning)
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("corgipile.%s could not be planned with the corgipile operators",
-						function),
-				 errhint("Check that the corgipile library is not disabled by another planner hook.")));
-
-	InitMaterializedSRF(fcinfo, 0);
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT * FROM corgipile.%s(", function);
 	Assert(nargs <= CP_NUM_ARGS);
@@ -76,25 +95,101 @@ replan(FunctionCallInfo fcinfo, const char *function, int nargs, const Oid *type
 	}
 	appendStringInfoChar(&sql, ')');
 
+	nest = cp_pin_search_path();
+	/* the arguments must reach the planner as constants, whatever the setting */
+	(void) set_config_option("plan_cache_mode", "force_custom_plan",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
 	SPI_connect();
 	replanning = true;
 	PG_TRY();
 	{
-		ret = SPI_execute_with_args(sql.data, nargs, (Oid *) types, values, nulls,
-									false, 0);
+		plan = SPI_prepare_cursor(sql.data, nargs, (Oid *) types,
+								  CURSOR_OPT_CUSTOM_PLAN | CURSOR_OPT_NO_SCROLL);
+		if (plan == NULL)
+			elog(ERROR, "corgipile.%s: SPI_prepare_cursor failed: %s", function,
+				 SPI_result_code_string(SPI_result));
+		portal = SPI_cursor_open(NULL, plan, values, nulls, false);
 	}
 	PG_FINALLY();
 	{
 		replanning = false;
 	}
 	PG_END_TRY();
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "corgipile.%s: SPI_execute_with_args returned %d", function, ret);
-
-	for (uint64 i = 0; i < SPI_processed; i++)
-		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
+	name = MemoryContextStrdup(caller, portal->name);
 	SPI_finish();
-	return (Datum) 0;
+	cp_restore_search_path(nest);
+	return name;
+}
+
+/*
+ * The fallback of train() and shuffled_scan(): a set-returning function
+ * that returns, one per call, the rows of a cursor on the same call with
+ * constant arguments.  One row per call, rather than the whole result at
+ * once, keeps the README's promise: a caller that stops early (a LIMIT in
+ * the SELECT list's query, a cursor closed) stops the training before its
+ * last epoch, and no model is stored.
+ */
+static Datum
+replan(FunctionCallInfo fcinfo, const char *function, int nargs, const Oid *types)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	FuncCallContext *funcctx;
+	char	   *name;
+	Portal		portal;
+	Datum		result;
+	int			nest;
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		MemoryContext old;
+		TupleDesc	desc;
+
+		if (replanning)
+			loop_error(function);
+		funcctx = SRF_FIRSTCALL_INIT();
+		old = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "corgipile.%s must return a composite type", function);
+		funcctx->tuple_desc = BlessTupleDesc(desc);
+		name = open_cursor(fcinfo, function, nargs, types);
+		funcctx->user_fctx = name;
+		MemoryContextSwitchTo(old);
+		if (rsinfo != NULL && IsA(rsinfo, ReturnSetInfo))
+			RegisterExprContextCallback(rsinfo->econtext, close_cursor,
+										CStringGetDatum(name));
+	}
+	funcctx = SRF_PERCALL_SETUP();
+	name = (char *) funcctx->user_fctx;
+
+	nest = cp_pin_search_path();
+	SPI_connect();
+	portal = SPI_cursor_find(name);
+	if (portal == NULL)
+		elog(ERROR, "corgipile.%s: cursor \"%s\" is gone", function, name);
+	replanning = true;
+	PG_TRY();
+	{
+		SPI_cursor_fetch(portal, true, 1);
+	}
+	PG_FINALLY();
+	{
+		replanning = false;
+	}
+	PG_END_TRY();
+	if (SPI_processed == 0)
+	{
+		SPI_cursor_close(portal);
+		SPI_finish();
+		cp_restore_search_path(nest);
+		SRF_RETURN_DONE(funcctx);
+	}
+	/* copied into the caller's memory, which outlives SPI_finish */
+	result = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0],
+											 funcctx->tuple_desc));
+	SPI_finish();
+	cp_restore_search_path(nest);
+	SRF_RETURN_NEXT(funcctx, result);
 }
 
 Datum
