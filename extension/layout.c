@@ -245,10 +245,13 @@ cp_layout_ids_only(CpLayout *lo, TupleDesc tupdesc, const char *relname)
 	for (int i = 0; i < tupdesc->natts; i++)
 	{
 		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
-		Oid			type = getBaseType(attr->atttypid);
+		Oid			type;
 
-		if (!attr->attisdropped && strcmp(NameStr(attr->attname), "id") == 0 &&
-			cp_is_index_type(type))
+		/* a dropped column has no type to look up */
+		if (attr->attisdropped || strcmp(NameStr(attr->attname), "id") != 0)
+			continue;
+		type = getBaseType(attr->atttypid);
+		if (cp_is_index_type(type))
 		{
 			lo->id_attno = attr->attnum;
 			lo->id_type = type;

@@ -433,7 +433,7 @@ cp_check_model_size(CpModelKind kind, int64 n_features, int n_outputs,
 
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("a %s model of %lld features x %d %s on \"%s\" is too large",
+				 errmsg("%s model of %lld features x %d %s on \"%s\" is too large",
 						cp_model_kind_name(kind), (long long) n_features, outputs,
 						kind == CP_MODEL_SOFTMAX ? "classes" : "output",
 						relname),
