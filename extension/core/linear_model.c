@@ -24,6 +24,8 @@
 #include <signal.h>
 #include <string.h>
 
+#include "common/int.h"
+
 #include "linear_model.h"
 
 /* how many rows the training loop runs between looks at the cancel flag */
@@ -65,17 +67,20 @@ gather_rows_for(int n_features)
 							CP_GATHER_BYTES / (sizeof(double) * (Size) Max(n_features, 1))));
 }
 
-/* a += b, a *= b on sizes; false when the result does not fit */
+/*
+ * a += b and a * b on sizes, with PostgreSQL's overflow-checked helpers
+ * (common/int.h needs only c.h); false when the result does not fit.
+ */
 static inline bool
 size_add(uint64 *a, uint64 b)
 {
-	return !__builtin_add_overflow(*a, b, a);
+	return !pg_add_u64_overflow(*a, b, a);
 }
 
 static inline bool
 size_mul(uint64 a, uint64 b, uint64 *out)
 {
-	return !__builtin_mul_overflow(a, b, out);
+	return !pg_mul_u64_overflow(a, b, out);
 }
 
 /*
