@@ -40,6 +40,7 @@ _PG_init(void)
 	RegisterCustomScanMethods(&sgd_scan_methods);
 	RegisterCustomScanMethods(&tuple_shuffle_scan_methods);
 	RegisterCustomScanMethods(&block_shuffle_scan_methods);
+	RegisterCustomScanMethods(&cp_call_scan_methods);
 	cp_planner_init();
 }
 

@@ -10,6 +10,7 @@
 
 #include "postgres.h"
 
+#include "nodes/extensible.h"
 #include "nodes/pathnodes.h"
 #include "utils/relcache.h"
 
@@ -17,6 +18,11 @@
 extern bool cp_progress_notices;
 
 extern void cp_planner_init(void);
+
+/* train.c: a FROM-clause call with arguments known only at execution */
+extern CustomScanMethods cp_call_scan_methods;
+extern CustomScan *cp_call_make_plan(List *args, bool shuffled_scan, List *tlist,
+									 List *scan_tlist, List *quals, Index rti);
 extern void cp_check_relation(Relation rel, const char *param);
 extern void cp_check_select(Relation rel, Bitmapset *cols);
 extern void cp_check_access_at_start(Relation rel, Bitmapset *cols, const char *param);

@@ -77,7 +77,7 @@ def test_prepared_as_superuser_executed_under_rls_refuses(rls_table, plan_mode):
 
 
 def test_prepared_with_parameters_executed_under_rls_refuses(rls_table):
-    """A generic plan with parameters goes through train()'s fallback."""
+    """A generic plan with parameters: the call is planned at execution."""
     conn, hidden, _ = rls_table
     conn.execute("SET plan_cache_mode = force_generic_plan")
     conn.execute("PREPARE tr(text) AS SELECT epoch, tuples FROM corgipile.train("
@@ -239,6 +239,9 @@ def hostile_schema(conn, roles, canary):
     "SELECT corgipile.train('public.dense_t', 'svm', max_epoch_num => 1, "
     "model_name => 'h4', validation => 'public.dense_t')",
     "SELECT * FROM corgipile.shuffled_scan('public.dense_t', 'epoch_shuffle', '1', '2', 1)",
+    # arguments known at execution only: the call node's cursor
+    "SELECT * FROM corgipile.train('public.sparse_t', 'softmax', features => 'val', "
+    "feature_indices => 'idx', max_epoch_num => 1, seed => (SELECT 1), model_name => 'h5')",
     "SELECT corgipile.shuffle_table('public.dense_t', 'dense_copy', 1)",
     "SELECT corgipile.shuffle_table('public.sparse_t', 'public.sparse_copy', 1)",
 ])
@@ -558,6 +561,26 @@ def test_select_list_train_with_limit_stores_nothing(conn):
                         "max_epoch_num => 3)").fetchall()
     assert len(rows) == 3
     assert models_named(conn, "whole") == 1
+    # arguments known only at execution: a generic plan, a scalar subquery
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute("PREPARE g(text) AS SELECT epoch FROM corgipile.train('t', 'svm', "
+                 "model_name => $1, max_epoch_num => 3) LIMIT 1")
+    assert conn.execute("EXECUTE g('generic_limited')").fetchall() == [(1,)]
+    assert models_named(conn, "generic_limited") == 0
+    conn.execute("PREPARE g3(text) AS SELECT epoch FROM corgipile.train('t', 'svm', "
+                 "model_name => $1, max_epoch_num => 3)")
+    assert conn.execute("EXECUTE g3('generic_whole')").fetchall() == [(1,), (2,), (3,)]
+    assert models_named(conn, "generic_whole") == 1
+    conn.execute("RESET plan_cache_mode")
+    assert conn.execute("SELECT epoch FROM corgipile.train('t', 'svm', model_name => "
+                        "(SELECT 'sub_limited'), max_epoch_num => 3) LIMIT 1").fetchall() == [(1,)]
+    assert models_named(conn, "sub_limited") == 0
+    # a rescan replays the epochs: trained once, stored once
+    rows = conn.execute("SELECT g, t.epoch FROM generate_series(1, 2) g, corgipile.train('t', 'svm', "
+                        "model_name => (SELECT 'rescanned'), max_epoch_num => 2) t "
+                        "ORDER BY 1, 2").fetchall()
+    assert rows == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert models_named(conn, "rescanned") == 1
     # a cursor closed early stores nothing either
     conn.execute("BEGIN")
     conn.execute("DECLARE c CURSOR FOR SELECT corgipile.train('t', 'svm', model_name => 'cur', "

@@ -156,3 +156,14 @@ LIMIT 1;
 SELECT count(*) AS limited_models FROM corgipile.models WHERE model_name = 'svm_limited';
 SELECT (corgipile.train('points', 'svm', model_name => 'svm_unlimited', max_epoch_num => 3)).epoch;
 SELECT count(*) AS unlimited_models FROM corgipile.models WHERE model_name = 'svm_unlimited';
+
+-- Arguments known only at execution (a generic plan's parameters): the call
+-- is planned then, and returns an epoch per row, so a LIMIT stops it too.
+SET plan_cache_mode = force_generic_plan;
+PREPARE tr_lim(text) AS
+SELECT epoch FROM corgipile.train('points', 'svm', model_name => $1, max_epoch_num => 3) LIMIT 1;
+EXPLAIN (COSTS OFF) EXECUTE tr_lim('svm_generic_limited');
+EXECUTE tr_lim('svm_generic_limited');
+SELECT count(*) AS generic_limited_models FROM corgipile.models
+WHERE model_name = 'svm_generic_limited';
+RESET plan_cache_mode;
