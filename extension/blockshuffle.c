@@ -25,6 +25,7 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "storage/bufmgr.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "blockshuffle.h"
@@ -127,7 +128,8 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		n_pages = ((HeapScanDesc) bs->scan)->rs_nblocks;
 	}
 	cp_resolve_sizing(&bs->params, n_pages, &bs->sizing);
-	bs->order = palloc(sizeof(uint32) * Max(bs->sizing.n_blocks, 1));
+	bs->order = MemoryContextAllocHuge(CurrentMemoryContext,
+									   mul_size(sizeof(uint32), Max(bs->sizing.n_blocks, 1)));
 	bs->next_block = 0;
 	bs->block_seq = -1;
 	bs->tuple.t_tableOid = RelationGetRelid(rel);
