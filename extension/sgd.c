@@ -234,7 +234,6 @@ infer_sparse_dimension(SgdState *s)
 	char	   *sql;
 	bool		isnull;
 	Datum		d;
-
 	int			nest;
 
 	/* pg_catalog's functions, named and under a pinned search_path */

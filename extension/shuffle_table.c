@@ -172,7 +172,6 @@ create_destination(Relation src, const char *dst)
 	RangeVar   *rv;
 	char	   *sql;
 	Oid			relid;
-
 	int			nest;
 
 	names = textToQualifiedNameList(cstring_to_text(dst));
@@ -227,6 +226,8 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 	AttrNumber *map;
 	Datum	   *svalues;
 	bool	   *sisnull;
+	Datum	   *dvalues;
+	bool	   *disnull;
 	MemoryContext batch_cxt;
 
 	/* not STRICT, so that a NULL seed means a random one */
@@ -293,11 +294,13 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 	map = map_columns(sdesc, ddesc, RelationGetRelationName(dst));
 	svalues = palloc(sizeof(Datum) * Max(sdesc->natts, 1));
 	sisnull = palloc(sizeof(bool) * Max(sdesc->natts, 1));
+	dvalues = palloc(sizeof(Datum) * Max(ddesc->natts, 1));
+	disnull = palloc(sizeof(bool) * Max(ddesc->natts, 1));
 	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile insert batch",
 									  ALLOCSET_DEFAULT_SIZES);
 	batch = palloc(sizeof(TupleTableSlot *) * CP_INSERT_BATCH);
 	for (int i = 0; i < CP_INSERT_BATCH; i++)
-		batch[i] = MakeSingleTupleTableSlot(ddesc, &TTSOpsVirtual);
+		batch[i] = MakeSingleTupleTableSlot(ddesc, &TTSOpsHeapTuple);
 	pile_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile pile",
 									 ALLOCSET_DEFAULT_SIZES);
 	for (int k = 0; k < n_piles; k++)
@@ -317,32 +320,35 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 
 		for (int64 i = 0; i < n; i++)
 		{
-			TupleTableSlot *slot = batch[filled++];
+			HeapTuple	formed;
 
-			/* src's values (missing ones filled in), as dst's columns */
+			/*
+			 * src's values (missing ones filled in) as dst's columns, formed
+			 * into a tuple of dst's layout in the batch's memory
+			 */
 			heap_deform_tuple(&tuples[order[i]], sdesc, svalues, sisnull);
-			ExecClearTuple(slot);
+			old = MemoryContextSwitchTo(batch_cxt);
 			for (int a = 0; a < ddesc->natts; a++)
 			{
 				int			from = map[a] - 1;
 				Datum		v = svalues[from];
 
-				slot->tts_isnull[a] = sisnull[from];
+				/* a value in src's TOAST table is fetched, then stored anew */
 				if (!sisnull[from] && TupleDescAttr(ddesc, a)->attlen == -1 &&
 					VARATT_IS_EXTERNAL(DatumGetPointer(v)))
-				{
-					/* fetched from src's TOAST table into the batch's memory */
-					MemoryContext o = MemoryContextSwitchTo(batch_cxt);
-
 					v = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(v)));
-					MemoryContextSwitchTo(o);
-				}
-				slot->tts_values[a] = v;
+				dvalues[a] = v;
+				disnull[a] = sisnull[from];
 			}
-			ExecStoreVirtualTuple(slot);
+			formed = heap_form_tuple(ddesc, dvalues, disnull);
+			MemoryContextSwitchTo(old);
+			ExecStoreHeapTuple(formed, batch[filled++], false);
 			if (filled == CP_INSERT_BATCH || i == n - 1)
 			{
+				/* what the insertion allocates (TOAST) goes with the batch */
+				old = MemoryContextSwitchTo(batch_cxt);
 				table_multi_insert(dst, batch, filled, cid, TABLE_INSERT_SKIP_FSM, bistate);
+				MemoryContextSwitchTo(old);
 				for (int j = 0; j < filled; j++)
 					ExecClearTuple(batch[j]);
 				MemoryContextReset(batch_cxt);
