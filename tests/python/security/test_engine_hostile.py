@@ -140,6 +140,14 @@ def test_validation_relation_checked_for_executing_role(rls_table):
     with pytest.raises(errors.FeatureNotSupported, match='"val_points".*row-level security'):
         conn.execute("EXECUTE tr")
     conn.execute("RESET ROLE")
+    # column privileges on the validation relation, for the executing role
+    conn.execute("ALTER TABLE val_points DISABLE ROW LEVEL SECURITY")
+    conn.execute(f'REVOKE SELECT ON val_points FROM "{hidden}"')
+    conn.execute(f'GRANT SELECT (label) ON val_points TO "{hidden}"')
+    conn.execute(f'SET ROLE "{hidden}"')
+    with pytest.raises(errors.InsufficientPrivilege, match="val_points"):
+        conn.execute("EXECUTE tr")
+    conn.execute("RESET ROLE")
 
 
 def test_shuffled_scan_and_shuffle_table_check_executing_role(rls_table):
@@ -453,9 +461,11 @@ def long_table(conn):
     return conn
 
 
-@pytest.mark.parametrize("shuffle", STRATEGIES)
+@pytest.mark.parametrize("shuffle,buffer", [(s, "64") for s in STRATEGIES] + [
+    # a one-page buffer: the most piles (the cap), the most buffers
+    ("shuffle_once", "1"), ("epoch_shuffle", "1"), ("corgipile", "1")])
 @pytest.mark.parametrize("double_buffer", [False, True])
-def test_cancel_every_strategy_within_a_second(long_table, dsn, shuffle, double_buffer):
+def test_cancel_every_strategy_within_a_second(long_table, dsn, shuffle, buffer, double_buffer):
     if double_buffer and shuffle not in ("corgipile", "epoch_shuffle"):
         pytest.skip("double buffering exercised on two strategies")
     session = psycopg.connect(dsn, autocommit=True)
@@ -467,7 +477,8 @@ def test_cancel_every_strategy_within_a_second(long_table, dsn, shuffle, double_
         try:
             session.execute("SELECT * FROM corgipile.train('long_t', 'svm', shuffle => %s, "
                             "model_name => 'cancelled', max_epoch_num => 500, "
-                            "buffer_size => '64', double_buffer => %s)", (shuffle, double_buffer))
+                            "buffer_size => %s, double_buffer => %s)",
+                            (shuffle, buffer, double_buffer))
             outcome["error"] = None
         except psycopg.Error as exc:
             outcome["error"] = exc
