@@ -336,18 +336,18 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 					 errmsg("a corgipile buffer cannot hold more than %u rows",
 							PG_UINT32_MAX),
 					 errhint("Use a smaller buffer_size.")));
-		buf->labels = grow(buf->memcxt, buf->labels, sizeof(double) * cap);
-		buf->order = grow(buf->memcxt, buf->order, sizeof(uint32) * cap);
+		buf->labels = grow(buf->memcxt, buf->labels, mul_size(sizeof(double), cap));
+		buf->order = grow(buf->memcxt, buf->order, mul_size(sizeof(uint32), cap));
 		if (buf->with_ids)
 		{
-			buf->row_tids = grow(buf->memcxt, buf->row_tids, sizeof(uint64) * cap);
-			buf->row_keys = grow(buf->memcxt, buf->row_keys, sizeof(int64) * cap);
+			buf->row_tids = grow(buf->memcxt, buf->row_tids, mul_size(sizeof(uint64), cap));
+			buf->row_keys = grow(buf->memcxt, buf->row_keys, mul_size(sizeof(int64), cap));
 		}
 		if (buf->sparse)
 		{
 			bool		fresh = (buf->offsets == NULL);
 
-			buf->offsets = grow(buf->memcxt, buf->offsets, sizeof(int64) * (cap + 1));
+			buf->offsets = grow(buf->memcxt, buf->offsets, mul_size(sizeof(int64), add_size(cap, 1)));
 			if (fresh)
 				buf->offsets[0] = 0;
 		}
@@ -357,9 +357,9 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 	{
 		int64		cap = Max(values, Max(4096, buf->cap_nnz * 2));
 
-		buf->values = grow(buf->memcxt, buf->values, sizeof(double) * cap);
+		buf->values = grow(buf->memcxt, buf->values, mul_size(sizeof(double), cap));
 		if (buf->sparse)
-			buf->indices = grow(buf->memcxt, buf->indices, sizeof(int32) * cap);
+			buf->indices = grow(buf->memcxt, buf->indices, mul_size(sizeof(int32), cap));
 		buf->cap_nnz = cap;
 	}
 }

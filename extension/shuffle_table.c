@@ -117,7 +117,7 @@ pile_load(BufFile *f, int64 size, HeapTupleData **tuples_out)
 		if (n == cap)
 		{
 			cap *= 2;
-			tuples = repalloc_huge(tuples, sizeof(HeapTupleData) * cap);
+			tuples = repalloc_huge(tuples, mul_size(sizeof(HeapTupleData), cap));
 		}
 		tuples[n].t_len = (uint32) len;
 		ItemPointerSetInvalid(&tuples[n].t_self);
@@ -313,7 +313,8 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 		old = MemoryContextSwitchTo(pile_cxt);
 		n = pile_load(piles[k], pile_bytes[k], &tuples);
 		BufFileClose(piles[k]);
-		order = palloc(sizeof(uint32) * Max(n, 1));
+		order = MemoryContextAllocHuge(CurrentMemoryContext,
+									   mul_size(sizeof(uint32), Max(n, 1)));
 		cp_order_identity(order, n);
 		cp_shuffle_uint32(order, n, &rng);
 		MemoryContextSwitchTo(old);

@@ -44,9 +44,9 @@ ensure_slots(TupleShuffleState *ts, int64 n)
 		return;
 	cap = Max(n, Max(1024, 2 * ss->slot_cap));
 	if (ss->slot_row == NULL)
-		ss->slot_row = MemoryContextAllocHuge(ts->buf_cxt, sizeof(int64) * cap);
+		ss->slot_row = MemoryContextAllocHuge(ts->buf_cxt, mul_size(sizeof(int64), cap));
 	else
-		ss->slot_row = repalloc_huge(ss->slot_row, sizeof(int64) * cap);
+		ss->slot_row = repalloc_huge(ss->slot_row, mul_size(sizeof(int64), cap));
 	ss->slot_cap = cap;
 }
 
