@@ -162,6 +162,7 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	SgdState   *s = (SgdState *) node;
 	CustomScan *cscan = (CustomScan *) node->ss.ps.plan;
 	bool		sparse;
+	int			nest;
 
 	s->ts = (TupleShuffleState *) ExecInitNode(linitial(cscan->custom_plans),
 											   estate, eflags);
@@ -179,12 +180,18 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	PreventCommandIfReadOnly("corgipile.train()");
 	PreventCommandIfParallelMode("corgipile.train()");
 
+	/*
+	 * The model catalog's queries run under a pinned search_path, so that no
+	 * function or operator of the caller's path runs inside them.
+	 */
+	nest = cp_pin_search_path();
 	if (s->params.model_name != NULL)
 		s->model_name = s->params.model_name;
 	else
 		s->model_name = cp_models_new_name(s->ts->child->css.ss.ss_currentRelation,
 										   s->params.model);
 	cp_models_check_absent(s->model_name);
+	cp_restore_search_path(nest);
 	if (s->params.n_features > 0)
 		cp_check_model_size(s->params.model, s->params.n_features, 2,
 							s->ts->layout.mode == CP_FEATURES_SPARSE,
@@ -561,6 +568,7 @@ static void
 save_model(SgdState *s)
 {
 	CpTrainRecord rec;
+	int			nest;
 
 	memset(&rec, 0, sizeof(rec));
 	rec.model_name = s->model_name;
@@ -576,7 +584,10 @@ save_model(SgdState *s)
 	rec.weights = s->best_epoch > 0 ? s->best_w : s->model.w;
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
 	rec.window_rows = s->ts->slots.capacity;
+	/* as in sgd_begin: the catalog's queries under a pinned search_path */
+	nest = cp_pin_search_path();
 	cp_models_insert(&rec);
+	cp_restore_search_path(nest);
 }
 
 static TupleTableSlot *

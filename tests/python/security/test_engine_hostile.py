@@ -223,11 +223,20 @@ def hostile_schema(conn, roles, canary):
     evil.execute("CREATE TABLE public.dense_t (label int, features float8[], note text)")
     evil.execute("INSERT INTO public.dense_t SELECT CASE WHEN g % 2 = 0 THEN 1 ELSE -1 END, "
                  "ARRAY[g % 2, 1], 'n' FROM generate_series(1, 200) g")
+    # models already in the catalog, so that a comparison in a query of it
+    # has rows to run on
+    quiet(conn)
+    for name in ("existing_1", "existing_2"):
+        conn.execute("SELECT * FROM corgipile.train('public.dense_t', 'svm', max_epoch_num => 1, "
+                     "model_name => %s)", (name,))
     # the sanity check that the look-alikes do fire when resolved by path
     probe = roles.connect(attacker)
     probe.execute("SET search_path = public, pg_catalog")
     probe.execute("SELECT max(i) FROM unnest(ARRAY[1, 2]) i")
     assert canary.calls() > 0, "the hostile functions do not run even when called directly"
+    before = canary.calls()
+    probe.execute("SELECT 1 FROM corgipile.models WHERE model_name = 'x'")
+    assert canary.calls() > before, "the hostile text = does not run even when called directly"
     marks = canary.calls()
     conn.execute("SET search_path = public, pg_catalog")
     quiet(conn)
@@ -247,6 +256,8 @@ def hostile_schema(conn, roles, canary):
     "SELECT corgipile.train('public.dense_t', 'svm', max_epoch_num => 1, "
     "model_name => 'h4', validation => 'public.dense_t')",
     "SELECT * FROM corgipile.shuffled_scan('public.dense_t', 'epoch_shuffle', '1', '2', 1)",
+    # a generated model name
+    "SELECT * FROM corgipile.train('public.dense_t', 'logistic', max_epoch_num => 1)",
     # arguments known at execution only: the call node's cursor
     "SELECT * FROM corgipile.train('public.sparse_t', 'softmax', features => 'val', "
     "feature_indices => 'idx', max_epoch_num => 1, seed => (SELECT 1), model_name => 'h5')",
