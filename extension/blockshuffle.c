@@ -25,9 +25,11 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "storage/bufmgr.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "blockshuffle.h"
+#include "corgipile.h"
 #include "core/shuffle.h"
 
 static Node *block_shuffle_create_state(CustomScan *cscan);
@@ -105,6 +107,17 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		n_pages = RelationGetNumberOfBlocks(rel);
 	else
 	{
+		CustomScan *cscan = (CustomScan *) node->ss.ps.plan;
+		RangeTblEntry *rte = exec_rt_fetch(cscan->scan.scanrelid, estate);
+
+		/*
+		 * The plan may have been made by another role: check row-level
+		 * security and SELECT for the one executing it, before any page is
+		 * read.  The columns are those the plan reads (a whole-row
+		 * reference for shuffled_scan).
+		 */
+		cp_check_access_at_start(rel, rte->selectedCols, "relation");
+
 		/*
 		 * No synchronized scans: they would start in the middle of the
 		 * table.  The scan's page count is fixed here, after the snapshot,
@@ -115,7 +128,8 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		n_pages = ((HeapScanDesc) bs->scan)->rs_nblocks;
 	}
 	cp_resolve_sizing(&bs->params, n_pages, &bs->sizing);
-	bs->order = palloc(sizeof(uint32) * Max(bs->sizing.n_blocks, 1));
+	bs->order = MemoryContextAllocHuge(CurrentMemoryContext,
+									   mul_size(sizeof(uint32), Max(bs->sizing.n_blocks, 1)));
 	bs->next_block = 0;
 	bs->block_seq = -1;
 	bs->tuple.t_tableOid = RelationGetRelid(rel);

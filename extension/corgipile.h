@@ -10,13 +10,26 @@
 
 #include "postgres.h"
 
+#include "nodes/extensible.h"
 #include "nodes/pathnodes.h"
+#include "utils/relcache.h"
 
 /* corgipile.progress: a NOTICE per epoch */
 extern bool cp_progress_notices;
 
 extern void cp_planner_init(void);
+
+/* train.c: a FROM-clause call with arguments known only at execution */
+extern CustomScanMethods cp_call_scan_methods;
+extern CustomScan *cp_call_make_plan(List *args, bool shuffled_scan, List *tlist,
+									 List *scan_tlist, List *quals, Index rti);
 extern void cp_check_relation(Relation rel, const char *param);
 extern void cp_check_select(Relation rel, Bitmapset *cols);
+extern void cp_check_access_at_start(Relation rel, Bitmapset *cols, const char *param);
+extern int	cp_pin_search_path(void);
+extern void cp_restore_search_path(int nest);
+
+/* piles of the two-pass shuffles: at most this many temporary files */
+#define CP_MAX_PILES 1024
 
 #endif							/* CORGIPILE_H */

@@ -63,9 +63,74 @@ cp_datum_to_double(Datum d, Oid type)
 		case BOOLOID:
 			return DatumGetBool(d) ? 1.0 : 0.0;
 		default:
-			elog(ERROR, "corgipile: unexpected type %u", type);
+			{
+				/* a domain is read as its base type */
+				Oid			base = getBaseType(type);
+
+				if (base != type)
+					return cp_datum_to_double(d, base);
+			}
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("corgipile cannot read a value of type %s as a number",
+							format_type_be(type))));
 	}
 	return 0.0;
+}
+
+/*
+ * An integer or boolean value as an exact int64 (class keys, row ids):
+ * going through a double would merge integers above 2^53.
+ */
+int64
+cp_datum_to_int64(Datum d, Oid type)
+{
+	switch (type)
+	{
+		case INT2OID:
+			return (int64) DatumGetInt16(d);
+		case INT4OID:
+			return (int64) DatumGetInt32(d);
+		case INT8OID:
+			return DatumGetInt64(d);
+		case BOOLOID:
+			return DatumGetBool(d) ? 1 : 0;
+		default:
+			{
+				Oid			base = getBaseType(type);
+
+				if (base != type)
+					return cp_datum_to_int64(d, base);
+			}
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("corgipile cannot read a value of type %s as an integer",
+							format_type_be(type))));
+	}
+	return 0;
+}
+
+/*
+ * The element type an array's data is laid out as: a domain over a number
+ * type is stored exactly like that type.
+ */
+static Oid
+storage_elem_type(ArrayType *arr)
+{
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+
+	switch (elemtype)
+	{
+		case FLOAT8OID:
+		case FLOAT4OID:
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case NUMERICOID:
+			return elemtype;
+		default:
+			return getBaseType(elemtype);
+	}
 }
 
 char *
@@ -112,7 +177,7 @@ cp_array_length(ArrayType *arr, const CpRowContext *where, const char *what)
 bool
 cp_array_to_doubles(ArrayType *arr, double *out, int n, const CpRowContext *where)
 {
-	Oid			elemtype = ARR_ELEMTYPE(arr);
+	Oid			elemtype = storage_elem_type(arr);
 
 	if (n == 0)
 		return true;
@@ -197,7 +262,7 @@ bool
 cp_array_to_indices(ArrayType *arr, int32 *out, int n, int n_features,
 					const CpRowContext *where)
 {
-	Oid			elemtype = ARR_ELEMTYPE(arr);
+	Oid			elemtype = storage_elem_type(arr);
 	const char *p = ARR_DATA_PTR(arr);
 
 	if (n == 0)
@@ -220,7 +285,12 @@ cp_array_to_indices(ArrayType *arr, int32 *out, int n, int n_features,
 				v = ((const int64 *) p)[i];
 				break;
 			default:
-				elog(ERROR, "corgipile: unexpected index type %u", elemtype);
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("feature indices of type %s[] in %s are not integers",
+								format_type_be(ARR_ELEMTYPE(arr)),
+								cp_row_description(where)),
+						 errhint("Use an int2[], int4[] or int8[] column for feature_indices.")));
 				v = 0;
 		}
 		if (v < 0 || v > PG_INT32_MAX || (n_features > 0 && v >= n_features))

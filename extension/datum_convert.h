@@ -22,6 +22,7 @@ typedef struct CpRowContext
 extern bool cp_is_number_type(Oid type);
 extern bool cp_is_index_type(Oid type);
 extern double cp_datum_to_double(Datum d, Oid type);
+extern int64 cp_datum_to_int64(Datum d, Oid type);
 extern char *cp_row_description(const CpRowContext *where);
 extern void cp_check_finite(double v, const CpRowContext *where);
 extern bool cp_array_to_doubles(ArrayType *arr, double *out, int n,

@@ -24,6 +24,7 @@
 #include "utils/varlena.h"
 #include "executor/spi.h"
 
+#include "corgipile.h"
 #include "datum_convert.h"
 #include "layout.h"
 
@@ -78,6 +79,19 @@ find_column(TupleDesc tupdesc, const char *name, const char *relname,
 					name, param, relname),
 			 errhint("Column names follow SQL rules: unquoted names fold to lower case.")));
 	return InvalidAttrNumber;
+}
+
+/* The label is not a feature: training on it would learn the answer. */
+static void
+check_not_label(const CpLayout *lo, AttrNumber attno, const char *name,
+				const char *param)
+{
+	if (attno == lo->label_attno)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"%s\" of relation \"%s\" is the label; it cannot also be named by %s",
+						name, lo->relname, param),
+				 errhint("Remove \"%s\" from %s.", name, param)));
 }
 
 static char *
@@ -161,6 +175,8 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 									   "features", &type);
 		numeric_array_elem(type, values_name, relname, cp_is_number_type,
 						   "a numeric array such as float4[] or float8[]");
+		check_not_label(lo, lo->indices_attno, lo->indices_name, "feature_indices");
+		check_not_label(lo, lo->values_attno, values_name, "features");
 		lo->feature_names = list_make1(values_name);
 		lo->max_attno = Max(lo->max_attno, Max(lo->indices_attno, lo->values_attno));
 		return;
@@ -175,6 +191,7 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 		{
 			numeric_array_elem(type, name, relname, cp_is_number_type,
 							   "a numeric array such as float4[] or float8[]");
+			check_not_label(lo, attno, name, "features");
 			lo->mode = CP_FEATURES_ARRAY;
 			lo->values_attno = attno;
 			lo->feature_names = list_make1(name);
@@ -203,6 +220,9 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 		lo->feature_names = lappend(lo->feature_names, name);
 		lo->max_attno = Max(lo->max_attno, lo->column_attnos[i]);
 	}
+	foreach(lc, names)
+		check_not_label(lo, lo->column_attnos[foreach_current_index(lc)],
+						lfirst(lc), "features");
 	if (lo->n_features > 0 && lo->n_features != lo->n_columns)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -225,10 +245,13 @@ cp_layout_ids_only(CpLayout *lo, TupleDesc tupdesc, const char *relname)
 	for (int i = 0; i < tupdesc->natts; i++)
 	{
 		Form_pg_attribute attr = TupleDescAttr(tupdesc, i);
-		Oid			type = getBaseType(attr->atttypid);
+		Oid			type;
 
-		if (!attr->attisdropped && strcmp(NameStr(attr->attname), "id") == 0 &&
-			cp_is_index_type(type))
+		/* a dropped column has no type to look up */
+		if (attr->attisdropped || strcmp(NameStr(attr->attname), "id") != 0)
+			continue;
+		type = getBaseType(attr->atttypid);
+		if (cp_is_index_type(type))
 		{
 			lo->id_attno = attr->attnum;
 			lo->id_type = type;
@@ -313,18 +336,18 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 					 errmsg("a corgipile buffer cannot hold more than %u rows",
 							PG_UINT32_MAX),
 					 errhint("Use a smaller buffer_size.")));
-		buf->labels = grow(buf->memcxt, buf->labels, sizeof(double) * cap);
-		buf->order = grow(buf->memcxt, buf->order, sizeof(uint32) * cap);
+		buf->labels = grow(buf->memcxt, buf->labels, mul_size(sizeof(double), cap));
+		buf->order = grow(buf->memcxt, buf->order, mul_size(sizeof(uint32), cap));
 		if (buf->with_ids)
 		{
-			buf->row_tids = grow(buf->memcxt, buf->row_tids, sizeof(uint64) * cap);
-			buf->row_keys = grow(buf->memcxt, buf->row_keys, sizeof(int64) * cap);
+			buf->row_tids = grow(buf->memcxt, buf->row_tids, mul_size(sizeof(uint64), cap));
+			buf->row_keys = grow(buf->memcxt, buf->row_keys, mul_size(sizeof(int64), cap));
 		}
 		if (buf->sparse)
 		{
 			bool		fresh = (buf->offsets == NULL);
 
-			buf->offsets = grow(buf->memcxt, buf->offsets, sizeof(int64) * (cap + 1));
+			buf->offsets = grow(buf->memcxt, buf->offsets, mul_size(sizeof(int64), add_size(cap, 1)));
 			if (fresh)
 				buf->offsets[0] = 0;
 		}
@@ -334,9 +357,9 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 	{
 		int64		cap = Max(values, Max(4096, buf->cap_nnz * 2));
 
-		buf->values = grow(buf->memcxt, buf->values, sizeof(double) * cap);
+		buf->values = grow(buf->memcxt, buf->values, mul_size(sizeof(double), cap));
 		if (buf->sparse)
-			buf->indices = grow(buf->memcxt, buf->indices, sizeof(int32) * cap);
+			buf->indices = grow(buf->memcxt, buf->indices, mul_size(sizeof(int32), cap));
 		buf->cap_nnz = cap;
 	}
 }
@@ -363,12 +386,11 @@ cmp_string(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+/* Integer class keys stay exact int64: a double would merge labels above 2^53. */
 static int64
 class_key(Datum d, Oid type)
 {
-	if (type == BOOLOID)
-		return DatumGetBool(d) ? 1 : 0;
-	return (int64) cp_datum_to_double(d, type);
+	return cp_datum_to_int64(d, type);
 }
 
 /* The class number of a label, or an error if it is not a class. */
@@ -447,12 +469,15 @@ cp_class_map_scan(Relation rel, const CpLayout *lo)
 	int			n;
 	CpClassMap *cm;
 	MemoryContext caller = CurrentMemoryContext;
+	int			nest;
 
-	sql = psprintf("SELECT DISTINCT %s::text FROM ONLY %s WHERE %s IS NOT NULL LIMIT %d",
+	/* only casts and IS NOT NULL, under a pinned search_path */
+	sql = psprintf("SELECT DISTINCT %s::pg_catalog.text FROM ONLY %s WHERE %s IS NOT NULL LIMIT %d",
 				   col,
 				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 											  RelationGetRelationName(rel)),
 				   col, CP_MAX_CLASSES + 1);
+	nest = cp_pin_search_path();
 	SPI_connect();
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "corgipile: could not read the classes of \"%s\"", lo->relname);
@@ -473,6 +498,7 @@ cp_class_map_scan(Relation rel, const CpLayout *lo)
 		names[i] = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[i],
 															SPI_tuptable->tupdesc, 1));
 	SPI_finish();
+	cp_restore_search_path(nest);
 	cm = cp_class_map_from_names(lo->label_type, names, n);
 	return cm;
 }
@@ -649,7 +675,7 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 		buf->row_tids[row] = ((uint64) ItemPointerGetBlockNumber(&slot->tts_tid) << 16) |
 			ItemPointerGetOffsetNumber(&slot->tts_tid);
 		buf->row_keys[row] = (lo->id_attno > 0 && !isnull[lo->id_attno - 1]) ?
-			(int64) cp_datum_to_double(vals[lo->id_attno - 1], lo->id_type) : -1;
+			cp_datum_to_int64(vals[lo->id_attno - 1], lo->id_type) : -1;
 	}
 	buf->n_rows = row + 1;
 	return true;
@@ -738,7 +764,7 @@ cp_layout_scan(CpLayout *lo, Relation rel, Snapshot snapshot, CpBuffer *buf,
 			fn(buf, arg);
 			cp_buffer_reset(buf, lo->n_features);
 		}
-		if ((++seen % batch) == 0)
+		if ((++seen % 256) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
 	fn(buf, arg);

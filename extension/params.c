@@ -15,6 +15,7 @@
 
 #include "nodes/primnodes.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "params.h"
 
@@ -401,4 +402,43 @@ cp_size_to_string(const CpSize *size)
 			break;
 	}
 	return pstrdup("auto");
+}
+
+/*
+ * Refuse, with an error that names the sizes, a model whose weights do not
+ * fit: more weights than an int indexes, or more than one array value can
+ * hold (MaxAllocSize: the weights are stored as one float8[] with the
+ * model).  Called before any page is read: at plan time when n_features is
+ * given, and once the dimension and the classes are known.  n_outputs is
+ * the number of classes (softmax) or 1.
+ */
+void
+cp_check_model_size(CpModelKind kind, int64 n_features, int n_outputs,
+					bool sparse, int batch_size, const char *relname)
+{
+	uint64		bytes = 0;
+	int64		n_weights = 0;
+	int			outputs = (kind == CP_MODEL_SOFTMAX) ? Max(n_outputs, 1) : 1;
+	bool		fits;
+
+	fits = n_features >= 0 && n_features < PG_INT32_MAX &&
+		cp_model_bytes(kind, (int) n_features, outputs, sparse,
+					   Max(batch_size, 1), &bytes, &n_weights) &&
+		(Size) n_weights <= MaxAllocSize / sizeof(double) &&
+		bytes <= (uint64) MaxAllocHugeSize;
+	if (!fits)
+	{
+		/* the figures, computed in floating point so that they cannot wrap */
+		double		want = (double) outputs * ((double) n_features + 1.0) * sizeof(double);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s model of %lld features x %d %s on \"%s\" is too large",
+						cp_model_kind_name(kind), (long long) n_features, outputs,
+						kind == CP_MODEL_SOFTMAX ? "classes" : "output",
+						relname),
+				 errdetail("Its weights need %.0f bytes; a model's weights are at most %zu bytes (one array value).",
+						   want, (size_t) MaxAllocSize),
+				 errhint("Use a smaller n_features (hash the feature indices into fewer dimensions), or fewer classes.")));
+	}
 }

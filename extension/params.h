@@ -132,5 +132,7 @@ extern bool cp_parse_model_kind(const char *name, CpModelKind *kind);
 extern const char *cp_shuffle_name(CpShuffle shuffle);
 extern bool cp_shuffle_random_blocks(CpShuffle shuffle);
 extern char *cp_size_to_string(const CpSize *size);
+extern void cp_check_model_size(CpModelKind kind, int64 n_features, int n_outputs,
+								bool sparse, int batch_size, const char *relname);
 
 #endif							/* CORGIPILE_PARAMS_H */

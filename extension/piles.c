@@ -10,7 +10,12 @@
  * uniform permutation of the whole table (papers/two-pass-shuffle.txt).
  * M is chosen so that a pile is expected to fill 80% of buffer_size, the
  * same memory budget as CorgiPile's buffer; a pile that comes out larger is
- * still loaded whole.
+ * still loaded whole.  M is capped at CP_MAX_PILES (1024) temporary files,
+ * whatever the buffer: a tiny buffer on a large table would otherwise open
+ * one file per heap page.  Past the cap a pile is larger than the buffer:
+ * about n_rows / 1024 rows, and pass 2 holds one pile in memory in the
+ * compact layout (8 bytes per label and per dense feature, 12 per sparse
+ * non-zero), twice for shuffle_once, which copies it into the output buffer.
  *
  * epoch_shuffle runs both passes every epoch; pass 2 is lazy: a pile is
  * shuffled (on the training thread) as it is trained on.
@@ -33,6 +38,7 @@
 #include "utils/memutils.h"
 
 #include "core/shuffle.h"
+#include "corgipile.h"
 #include "tupleshuffle.h"
 
 /* piles are sized to fill this share of the buffer, leaving room for chance */
@@ -133,7 +139,7 @@ scatter(TupleShuffleState *ts)
 	MemoryContext old;
 
 	piles->n_piles = (int) Min(Max(1.0, ceil(sz->n_pages / (buffer_pages * CP_PILE_FILL))),
-							   (double) (MaxAllocSize / sizeof(BufFile *)));
+							   (double) CP_MAX_PILES);
 	old = MemoryContextSwitchTo(ts->buf_cxt);
 	piles->files = palloc0(sizeof(BufFile *) * piles->n_piles);
 	for (int k = 0; k < piles->n_piles; k++)
@@ -152,6 +158,8 @@ scatter(TupleShuffleState *ts)
 			int			k = (int) pg_prng_uint64_range(&piles->rng, 0, piles->n_piles - 1);
 
 			write_row(&ts->staging, r, piles->files[k]);
+			if ((r & 1023) == 1023)
+				CHECK_FOR_INTERRUPTS();
 		}
 		piles->rows += ts->staging.n_rows;
 	}
@@ -167,9 +175,15 @@ load_pile(TupleShuffleState *ts, int k, CpBuffer *into)
 {
 	BufFile    *f = ts->piles.files[k];
 
+	int64		n = 0;
+
 	into->n_features = ts->layout.n_features;
 	while (read_row(f, into))
-		;
+	{
+		/* a pile can be large (CP_MAX_PILES): stay cancellable */
+		if ((++n & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
 	CHECK_FOR_INTERRUPTS();
 }
 
@@ -182,7 +196,10 @@ read_stream(TupleShuffleState *ts, CpBuffer *out)
 
 	out->n_features = ts->layout.n_features;
 	while (out->n_rows < chunk && read_row(piles->stream, out))
-		;
+	{
+		if ((out->n_rows & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
 	if (out->n_rows == 0)
 	{
 		ts->drained = true;
@@ -243,6 +260,8 @@ piles_fill(TupleShuffleState *ts, CpBuffer *out)
 
 		cp_buffer_append_row(out, &ts->staging, row);
 		write_row(&ts->staging, row, piles->stream);
+		if ((i & 1023) == 1023)
+			CHECK_FOR_INTERRUPTS();
 	}
 	return true;
 }

@@ -24,6 +24,7 @@
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -158,10 +159,19 @@ check_training_relation(Oid relid, const CpTrainParams *p, bool ids_only,
 			aclcheck_error(acl, get_relkind_objtype(rel->rd_rel->relkind),
 						   RelationGetRelationName(rel));
 		cp_layout_ids_only(&layout, RelationGetDescr(rel), RelationGetRelationName(rel));
+		/* a whole-row reference: the executor then asks for every column */
+		cols = bms_make_singleton(InvalidAttrNumber - FirstLowInvalidHeapAttributeNumber);
 	}
 	else
+	{
 		cp_layout_resolve(&layout, RelationGetDescr(rel), RelationGetRelationName(rel), p);
-	cols = cp_layout_columns(&layout);
+		cols = cp_layout_columns(&layout);
+		/* a model too big to allocate is refused before any page is read */
+		if (layout.n_features > 0)
+			cp_check_model_size(p->model, layout.n_features, 2,
+								layout.mode == CP_FEATURES_SPARSE,
+								p->batch_size, RelationGetRelationName(rel));
+	}
 	cp_check_select(rel, cols);
 	if (n_pages)
 		*n_pages = RelationGetNumberOfBlocks(rel);
@@ -182,6 +192,7 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	CustomPath *path;
 	BlockNumber n_pages;
 	double		scan_cost;
+	bool		deferred = false;
 
 	if (prev_set_rel_pathlist_hook)
 		prev_set_rel_pathlist_hook(root, rel, rti, rte);
@@ -196,10 +207,43 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	call = classify_call(fexpr);
 	if (call == CP_CALL_NONE)
 		return;
-	/* non-constant arguments: the function's own implementation re-plans */
+	/*
+	 * Arguments known only at execution (parameters of a generic plan, a
+	 * scalar subquery) give a node that evaluates them then and plans the
+	 * call again with them as constants, returning an epoch per row (see
+	 * train.c).  Arguments that refer to other relations' columns
+	 * (LATERAL) are left to a function scan and the function's own
+	 * fallback.
+	 */
 	foreach(lc, fexpr->args)
 		if (!IsA(lfirst(lc), Const))
+			deferred = true;
+	if (deferred)
+	{
+		if (contain_var_clause((Node *) fexpr->args) ||
+			!bms_is_empty(rel->lateral_relids))
 			return;
+		path = makeNode(CustomPath);
+		path->path.pathtype = T_CustomScan;
+		path->path.parent = rel;
+		path->path.pathtarget = rel->reltarget;
+		path->path.rows = rel->rows;
+		path->path.startup_cost = 0;
+		path->path.total_cost = rel->rows * cpu_tuple_cost;
+		path->custom_private = list_make3(NIL, makeInteger(call), makeInteger(1));
+		path->methods = &sgd_path_methods;
+		rel->pathlist = NIL;
+		rel->partial_pathlist = NIL;
+		add_path(rel, &path->path);
+		return;
+	}
+
+	/*
+	 * What the plan reads depends on the role that runs it: privileges and
+	 * row-level security are checked for that role at executor start, and
+	 * the plan cache must re-plan (re-checking here) when the role changes.
+	 */
+	root->glob->dependsOnRole = true;
 
 	/* refuse bad input now, before any work is done */
 	args = (call == CP_CALL_TRAIN) ? fexpr->args : scan_args_as_train_args(fexpr->args);
@@ -225,7 +269,7 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	path->path.pathkeys = NIL;
 	path->flags = 0;
 	path->custom_paths = NIL;
-	path->custom_private = list_make2(args, makeInteger(call));
+	path->custom_private = list_make3(args, makeInteger(call), makeInteger(0));
 	path->methods = &sgd_path_methods;
 
 	rel->pathlist = NIL;
@@ -303,6 +347,9 @@ sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	CustomScan *block_scan;
 	CustomScan *tuple_scan;
 
+	if (intVal(lthird(best_path->custom_private)) != 0)
+		return &cp_call_make_plan(fexpr->args, call == CP_CALL_SHUFFLED_SCAN,
+								  tlist, scan_tlist, quals, rel->relid)->scan.plan;
 	cp_params_from_consts(args, &p);
 	train_rti = add_relation_rte(root, p.relid,
 								 check_training_relation(p.relid, &p,

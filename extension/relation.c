@@ -6,8 +6,16 @@
  * BlockShuffle reads heap pages itself, so it must refuse what a plain scan
  * would handle differently: non-heap relations, other sessions' temporary
  * tables, and tables whose row-level security policies apply to the user
- * (as COPY TO does).  SELECT privilege is checked here at plan time and
- * again by the executor through the range table entry that the plan adds.
+ * (as COPY TO does).
+ *
+ * Everything is checked twice: at plan time, to refuse bad input before
+ * any work, and at executor start for the role that executes
+ * (cp_check_access_at_start), because a plan may be prepared by one role
+ * and executed by another (a prepared statement after SET ROLE, a shared
+ * SECURITY INVOKER function).  The executor also checks SELECT through the
+ * range table entries the plan adds (checkAsUser unset: the executing
+ * role), and the plan is marked as depending on the role so that the plan
+ * cache re-plans when the role changes.
  *
  *-------------------------------------------------------------------------
  */
@@ -101,10 +109,29 @@ cp_check_select(Relation rel, Bitmapset *cols)
 	while ((x = bms_next_member(cols, x)) >= 0)
 	{
 		AttrNumber	attno = x + FirstLowInvalidHeapAttributeNumber;
+		AclResult	acl;
 
-		if (pg_attribute_aclcheck(relid, attno, user, ACL_SELECT) != ACLCHECK_OK)
+		/* a whole-row reference needs every column, as the executor says */
+		if (attno == InvalidAttrNumber)
+			acl = pg_attribute_aclcheck_all(relid, user, ACL_SELECT, ACLMASK_ALL);
+		else
+			acl = pg_attribute_aclcheck(relid, attno, user, ACL_SELECT);
+		if (acl != ACLCHECK_OK)
 			aclcheck_error(ACLCHECK_NO_PRIV,
 						   get_relkind_objtype(rel->rd_rel->relkind),
 						   RelationGetRelationName(rel));
 	}
+}
+
+/*
+ * The checks of cp_check_relation and cp_check_select again, at executor
+ * start, for the role executing the plan (GetUserId() now, not when the
+ * plan was made): relation kind, row-level security, SELECT on the table or
+ * on the columns read.
+ */
+void
+cp_check_access_at_start(Relation rel, Bitmapset *cols, const char *param)
+{
+	cp_check_relation(rel, param);
+	cp_check_select(rel, cols);
 }

@@ -54,7 +54,7 @@ typedef struct SgdJob
 	TupleShuffleState *ts;
 	CpBuffer   *buf;
 	CpModel    *model;
-	volatile sig_atomic_t *cancel;
+	CpCancel   *cancel;
 	int64		reached;		/* rows trained on */
 } SgdJob;
 
@@ -162,6 +162,7 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	SgdState   *s = (SgdState *) node;
 	CustomScan *cscan = (CustomScan *) node->ss.ps.plan;
 	bool		sparse;
+	int			nest;
 
 	s->ts = (TupleShuffleState *) ExecInitNode(linitial(cscan->custom_plans),
 											   estate, eflags);
@@ -179,12 +180,22 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	PreventCommandIfReadOnly("corgipile.train()");
 	PreventCommandIfParallelMode("corgipile.train()");
 
+	/*
+	 * The model catalog's queries run under a pinned search_path, so that no
+	 * function or operator of the caller's path runs inside them.
+	 */
+	nest = cp_pin_search_path();
 	if (s->params.model_name != NULL)
 		s->model_name = s->params.model_name;
 	else
 		s->model_name = cp_models_new_name(s->ts->child->css.ss.ss_currentRelation,
 										   s->params.model);
 	cp_models_check_absent(s->model_name);
+	cp_restore_search_path(nest);
+	if (s->params.n_features > 0)
+		cp_check_model_size(s->params.model, s->params.n_features, 2,
+							s->ts->layout.mode == CP_FEATURES_SPARSE,
+							s->params.batch_size, s->ts->layout.relname);
 	s->model_name_datum = CStringGetTextDatum(s->model_name);
 
 	s->train_cxt = AllocSetContextCreate(estate->es_query_cxt,
@@ -197,7 +208,7 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	sparse = (s->ts->layout.mode == CP_FEATURES_SPARSE);
 	cp_buffer_init(&s->bufs[0], s->train_cxt, sparse);
 	cp_buffer_init(&s->bufs[1], s->train_cxt, sparse);
-	s->results = palloc0(sizeof(CpEpochResult) * s->params.max_epoch_num);
+	s->results = palloc0(mul_size(sizeof(CpEpochResult), s->params.max_epoch_num));
 	s->learning_rate = s->params.learning_rate;
 
 	if (OidIsValid(s->params.validation_relid))
@@ -205,6 +216,9 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 		s->vrel = table_open(s->params.validation_relid, AccessShareLock);
 		cp_layout_resolve(&s->vlayout, RelationGetDescr(s->vrel),
 						  RelationGetRelationName(s->vrel), &s->params);
+		/* as BlockShuffle does for the training relation */
+		cp_check_access_at_start(s->vrel, cp_layout_columns(&s->vlayout),
+								 "validation relation");
 		if (s->vlayout.mode != s->ts->layout.mode)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
@@ -227,11 +241,15 @@ infer_sparse_dimension(SgdState *s)
 	char	   *sql;
 	bool		isnull;
 	Datum		d;
+	int			nest;
 
-	sql = psprintf("SELECT max(i)::int8 FROM ONLY %s AS t, LATERAL unnest(t.%s) AS i",
+	/* pg_catalog's functions, named and under a pinned search_path */
+	sql = psprintf("SELECT pg_catalog.max(i)::pg_catalog.int8 FROM ONLY %s AS t, "
+				   "LATERAL pg_catalog.unnest(t.%s) AS i",
 				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 											  RelationGetRelationName(rel)),
 				   quote_identifier(lo->indices_name));
+	nest = cp_pin_search_path();
 	SPI_connect();
 	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "corgipile: could not find the largest feature index");
@@ -248,6 +266,7 @@ infer_sparse_dimension(SgdState *s)
 						(long long) DatumGetInt64(d), lo->relname)));
 	lo->n_features = (int) DatumGetInt64(d) + 1;
 	SPI_finish();
+	cp_restore_search_path(nest);
 }
 
 /* Allocate the weights once the dimension is known (first non-empty buffer). */
@@ -255,16 +274,22 @@ static void
 ensure_model(SgdState *s)
 {
 	MemoryContext old;
+	int			n_outputs;
+	bool		sparse;
 
 	if (s->model_ready)
 		return;
+	n_outputs = s->ts->layout.classes ? s->ts->layout.classes->n_classes : 1;
+	sparse = s->ts->layout.mode == CP_FEATURES_SPARSE;
+	cp_check_model_size(s->params.model, s->ts->layout.n_features, n_outputs,
+						sparse, s->params.batch_size, s->ts->layout.relname);
 	old = MemoryContextSwitchTo(s->train_cxt);
-	cp_model_init(&s->model, s->params.model, s->ts->layout.n_features,
-				  s->ts->layout.classes ? s->ts->layout.classes->n_classes : 1,
-				  s->ts->layout.mode == CP_FEATURES_SPARSE,
-				  s->params.batch_size, s->params.l2, s->params.l1, palloc0);
+	if (!cp_model_init(&s->model, s->params.model, s->ts->layout.n_features,
+					   n_outputs, sparse, s->params.batch_size, s->params.l2,
+					   s->params.l1, palloc0))
+		elog(ERROR, "corgipile: model sizes do not fit");	/* checked above */
 	if (s->params.early_stopping)
-		s->best_w = palloc(sizeof(double) * s->model.n_weights);
+		s->best_w = palloc(mul_size(sizeof(double), s->model.n_weights));
 	MemoryContextSwitchTo(old);
 	s->model.learning_rate = s->learning_rate;
 	s->model_ready = true;
@@ -284,7 +309,10 @@ static void
 train_single_buffered(SgdState *s)
 {
 	CpBuffer   *buf = &s->bufs[0];
+	CpCancel	cancel;
 
+	/* the main thread trains: the signal handlers' own flag stops it */
+	cp_cancel_init(&cancel, &InterruptPending);
 	while (tuple_shuffle_fill(s->ts, buf))
 	{
 		int64		pos = 0;
@@ -299,7 +327,7 @@ train_single_buffered(SgdState *s)
 		 * and carry on from the same row: the result does not depend on
 		 * when interrupts arrive.
 		 */
-		while ((pos = cp_model_train(&s->model, buf, pos, &InterruptPending)) < buf->n_rows)
+		while ((pos = cp_model_train(&s->model, buf, pos, &cancel)) < buf->n_rows)
 			CHECK_FOR_INTERRUPTS();
 	}
 }
@@ -417,7 +445,7 @@ track_best(SgdState *s, const CpEpochResult *res)
 	{
 		s->best_epoch = res->epoch;
 		s->best_loss = loss;
-		memcpy(s->best_w, s->model.w, sizeof(double) * s->model.n_weights);
+		memcpy(s->best_w, s->model.w, sizeof(double) * (Size) s->model.n_weights);
 	}
 	if (s->since_best >= s->params.n_iter_no_change)
 	{
@@ -452,6 +480,12 @@ run_epoch(SgdState *s)
 				cp_class_map_scan(s->ts->child->css.ss.ss_currentRelation, &s->ts->layout);
 			s->vlayout.classes = s->ts->layout.classes;
 		}
+		/* the dimension may have been inferred: refuse a model too big now */
+		if (s->ts->layout.n_features > 0)
+			cp_check_model_size(s->params.model, s->ts->layout.n_features,
+								s->ts->layout.classes ? s->ts->layout.classes->n_classes : 1,
+								s->ts->layout.mode == CP_FEATURES_SPARSE,
+								s->params.batch_size, s->ts->layout.relname);
 	}
 
 	s->learning_rate = s->params.learning_rate * pow(s->params.decay, s->n_done);
@@ -534,6 +568,7 @@ static void
 save_model(SgdState *s)
 {
 	CpTrainRecord rec;
+	int			nest;
 
 	memset(&rec, 0, sizeof(rec));
 	rec.model_name = s->model_name;
@@ -549,7 +584,10 @@ save_model(SgdState *s)
 	rec.weights = s->best_epoch > 0 ? s->best_w : s->model.w;
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
 	rec.window_rows = s->ts->slots.capacity;
+	/* as in sgd_begin: the catalog's queries under a pinned search_path */
+	nest = cp_pin_search_path();
 	cp_models_insert(&rec);
+	cp_restore_search_path(nest);
 }
 
 static TupleTableSlot *

@@ -17,8 +17,17 @@
  *
  * dst is created with CREATE TABLE dst (LIKE src INCLUDING ALL) minus
  * indexes, which would otherwise be maintained row by row; create them
- * afterwards.  Tuples are copied whole; values stored out of line in src's
- * TOAST table are fetched and stored again for dst by the insertion.
+ * afterwards.  dst's physical layout is not src's: LIKE leaves out dropped
+ * columns, and values that src holds only in the catalog (attmissingval,
+ * from ADD COLUMN ... DEFAULT) must be stored in dst's tuples.  So each
+ * tuple is deformed with src's descriptor (which fills in missing values),
+ * its values are mapped column by column onto dst's attributes, and a new
+ * tuple is formed with dst's descriptor.  Values stored out of line in
+ * src's TOAST table are detoasted here and stored again for dst by the
+ * insertion.  Generated columns keep their stored values (the expression
+ * is the same); identity columns keep their values, while dst's identity
+ * sequence starts afresh, as after CREATE TABLE ... LIKE and INSERT ...
+ * OVERRIDING SYSTEM VALUE.
  *
  *-------------------------------------------------------------------------
  */
@@ -26,7 +35,9 @@
 
 #include <math.h>
 
+#include "access/detoast.h"
 #include "access/heapam.h"
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -106,7 +117,7 @@ pile_load(BufFile *f, int64 size, HeapTupleData **tuples_out)
 		if (n == cap)
 		{
 			cap *= 2;
-			tuples = repalloc_huge(tuples, sizeof(HeapTupleData) * cap);
+			tuples = repalloc_huge(tuples, mul_size(sizeof(HeapTupleData), cap));
 		}
 		tuples[n].t_len = (uint32) len;
 		ItemPointerSetInvalid(&tuples[n].t_self);
@@ -119,6 +130,40 @@ pile_load(BufFile *f, int64 size, HeapTupleData **tuples_out)
 	return n;
 }
 
+/*
+ * For each attribute of dst, the attribute of src that holds its value:
+ * LIKE copies src's live columns in order, under the same names and types.
+ * Anything else (a concurrent change, which the locks rule out) is refused
+ * rather than copied wrong.
+ */
+static AttrNumber *
+map_columns(TupleDesc sdesc, TupleDesc ddesc, const char *dst)
+{
+	AttrNumber *map = palloc0(sizeof(AttrNumber) * Max(ddesc->natts, 1));
+	int			j = 0;
+
+	for (int i = 0; i < ddesc->natts; i++)
+	{
+		Form_pg_attribute d = TupleDescAttr(ddesc, i);
+		Form_pg_attribute sa = NULL;
+
+		while (j < sdesc->natts && TupleDescAttr(sdesc, j)->attisdropped)
+			j++;
+		if (j < sdesc->natts)
+			sa = TupleDescAttr(sdesc, j);
+		if (d->attisdropped || sa == NULL ||
+			strcmp(NameStr(d->attname), NameStr(sa->attname)) != 0 ||
+			d->atttypid != sa->atttypid || d->atttypmod != sa->atttypmod)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("corgipile.shuffle_table: column \"%s\" of \"%s\" does not match the source table",
+							NameStr(d->attname), dst)));
+		map[i] = sa->attnum;
+		j++;
+	}
+	return map;
+}
+
 /* CREATE TABLE dst (LIKE src ...) and return dst's OID. */
 static Oid
 create_destination(Relation src, const char *dst)
@@ -127,19 +172,29 @@ create_destination(Relation src, const char *dst)
 	RangeVar   *rv;
 	char	   *sql;
 	Oid			relid;
+	int			nest;
 
 	names = textToQualifiedNameList(cstring_to_text(dst));
 	rv = makeRangeVarFromNameList(names);
+
+	/*
+	 * The schema is resolved with the caller's search_path, as CREATE TABLE
+	 * would; the statement then runs under a pinned one and names it.
+	 */
+	if (rv->schemaname == NULL)
+		rv->schemaname = get_namespace_name(RangeVarGetCreationNamespace(rv));
 	sql = psprintf("CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
 				   "INCLUDING GENERATED INCLUDING IDENTITY INCLUDING STORAGE "
 				   "INCLUDING COMMENTS INCLUDING COMPRESSION)",
 				   quote_qualified_identifier(rv->schemaname, rv->relname),
 				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(src)),
 											  RelationGetRelationName(src)));
+	nest = cp_pin_search_path();
 	SPI_connect();
 	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "corgipile: could not create \"%s\"", dst);
 	SPI_finish();
+	cp_restore_search_path(nest);
 	CommandCounterIncrement();
 	relid = RangeVarGetRelid(rv, AccessExclusiveLock, false);
 	return relid;
@@ -166,6 +221,14 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 	MemoryContext old;
 	int64		rows = 0;
 	AclResult	acl;
+	TupleDesc	sdesc;
+	TupleDesc	ddesc;
+	AttrNumber *map;
+	Datum	   *svalues;
+	bool	   *sisnull;
+	Datum	   *dvalues;
+	bool	   *disnull;
+	MemoryContext batch_cxt;
 
 	/* not STRICT, so that a NULL seed means a random one */
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -196,7 +259,7 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 
 	/* pass 1: scatter the tuples over the piles */
 	n_piles = (int) Min(Max(1.0, ceil((double) RelationGetNumberOfBlocks(src) * BLCKSZ / budget)),
-						(double) (MaxAllocSize / sizeof(BufFile *)));
+						(double) CP_MAX_PILES);
 	piles = palloc(sizeof(BufFile *) * n_piles);
 	pile_bytes = palloc0(sizeof(int64) * n_piles);
 	for (int k = 0; k < n_piles; k++)
@@ -226,9 +289,18 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 	 */
 	bistate = GetBulkInsertState();
 	cid = GetCurrentCommandId(true);
+	sdesc = RelationGetDescr(src);
+	ddesc = RelationGetDescr(dst);
+	map = map_columns(sdesc, ddesc, RelationGetRelationName(dst));
+	svalues = palloc(sizeof(Datum) * Max(sdesc->natts, 1));
+	sisnull = palloc(sizeof(bool) * Max(sdesc->natts, 1));
+	dvalues = palloc(sizeof(Datum) * Max(ddesc->natts, 1));
+	disnull = palloc(sizeof(bool) * Max(ddesc->natts, 1));
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile insert batch",
+									  ALLOCSET_DEFAULT_SIZES);
 	batch = palloc(sizeof(TupleTableSlot *) * CP_INSERT_BATCH);
 	for (int i = 0; i < CP_INSERT_BATCH; i++)
-		batch[i] = MakeSingleTupleTableSlot(RelationGetDescr(dst), &TTSOpsHeapTuple);
+		batch[i] = MakeSingleTupleTableSlot(ddesc, &TTSOpsHeapTuple);
 	pile_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile pile",
 									 ALLOCSET_DEFAULT_SIZES);
 	for (int k = 0; k < n_piles; k++)
@@ -241,19 +313,46 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 		old = MemoryContextSwitchTo(pile_cxt);
 		n = pile_load(piles[k], pile_bytes[k], &tuples);
 		BufFileClose(piles[k]);
-		order = palloc(sizeof(uint32) * Max(n, 1));
+		order = MemoryContextAllocHuge(CurrentMemoryContext,
+									   mul_size(sizeof(uint32), Max(n, 1)));
 		cp_order_identity(order, n);
 		cp_shuffle_uint32(order, n, &rng);
 		MemoryContextSwitchTo(old);
 
 		for (int64 i = 0; i < n; i++)
 		{
-			ExecStoreHeapTuple(&tuples[order[i]], batch[filled++], false);
+			HeapTuple	formed;
+
+			/*
+			 * src's values (missing ones filled in) as dst's columns, formed
+			 * into a tuple of dst's layout in the batch's memory
+			 */
+			heap_deform_tuple(&tuples[order[i]], sdesc, svalues, sisnull);
+			old = MemoryContextSwitchTo(batch_cxt);
+			for (int a = 0; a < ddesc->natts; a++)
+			{
+				int			from = map[a] - 1;
+				Datum		v = svalues[from];
+
+				/* a value in src's TOAST table is fetched, then stored anew */
+				if (!sisnull[from] && TupleDescAttr(ddesc, a)->attlen == -1 &&
+					VARATT_IS_EXTERNAL(DatumGetPointer(v)))
+					v = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(v)));
+				dvalues[a] = v;
+				disnull[a] = sisnull[from];
+			}
+			formed = heap_form_tuple(ddesc, dvalues, disnull);
+			MemoryContextSwitchTo(old);
+			ExecStoreHeapTuple(formed, batch[filled++], false);
 			if (filled == CP_INSERT_BATCH || i == n - 1)
 			{
+				/* what the insertion allocates (TOAST) goes with the batch */
+				old = MemoryContextSwitchTo(batch_cxt);
 				table_multi_insert(dst, batch, filled, cid, TABLE_INSERT_SKIP_FSM, bistate);
+				MemoryContextSwitchTo(old);
 				for (int j = 0; j < filled; j++)
 					ExecClearTuple(batch[j]);
+				MemoryContextReset(batch_cxt);
 				filled = 0;
 				CHECK_FOR_INTERRUPTS();
 			}

@@ -29,6 +29,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "utils/memutils.h"
 
 #include "tupleshuffle.h"
@@ -43,9 +44,9 @@ ensure_slots(TupleShuffleState *ts, int64 n)
 		return;
 	cap = Max(n, Max(1024, 2 * ss->slot_cap));
 	if (ss->slot_row == NULL)
-		ss->slot_row = MemoryContextAllocHuge(ts->buf_cxt, sizeof(int64) * cap);
+		ss->slot_row = MemoryContextAllocHuge(ts->buf_cxt, mul_size(sizeof(int64), cap));
 	else
-		ss->slot_row = repalloc_huge(ss->slot_row, sizeof(int64) * cap);
+		ss->slot_row = repalloc_huge(ss->slot_row, mul_size(sizeof(int64), cap));
 	ss->slot_cap = cap;
 }
 
@@ -64,6 +65,8 @@ compact(TupleShuffleState *ts)
 	{
 		cp_buffer_append_row(&fresh, &ss->store, ss->slot_row[j]);
 		ss->slot_row[j] = j;
+		if ((j & 4095) == 4095)
+			CHECK_FOR_INTERRUPTS();
 	}
 	cp_buffer_free(&ss->store);
 	ss->store = fresh;
@@ -90,7 +93,11 @@ drain(TupleShuffleState *ts, CpBuffer *out)
 		ss->slot_row[j] = tmp;
 	}
 	for (int64 j = 0; j < ss->n_slots; j++)
+	{
 		cp_buffer_append_row(out, &ss->store, ss->slot_row[j]);
+		if ((j & 4095) == 4095)
+			CHECK_FOR_INTERRUPTS();
+	}
 	ss->n_slots = 0;
 	ts->drained = true;
 }
@@ -150,7 +157,11 @@ window_fill(TupleShuffleState *ts, CpBuffer *out)
 		if (ss->capacity == 0)
 			ss->capacity = ss->store.n_rows - first;
 		for (int64 r = first; r < ss->store.n_rows; r++)
+		{
 			take_row(ts, r, out);
+			if (((r - first) & 4095) == 4095)
+				CHECK_FOR_INTERRUPTS();
+		}
 		compact(ts);
 		if (out->n_rows > 0)
 			return true;

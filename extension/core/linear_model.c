@@ -24,6 +24,8 @@
 #include <signal.h>
 #include <string.h>
 
+#include "common/int.h"
+
 #include "linear_model.h"
 
 /* how many rows the training loop runs between looks at the cancel flag */
@@ -33,40 +35,146 @@
 #define CP_GATHER_MAX_ROWS 4096
 
 void
+cp_cancel_init(CpCancel *c, volatile const sig_atomic_t *signal_flag)
+{
+	atomic_init(&c->raised, 0);
+	c->signal_flag = signal_flag;
+}
+
+/* Ask the loop to stop; safe from any thread. */
+void
+cp_cancel_raise(CpCancel *c)
+{
+	atomic_store(&c->raised, 1);
+}
+
+bool
+cp_cancel_requested(CpCancel *c)
+{
+	if (c == NULL)
+		return false;
+	if (atomic_load_explicit(&c->raised, memory_order_relaxed))
+		return true;
+	return c->signal_flag != NULL && *c->signal_flag != 0;
+}
+
+/* dense rows gathered per chunk for a model of n_features */
+static int
+gather_rows_for(int n_features)
+{
+	/* about 256 kB of gathered rows: well inside L2 */
+	return (int) Max(1, Min(CP_GATHER_MAX_ROWS,
+							CP_GATHER_BYTES / (sizeof(double) * (Size) Max(n_features, 1))));
+}
+
+/*
+ * a += b and a * b on sizes, with PostgreSQL's overflow-checked helpers
+ * (common/int.h needs only c.h); false when the result does not fit.
+ */
+static inline bool
+size_add(uint64 *a, uint64 b)
+{
+	return !pg_add_u64_overflow(*a, b, a);
+}
+
+static inline bool
+size_mul(uint64 a, uint64 b, uint64 *out)
+{
+	return !pg_mul_u64_overflow(a, b, out);
+}
+
+/*
+ * The bytes cp_model_init allocates for such a model, and its number of
+ * weights.  Returns false when the sizes do not fit: more than
+ * CP_MAX_WEIGHTS weights, or a byte count that overflows.  The caller
+ * checks this before cp_model_init, which cannot report an error itself.
+ */
+bool
+cp_model_bytes(CpModelKind kind, int n_features, int n_outputs, bool sparse,
+			   int batch_size, uint64 *bytes, int64 *n_weights)
+{
+	uint64		outputs = (kind == CP_MODEL_SOFTMAX) ? (uint64) n_outputs : 1;
+	uint64		nw;
+	uint64		total = 0;
+	uint64		part;
+
+	*bytes = 0;
+	*n_weights = 0;
+	if (n_features < 0 || n_outputs < 1 || batch_size < 1)
+		return false;
+	if (!size_mul(outputs, (uint64) n_features + 1, &nw) ||
+		nw > (uint64) CP_MAX_WEIGHTS)
+		return false;
+	*n_weights = (int64) nw;
+	/* w, z and g */
+	if (!size_mul(nw, sizeof(double), &part) || !size_add(&total, part) ||
+		!size_add(&total, 2 * outputs * sizeof(double)))
+		return false;
+	if (!sparse)
+	{
+		uint64		rows = (uint64) gather_rows_for(n_features);
+
+		if (!size_mul((uint64) n_features * sizeof(double), rows, &part) ||
+			!size_add(&total, part) || !size_add(&total, rows * sizeof(double)))
+			return false;
+	}
+	if (batch_size > 1)
+	{
+		if (!size_mul(nw, sizeof(double), &part) || !size_add(&total, part))
+			return false;
+		if (sparse && !size_add(&total, (uint64) Max(n_features, 1) *
+								(sizeof(int32) + sizeof(uint8))))
+			return false;
+	}
+	*bytes = total;
+	return true;
+}
+
+/*
+ * Set up a model and allocate its arrays with alloc (which zeroes them).
+ * Returns false, allocating nothing, when cp_model_bytes says the sizes do
+ * not fit.
+ */
+bool
 cp_model_init(CpModel *m, CpModelKind kind, int n_features, int n_outputs,
 			  bool sparse, int batch_size, double l2, double l1,
 			  CpAllocZero alloc)
 {
+	uint64		bytes;
+	int64		n_weights;
+
 	memset(m, 0, sizeof(*m));
+	if (!cp_model_bytes(kind, n_features, n_outputs, sparse, batch_size,
+						&bytes, &n_weights))
+		return false;
 	m->kind = kind;
 	m->sparse = sparse;
 	m->n_features = n_features;
 	m->n_outputs = (kind == CP_MODEL_SOFTMAX) ? n_outputs : 1;
 	m->stride = n_features + 1;
-	m->n_weights = m->n_outputs * m->stride;
+	m->n_weights = (int) n_weights;
 	m->batch_size = batch_size;
 	m->l2 = l2;
 	m->l1 = l1;
-	m->w = alloc(sizeof(double) * m->n_weights);
-	m->z = alloc(sizeof(double) * m->n_outputs);
-	m->g = alloc(sizeof(double) * m->n_outputs);
+	m->w = alloc(sizeof(double) * (Size) m->n_weights);
+	m->z = alloc(sizeof(double) * (Size) m->n_outputs);
+	m->g = alloc(sizeof(double) * (Size) m->n_outputs);
 	if (!sparse)
 	{
-		/* about 256 kB of gathered rows: well inside L2 */
-		m->gather_rows = (int) Max(1, Min(CP_GATHER_MAX_ROWS,
-										  CP_GATHER_BYTES / (sizeof(double) * Max(n_features, 1))));
-		m->gather_values = alloc(sizeof(double) * n_features * m->gather_rows);
-		m->gather_labels = alloc(sizeof(double) * m->gather_rows);
+		m->gather_rows = gather_rows_for(n_features);
+		m->gather_values = alloc(sizeof(double) * (Size) n_features * (Size) m->gather_rows);
+		m->gather_labels = alloc(sizeof(double) * (Size) m->gather_rows);
 	}
 	if (batch_size > 1)
 	{
-		m->grad = alloc(sizeof(double) * m->n_weights);
+		m->grad = alloc(sizeof(double) * (Size) m->n_weights);
 		if (sparse)
 		{
-			m->touched = alloc(sizeof(int32) * Max(n_features, 1));
-			m->mark = alloc(sizeof(uint8) * Max(n_features, 1));
+			m->touched = alloc(sizeof(int32) * (Size) Max(n_features, 1));
+			m->mark = alloc(sizeof(uint8) * (Size) Max(n_features, 1));
 		}
 	}
+	return true;
 }
 
 /*
@@ -472,7 +580,7 @@ train_row(CpModel *m, const CpBuffer *buf, int64 row)
  */
 static int64
 train_gathered(CpModel *m, const CpBuffer *buf, int64 start,
-			   volatile const sig_atomic_t *cancel)
+			   CpCancel *cancel)
 {
 	int			d = m->n_features;
 	CpBuffer	chunk;
@@ -486,7 +594,7 @@ train_gathered(CpModel *m, const CpBuffer *buf, int64 start,
 	{
 		int64		n = Min((int64) m->gather_rows, buf->n_rows - i);
 
-		if (cancel != NULL && i > start && *cancel)
+		if (i > start && cp_cancel_requested(cancel))
 			return i;
 		for (int64 k = 0; k < n; k++)
 		{
@@ -507,22 +615,22 @@ train_gathered(CpModel *m, const CpBuffer *buf, int64 start,
  * Loss and accuracy are taken from each row's prediction before its update,
  * like the progressive figures of scikit-learn's SGD.
  *
- * Every few hundred rows (but never before the first), a raised *cancel
+ * Every few hundred rows (but never before the first), a raised cancel
  * makes it stop and return the position reached; a later call with that
  * position carries on exactly where it stopped.  Returns buf->n_rows when
  * the buffer is done.
  */
 int64
 cp_model_train(CpModel *m, const CpBuffer *buf, int64 start,
-			   volatile const sig_atomic_t *cancel)
+			   CpCancel *cancel)
 {
 	if (!buf->sparse && !buf->order_is_identity && m->gather_rows > 0)
 		return train_gathered(m, buf, start, cancel);
 
 	for (int64 i = start; i < buf->n_rows; i++)
 	{
-		if (cancel != NULL && i > start &&
-			((i - start) % CP_CANCEL_CHECK_ROWS) == 0 && *cancel)
+		if (i > start && ((i - start) % CP_CANCEL_CHECK_ROWS) == 0 &&
+			cp_cancel_requested(cancel))
 			return i;
 		train_row(m, buf, buf->order[i]);
 	}

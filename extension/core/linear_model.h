@@ -15,8 +15,26 @@
 #include "c.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 
 #include "buffer.h"
+
+/*
+ * What tells a training loop to stop early.  raised is set from another
+ * thread (cp_cancel_raise: the main thread stopping the helper), so it is
+ * an atomic; signal_flag, if not NULL, is a flag a signal handler of the
+ * training thread itself sets (the backend's InterruptPending when the
+ * main thread trains).  Either one stops the loop at the next check.
+ */
+typedef struct CpCancel
+{
+	atomic_int	raised;
+	volatile const sig_atomic_t *signal_flag;
+} CpCancel;
+
+extern void cp_cancel_init(CpCancel *c, volatile const sig_atomic_t *signal_flag);
+extern void cp_cancel_raise(CpCancel *c);
+extern bool cp_cancel_requested(CpCancel *c);
 
 typedef enum CpModelKind
 {
@@ -77,7 +95,13 @@ typedef struct CpModel
 
 typedef void *(*CpAllocZero) (Size size);
 
-extern void cp_model_init(CpModel *m, CpModelKind kind, int n_features,
+/* a model has at most this many weights (they are indexed by int) */
+#define CP_MAX_WEIGHTS ((int64) PG_INT32_MAX)
+
+extern bool cp_model_bytes(CpModelKind kind, int n_features, int n_outputs,
+						   bool sparse, int batch_size, uint64 *bytes,
+						   int64 *n_weights);
+extern bool cp_model_init(CpModel *m, CpModelKind kind, int n_features,
 						  int n_outputs, bool sparse, int batch_size,
 						  double l2, double l1, CpAllocZero alloc);
 extern double cp_model_margin(const CpModel *m, const CpBuffer *buf, int64 row);
@@ -92,7 +116,7 @@ extern double cp_predict_from_margin(CpModelKind kind, double margin);
 extern void cp_stats_add(CpStats *st, CpModelKind kind, double margin, double y);
 extern void cp_stats_add_outputs(CpStats *st, const CpModel *m, double *z, double y);
 extern int64 cp_model_train(CpModel *m, const CpBuffer *buf, int64 start,
-							volatile const sig_atomic_t *cancel);
+							CpCancel *cancel);
 extern bool cp_model_is_finite(const CpModel *m);
 extern void cp_model_flush(CpModel *m);
 extern void cp_model_evaluate(const CpModel *m, const CpBuffer *buf, CpStats *st);

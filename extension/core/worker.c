@@ -57,6 +57,7 @@ cp_worker_start(CpWorker *w)
 	int			rc;
 
 	memset(w, 0, sizeof(*w));
+	cp_cancel_init(&w->cancel, NULL);
 	pthread_mutex_init(&w->mutex, NULL);
 	pthread_cond_init(&w->cond, NULL);
 
@@ -122,7 +123,7 @@ cp_worker_stop(CpWorker *w)
 {
 	if (!w->started)
 		return;
-	w->cancel = 1;
+	cp_cancel_raise(&w->cancel);
 	pthread_mutex_lock(&w->mutex);
 	w->quit = true;
 	pthread_cond_broadcast(&w->cond);

@@ -19,6 +19,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "linear_model.h"
+
 typedef void (*CpJobFn) (void *arg);
 
 typedef struct CpWorker
@@ -31,7 +33,8 @@ typedef struct CpWorker
 	void	   *arg;
 	bool		pending;		/* a job is submitted and not yet done */
 	bool		quit;			/* the thread should exit */
-	volatile sig_atomic_t cancel;	/* raised to cut the running job short */
+	CpCancel	cancel;			/* raised (from the main thread) to cut the
+								 * running job short; the job polls it */
 } CpWorker;
 
 extern int	cp_worker_start(CpWorker *w);

@@ -329,6 +329,7 @@ test_resume(void)
 		CpModel		a,
 					r;
 		volatile sig_atomic_t flag = 1;
+		CpCancel	cancel;
 		int64		pos = 0;
 		int			stops = 0;
 		pg_prng_state rng;
@@ -338,8 +339,9 @@ test_resume(void)
 		cp_model_init(&a, CP_MODEL_SVM, 5, 1, sparse, 1, 0.01, 0.0, alloc_zero);
 		cp_model_init(&r, CP_MODEL_SVM, 5, 1, sparse, 1, 0.01, 0.0, alloc_zero);
 		a.learning_rate = r.learning_rate = 0.1;
+		cp_cancel_init(&cancel, &flag);
 		cp_model_train(&a, &b, 0, NULL);
-		while ((pos = cp_model_train(&r, &b, pos, &flag)) < b.n_rows)
+		while ((pos = cp_model_train(&r, &b, pos, &cancel)) < b.n_rows)
 			stops++;
 		CHECK(stops >= 3, "sparse=%d: a raised flag did not stop training (stops %d)", sparse, stops);
 		CHECK(memcmp(a.w, r.w, sizeof(double) * 6) == 0, "sparse=%d: resumed training differs", sparse);
@@ -378,7 +380,7 @@ test_gather_matches_direct(void)
 
 typedef struct SleepJob
 {
-	volatile sig_atomic_t *cancel;
+	CpCancel   *cancel;
 	int			ms;
 	bool		signals_blocked;
 	int			runs;
@@ -393,7 +395,7 @@ sleep_job(void *arg)
 	pthread_sigmask(SIG_SETMASK, NULL, &mask);
 	j->signals_blocked = sigismember(&mask, SIGINT) && sigismember(&mask, SIGTERM) &&
 		sigismember(&mask, SIGUSR1);
-	for (int i = 0; i < j->ms && !*j->cancel; i++)
+	for (int i = 0; i < j->ms && !cp_cancel_requested(j->cancel); i++)
 		usleep(1000);
 	j->runs++;
 }
@@ -545,9 +547,98 @@ test_l1(void)
 	CHECK(lasso.w[0] > 0.5, "l1 killed the useful weight too: %g", lasso.w[0]);
 }
 
+static void *
+alloc_refuse(Size size)
+{
+	n_failed++;
+	printf("FAIL: cp_model_init allocated %zu bytes for a model that does not fit\n", (size_t) size);
+	return NULL;
+}
+
+/* Model sizes: the issue's 3 classes x 1431655765 features overflowed an
+ * int and allocated 16 bytes for the weights; now it is refused. */
+static void
+test_model_sizes(void)
+{
+	uint64		bytes;
+	int64		nw;
+	CpModel		m;
+
+	CHECK(cp_model_bytes(CP_MODEL_SOFTMAX, 10, 3, false, 1, &bytes, &nw) && nw == 33,
+		  "3 x (10 + 1) weights: got %lld", (long long) nw);
+	CHECK(bytes >= 33 * sizeof(double), "too few bytes: %llu", (unsigned long long) bytes);
+	CHECK(!cp_model_bytes(CP_MODEL_SOFTMAX, 1431655765, 3, true, 1, &bytes, &nw),
+		  "3 x 1431655765 features accepted (%lld weights)", (long long) nw);
+	CHECK(!cp_model_bytes(CP_MODEL_SOFTMAX, PG_INT32_MAX, 2, true, 4, &bytes, &nw),
+		  "2 x INT_MAX features accepted");
+	CHECK(!cp_model_bytes(CP_MODEL_SVM, PG_INT32_MAX, 1, true, 1, &bytes, &nw),
+		  "INT_MAX + 1 weights accepted");
+	CHECK(cp_model_bytes(CP_MODEL_SVM, PG_INT32_MAX - 1, 1, true, 1, &bytes, &nw) &&
+		  nw == PG_INT32_MAX && bytes > (uint64) PG_INT32_MAX * sizeof(double),
+		  "INT_MAX weights: %lld weights, %llu bytes", (long long) nw,
+		  (unsigned long long) bytes);
+	/* the number of outputs only counts for softmax */
+	CHECK(cp_model_bytes(CP_MODEL_LOGISTIC, 1000, 1431655765, true, 1, &bytes, &nw) && nw == 1001,
+		  "binary model sized by n_outputs: %lld", (long long) nw);
+	CHECK(!cp_model_bytes(CP_MODEL_SVM, -1, 1, false, 1, &bytes, &nw), "negative n_features accepted");
+	CHECK(!cp_model_init(&m, CP_MODEL_SOFTMAX, 1431655765, 3, true, 1, 0, 0, alloc_refuse),
+		  "cp_model_init accepted 3 x 1431655765 features");
+	CHECK(m.w == NULL && m.n_weights == 0, "a refused model has weights");
+}
+
+typedef struct SpinJob
+{
+	CpCancel   *cancel;
+	atomic_int	saw_cancel;
+} SpinJob;
+
+static void
+spin_job(void *arg)
+{
+	SpinJob    *j = (SpinJob *) arg;
+
+	while (!cp_cancel_requested(j->cancel))
+		;
+	atomic_store(&j->saw_cancel, 1);
+}
+
+/* The helper's cancel flag is an atomic raised from the main thread: a job
+ * spinning on it (no sleep, no lock) sees it, and so does a signal flag. */
+static void
+test_cancel(void)
+{
+	CpWorker	w;
+	SpinJob		job;
+	CpCancel	c;
+	volatile sig_atomic_t sig = 0;
+	double		t0;
+
+	cp_cancel_init(&c, NULL);
+	CHECK(!cp_cancel_requested(&c), "a fresh cancel is raised");
+	CHECK(!cp_cancel_requested(NULL), "no cancel is raised");
+	cp_cancel_raise(&c);
+	CHECK(cp_cancel_requested(&c), "cp_cancel_raise did not raise");
+	cp_cancel_init(&c, &sig);
+	CHECK(!cp_cancel_requested(&c), "a signal flag of 0 raised");
+	sig = 1;
+	CHECK(cp_cancel_requested(&c), "a raised signal flag was not seen");
+
+	CHECK(cp_worker_start(&w) == 0, "worker did not start");
+	job.cancel = &w.cancel;
+	atomic_init(&job.saw_cancel, 0);
+	cp_worker_submit(&w, spin_job, &job);
+	usleep(20000);
+	t0 = now_seconds();
+	cp_worker_stop(&w);
+	CHECK(now_seconds() - t0 < 1.0, "stopping a spinning job took %.2f s", now_seconds() - t0);
+	CHECK(atomic_load(&job.saw_cancel) == 1, "the job did not see the cancel");
+}
+
 int
 main(void)
 {
+	test_model_sizes();
+	test_cancel();
 	test_shuffle();
 	test_gradients();
 	test_numerics();

@@ -86,6 +86,24 @@ SELECT * FROM corgipile.train('no_rows', 'svm');
 CREATE TABLE huge AS SELECT label, ARRAY[features[1] * 1e300, features[2]] AS features FROM points;
 SELECT * FROM corgipile.train('huge', 'svm', model_name => 'diverges', learning_rate => 10);
 
+-- a model too large to allocate, refused before any page is read: given,
+-- or inferred from the largest feature index (it wrapped an int before)
+SELECT * FROM corgipile.train('sparse_bad', 'svm', features => 'vals', feature_indices => 'idx',
+                              n_features => 2147483647);
+CREATE TABLE sparse_classes AS
+SELECT i % 3 AS label, ARRAY[i % 5] AS idx, ARRAY[1.0]::float8[] AS vals
+FROM generate_series(1, 30) AS i;
+SELECT * FROM corgipile.train('sparse_classes', 'softmax', features => 'vals',
+                              feature_indices => 'idx', n_features => 1431655765);
+INSERT INTO sparse_classes VALUES (1, ARRAY[1431655764], ARRAY[1.0]);
+SELECT * FROM corgipile.train('sparse_classes', 'softmax', features => 'vals',
+                              feature_indices => 'idx');
+-- the label is not a feature
+SELECT * FROM corgipile.train('points_cols', 'svm', features => 'x1, label');
+SELECT * FROM corgipile.train('points', 'svm', label => 'features', features => 'features');
+CREATE TABLE label_idx AS SELECT 1 AS label, ARRAY[0] AS idx, ARRAY[1.0]::float8[] AS vals;
+SELECT * FROM corgipile.train('label_idx', 'svm', features => 'label', feature_indices => 'idx');
+
 -- an existing model name
 SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'taken', max_epoch_num => 1);
 SELECT * FROM corgipile.train('points', 'svm', model_name => 'taken');

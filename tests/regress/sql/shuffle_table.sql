@@ -21,6 +21,26 @@ SELECT corgipile.shuffle_table('constrained', 'shuffled."Copy"');
 \d shuffled."Copy"
 SELECT sum(length(note)) = (SELECT sum(length(note)) FROM constrained) AS toasted_values_copied
 FROM shuffled."Copy";
+-- A table whose physical layout is not a fresh copy's: a dropped column,
+-- columns added with a default (stored only in the catalog), out-of-line
+-- values, generated and identity columns.  Every value is copied.
+CREATE TABLE altered (a int, id int GENERATED ALWAYS AS IDENTITY, label int,
+                      features float8[], t text,
+                      g int GENERATED ALWAYS AS (label * 2) STORED);
+INSERT INTO altered (a, label, features, t)
+SELECT i, label, features, CASE WHEN i % 100 = 0 THEN repeat(md5(i::text), 3000) ELSE 'short' END
+FROM points, LATERAL (SELECT id AS i) s;
+ALTER TABLE altered DROP COLUMN a;
+ALTER TABLE altered ADD COLUMN m int DEFAULT 42;
+ALTER TABLE altered ADD COLUMN m2 text DEFAULT 'missing';
+INSERT INTO altered (label, features, t, m, m2) VALUES (1, '{1,1}', 'late', 7, 'present');
+SELECT corgipile.shuffle_table('altered', 'altered_copy', 3);
+SELECT count(*) AS differing
+FROM ((SELECT * FROM altered EXCEPT ALL SELECT * FROM altered_copy)
+      UNION ALL (SELECT * FROM altered_copy EXCEPT ALL SELECT * FROM altered)) d;
+SELECT m, m2, count(*) FROM altered_copy GROUP BY m, m2 ORDER BY m;
+SELECT count(*), count(DISTINCT id) FROM corgipile.shuffled_scan('altered', 'corgipile', '1', '4', 1);
+
 -- errors
 SELECT corgipile.shuffle_table('points', 'points_shuffled');
 SELECT corgipile.shuffle_table('points_view_missing', 'x');

@@ -119,3 +119,51 @@ SELECT params->>'pages_per_block' AS pages_per_block,
        params->>'blocks_per_buffer' AS blocks_per_buffer, params->>'n_blocks' AS n_blocks,
        pg_relation_size('points') / current_setting('block_size')::int AS table_pages
 FROM corgipile.models WHERE model_name = 'sized';
+
+-- Arrays of domains over number types, and domains over index arrays, are
+-- read as their base types: the same weights as without the domains.
+CREATE DOMAIN real_dom AS float8;
+CREATE DOMAIN idx_dom AS int[];
+CREATE TABLE points_dom AS
+SELECT id, label, features::real_dom[] AS features, ARRAY[0, 1]::idx_dom AS idx FROM points;
+SELECT count(*) FROM corgipile.train('points_dom', 'svm', model_name => 'svm_dom',
+                                     max_epoch_num => 2, seed => 1);
+SELECT count(*) FROM corgipile.train('points_dom', 'svm', model_name => 'svm_dom_sparse',
+                                     features => 'features', feature_indices => 'idx',
+                                     max_epoch_num => 2, seed => 1);
+CREATE TABLE points_nodom AS
+SELECT id, label, features::float8[] AS features, ARRAY[0, 1]::int[] AS idx FROM points;
+SELECT count(*) FROM corgipile.train('points_nodom', 'svm', model_name => 'svm_nodom',
+                                     max_epoch_num => 2, seed => 1);
+SELECT a.weights = b.weights AS domains_same_weights
+FROM corgipile.models a, corgipile.models b
+WHERE a.model_name = 'svm_dom' AND b.model_name = 'svm_nodom';
+
+-- bigint class labels above 2^53 stay distinct classes
+CREATE TABLE big_classes AS
+SELECT 9007199254740992 + i % 3 AS label,
+       ARRAY[(i % 3 = 0)::int, (i % 3 = 1)::int, 1]::float8[] AS features
+FROM generate_series(1, 300) AS i;
+SELECT max(epoch) AS epochs, round(max(score)::numeric, 2) AS best_score
+FROM corgipile.train('big_classes', 'softmax', model_name => 'big_classes',
+                     max_epoch_num => 10, seed => 1);
+SELECT classes FROM corgipile.models WHERE model_name = 'big_classes';
+
+-- train() in a SELECT list stopped by a LIMIT stores no model (the README's
+-- promise); run to the end, it does
+SELECT (corgipile.train('points', 'svm', model_name => 'svm_limited', max_epoch_num => 3)).epoch
+LIMIT 1;
+SELECT count(*) AS limited_models FROM corgipile.models WHERE model_name = 'svm_limited';
+SELECT (corgipile.train('points', 'svm', model_name => 'svm_unlimited', max_epoch_num => 3)).epoch;
+SELECT count(*) AS unlimited_models FROM corgipile.models WHERE model_name = 'svm_unlimited';
+
+-- Arguments known only at execution (a generic plan's parameters): the call
+-- is planned then, and returns an epoch per row, so a LIMIT stops it too.
+SET plan_cache_mode = force_generic_plan;
+PREPARE tr_lim(text) AS
+SELECT epoch FROM corgipile.train('points', 'svm', model_name => $1, max_epoch_num => 3) LIMIT 1;
+EXPLAIN (COSTS OFF) EXECUTE tr_lim('svm_generic_limited');
+EXECUTE tr_lim('svm_generic_limited');
+SELECT count(*) AS generic_limited_models FROM corgipile.models
+WHERE model_name = 'svm_generic_limited';
+RESET plan_cache_mode;
