@@ -251,9 +251,13 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 	model_layout(ev.stored, rel, &lo);
 	cp_check_select(rel, cp_layout_columns(&lo));
 
-	cp_model_init(&ev.model, ev.stored->kind, ev.stored->n_features,
-				  ev.stored->n_outputs, lo.mode == CP_FEATURES_SPARSE, 1, 0.0, 0.0,
-				  alloc_zero);
+	cp_check_model_size(ev.stored->kind, ev.stored->n_features,
+						ev.stored->n_outputs, lo.mode == CP_FEATURES_SPARSE, 1,
+						ev.stored->model_name);
+	if (!cp_model_init(&ev.model, ev.stored->kind, ev.stored->n_features,
+					   ev.stored->n_outputs, lo.mode == CP_FEATURES_SPARSE, 1,
+					   0.0, 0.0, alloc_zero))
+		elog(ERROR, "corgipile: could not size model \"%s\"", ev.stored->model_name);
 	ev.model.w = ev.stored->weights;
 	if (ev.model.kind == CP_MODEL_SOFTMAX)
 	{

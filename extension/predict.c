@@ -124,8 +124,12 @@ load_entry(FunctionCallInfo fcinfo, text *name, Oid userid)
 	cache->userid = userid;
 	cache->name = (text *) PG_DETOAST_DATUM_COPY(PointerGetDatum(name));
 	cache->stored = m = cp_models_load(text_to_cstring(name));
-	cp_model_init(&cache->model, m->kind, m->n_features, m->n_outputs, false, 1,
-				  0.0, 0.0, alloc_zero);
+	/* the loader checked the weights' length; this also bounds the scratch */
+	cp_check_model_size(m->kind, m->n_features, m->n_outputs, false, 1,
+						m->model_name);
+	if (!cp_model_init(&cache->model, m->kind, m->n_features, m->n_outputs,
+					   false, 1, 0.0, 0.0, alloc_zero))
+		elog(ERROR, "corgipile: could not size model \"%s\"", m->model_name);
 	cache->model.w = m->weights;
 	cache->z = palloc(sizeof(double) * m->n_outputs);
 	/* dense inputs grow the row to n_features on first use */
