@@ -233,7 +233,8 @@ class Runner:
     def train(self, run: dict) -> dict:
         conn = self.conn()
         name = run["model_name"]
-        conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
+        conn.execute("SELECT corgipile.drop_model(m.model_name) FROM corgipile.models AS m"
+                     " WHERE m.model_name = %s", (name,))
         t0 = time.monotonic()
         try:
             rows = self._train(conn, run)

@@ -76,7 +76,8 @@ def ensure_data(conn: psycopg.Connection) -> None:
 
 def train(conn: psycopg.Connection, shuffle: str, args: argparse.Namespace) -> float:
     name = f"demo_{shuffle}"
-    conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
+    conn.execute("SELECT corgipile.drop_model(m.model_name) FROM corgipile.models AS m"
+                 " WHERE m.model_name = %s", (name,))
     print(f"\n-- SELECT * FROM corgipile.train('fashion_train', '{args.model}', "
           f"shuffle => '{shuffle}', max_epoch_num => {args.epochs}, ...)")
     print(f"{'epoch':>5} {'loss':>8} {'train acc':>9} {'held-out':>9} {'seconds':>8}")

@@ -54,7 +54,8 @@ def _train(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle: str,
     try:
         return conn.execute(q, {"relation": ds.table, "model": model, **params}).fetchall()
     finally:
-        conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
+        conn.execute("SELECT corgipile.drop_model(m.model_name) FROM corgipile.models AS m"
+                     " WHERE m.model_name = %s", (name,))
 
 
 def run_strategy(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle: str,
