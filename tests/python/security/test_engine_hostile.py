@@ -235,7 +235,9 @@ def hostile_schema(conn, roles, canary):
     probe.execute("SELECT max(i) FROM unnest(ARRAY[1, 2]) i")
     assert canary.calls() > 0, "the hostile functions do not run even when called directly"
     before = canary.calls()
-    probe.execute("SELECT 1 FROM corgipile.models WHERE model_name = 'x'")
+    # (on a table of the attacker's: corgipile.models is a security-barrier
+    # view that shows the attacker no rows to compare)
+    probe.execute("SELECT 1 FROM public.dense_t WHERE note = 'x'")
     assert canary.calls() > before, "the hostile text = does not run even when called directly"
     marks = canary.calls()
     conn.execute("SET search_path = public, pg_catalog")
