@@ -34,7 +34,7 @@ PG_CFLAGS = -pthread
 SHLIB_LINK = -pthread -lm
 
 EXTRA_CLEAN = tests/regress/results tests/regress/regression.diffs \
-	tests/regress/regression.out tests/unit/test_core
+	tests/regress/regression.out tests/unit/test_core tests/unit/test_grab
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -46,15 +46,22 @@ HEADERS = $(wildcard extension/*.h extension/core/*.h)
 $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
 # The pure C core, tested without a server.
-CORE_SRCS = extension/core/linear_model.c extension/core/shuffle.c extension/core/worker.c
+CORE_SRCS = extension/core/linear_model.c extension/core/shuffle.c extension/core/worker.c \
+	extension/core/grab.c
 tests/unit/test_core: tests/unit/test_core.c $(CORE_SRCS) $(wildcard extension/core/*.h)
 	$(CC) $(CFLAGS) -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir-server) \
 		-o $@ tests/unit/test_core.c $(CORE_SRCS) \
 		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -pthread -lm
 
+tests/unit/test_grab: tests/unit/test_grab.c extension/core/grab.c $(wildcard extension/core/*.h)
+	$(CC) $(CFLAGS) -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir-server) \
+		-o $@ tests/unit/test_grab.c extension/core/grab.c \
+		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lm
+
 .PHONY: unittest test demo bench
-unittest: tests/unit/test_core
+unittest: tests/unit/test_core tests/unit/test_grab
 	tests/unit/test_core
+	tests/unit/test_grab
 
 test:
 	tests/run_tests.sh

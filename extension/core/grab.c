@@ -1,0 +1,623 @@
+/*-------------------------------------------------------------------------
+ *
+ * grab.c
+ *	  Block-level GraB (Lu et al., NeurIPS 2022) and CD-GraB's PairBalance
+ *	  (Cooper et al., NeurIPS 2023) over per-block gradient sums.
+ *
+ * GraB orders examples by herding: it walks the previous epoch's gradients,
+ * centred by their mean, keeping a running sum s; each gets the sign that
+ * keeps s small (+1 when <s, c> <= 0), and the next epoch visits the +1
+ * examples in order, then the -1 ones reversed (Harvey and Samadi's
+ * reordering).  Here an "example" is a block of pages: its vector is the sum
+ * of its tuples' gradients, and since blocks hold different numbers of
+ * tuples it is centred by |b| m, with m the epoch's mean gradient per tuple.
+ *
+ * Everything is deterministic: the same sums in the same visiting order give
+ * bit-identical signs and orders (fixed summation order, no threads, no
+ * random choice in the walk; the paper's randomized balance is not used).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "c.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/int.h"
+
+#include "grab.h"
+
+/* splitmix64's finaliser: a good 64-bit mix, used as a counter-based hash */
+static inline uint64
+grab_mix64(uint64 z)
+{
+	z = (z ^ (z >> 30)) * UINT64CONST(0xBF58476D1CE4E5B9);
+	z = (z ^ (z >> 27)) * UINT64CONST(0x94D049BB133111EB);
+	return z ^ (z >> 31);
+}
+
+/* splitmix64 generator: *state advances by the golden-ratio increment */
+static inline uint64
+grab_next(uint64 *state)
+{
+	*state += UINT64CONST(0x9E3779B97F4A7C15);
+	return grab_mix64(*state);
+}
+
+/* Uniform in [0, bound), bound > 0, without modulo bias (rejection). */
+static uint64
+grab_below(uint64 *state, uint64 bound)
+{
+	uint64		threshold = (-bound) % bound;
+
+	for (;;)
+	{
+		uint64		r = grab_next(state);
+
+		if (r >= threshold)
+			return r % bound;
+	}
+}
+
+/*
+ * Bytes of an accumulator of n_blocks sums of dim doubles plus the counts,
+ * or false when that does not fit in a Size.
+ */
+bool
+cp_grab_acc_bytes(int64 n_blocks, int32 dim, Size *bytes)
+{
+	uint64		sums;
+	uint64		counts;
+	uint64		total;
+
+	if (n_blocks < 1 || dim < 1)
+		return false;
+	if (pg_mul_u64_overflow((uint64) n_blocks, (uint64) dim, &sums) ||
+		pg_mul_u64_overflow(sums, sizeof(double), &sums) ||
+		pg_mul_u64_overflow((uint64) n_blocks, sizeof(int64), &counts) ||
+		pg_add_u64_overflow(sums, counts, &total) ||
+		total > (uint64) SIZE_MAX)
+		return false;
+	*bytes = (Size) total;
+	return true;
+}
+
+/*
+ * The length of a stored block sum: the gradient's own length when all the
+ * sums fit in budget bytes, else the widest projection that fits.  Returns
+ * -1 when not even a CP_GRAB_MIN_PROJ_DIM projection fits (the caller asks
+ * for larger blocks or more memory).
+ */
+int32
+cp_grab_choose_dim(int64 n_blocks, int32 n_weights, Size budget)
+{
+	Size		bytes;
+	uint64		per_block;
+
+	if (n_blocks < 1 || n_weights < 1)
+		return -1;
+	if (cp_grab_acc_bytes(n_blocks, n_weights, &bytes) && bytes <= budget)
+		return n_weights;
+
+	/* doubles per block left after its count */
+	per_block = (uint64) budget / (uint64) n_blocks;
+	if (per_block < sizeof(int64))
+		return -1;
+	per_block = (per_block - sizeof(int64)) / sizeof(double);
+	if (per_block >= (uint64) n_weights)
+		per_block = (uint64) n_weights - 1;	/* cannot happen; be safe */
+	if (per_block < CP_GRAB_MIN_PROJ_DIM)
+		return -1;
+	return (int32) per_block;
+}
+
+/*
+ * Set up an accumulator; the two arrays come from alloc (zeroed).  dim ==
+ * n_weights keeps exact sums; a smaller dim projects (see grab.h).  Returns
+ * false on bad sizes, overflow or a failed allocation, before allocating
+ * anything in the first two cases.
+ */
+bool
+cp_grab_acc_init(CpGrabAcc *acc, int64 n_blocks, int32 n_weights, int32 dim,
+				 uint64 proj_seed, CpAllocZero alloc)
+{
+	Size		bytes;
+
+	memset(acc, 0, sizeof(*acc));
+	if (n_weights < 1 || dim < 1 || dim > n_weights)
+		return false;
+	if (!cp_grab_acc_bytes(n_blocks, dim, &bytes))
+		return false;
+
+	acc->n_blocks = n_blocks;
+	acc->n_weights = n_weights;
+	acc->dim = dim;
+	acc->proj_nnz = (dim < n_weights) ? Min(CP_GRAB_PROJ_NNZ, dim) : 0;
+	acc->proj_seed = grab_mix64(proj_seed ^ UINT64CONST(0x6772616270726f6a));
+	acc->proj_scale = acc->proj_nnz > 0 ? 1.0 / sqrt((double) acc->proj_nnz) : 1.0;
+	/* bytes covers both products, so neither can overflow */
+	acc->sums = alloc((Size) n_blocks * (Size) dim * sizeof(double));
+	acc->counts = alloc((Size) n_blocks * sizeof(int64));
+	return acc->sums != NULL && acc->counts != NULL;
+}
+
+/* Start an epoch: every sum and count back to zero. */
+void
+cp_grab_acc_reset(CpGrabAcc *acc)
+{
+	memset(acc->sums, 0, (Size) acc->n_blocks * (Size) acc->dim * sizeof(double));
+	memset(acc->counts, 0, (Size) acc->n_blocks * sizeof(int64));
+}
+
+/* Add v at input coordinate j into a projected sum. */
+static inline void
+grab_proj_add(const CpGrabAcc *acc, double *sum, int64 j, double v)
+{
+	int			s = acc->proj_nnz;
+
+	v *= acc->proj_scale;
+	for (int t = 0; t < s; t++)
+	{
+		int32		lo = (int32) (((int64) t * acc->dim) / s);
+		int32		hi = (int32) (((int64) (t + 1) * acc->dim) / s);
+		uint64		h = grab_mix64(acc->proj_seed ^
+								   grab_mix64((uint64) j * CP_GRAB_PROJ_NNZ + (uint64) t));
+		int32		row = lo + (int32) ((h >> 1) % (uint64) (hi - lo));
+
+		sum[row] += (h & 1) ? v : -v;
+	}
+}
+
+/*
+ * sum[block] += scale * x, with x placed at coordinates offset..offset+n-1
+ * of the gradient (a softmax model adds one segment per class, and the bias
+ * as a one-element vector).  Hot path: the caller guarantees the ranges.
+ */
+void
+cp_grab_add_dense(CpGrabAcc *acc, int64 block, int32 offset,
+				  const double *x, int32 n, double scale)
+{
+	double	   *sum = acc->sums + block * acc->dim;
+
+	if (acc->proj_nnz == 0)
+	{
+		double	   *dst = sum + offset;
+
+		for (int32 i = 0; i < n; i++)
+			dst[i] += scale * x[i];
+		return;
+	}
+	for (int32 i = 0; i < n; i++)
+	{
+		if (x[i] != 0.0)
+			grab_proj_add(acc, sum, (int64) offset + i, scale * x[i]);
+	}
+}
+
+/* The same for a sparse vector: values[k] at coordinate offset+indices[k]. */
+void
+cp_grab_add_sparse(CpGrabAcc *acc, int64 block, int32 offset,
+				   const int32 *indices, const double *values, int32 nnz,
+				   double scale)
+{
+	double	   *sum = acc->sums + block * acc->dim;
+
+	if (acc->proj_nnz == 0)
+	{
+		double	   *dst = sum + offset;
+
+		for (int32 k = 0; k < nnz; k++)
+			dst[indices[k]] += scale * values[k];
+		return;
+	}
+	for (int32 k = 0; k < nnz; k++)
+	{
+		if (values[k] != 0.0)
+			grab_proj_add(acc, sum, (int64) offset + indices[k], scale * values[k]);
+	}
+}
+
+/* out (dim) = the projection of g (n_weights): what adding g stores. */
+void
+cp_grab_project(const CpGrabAcc *acc, const double *g, double *out)
+{
+	memset(out, 0, sizeof(double) * acc->dim);
+	if (acc->proj_nnz == 0)
+	{
+		memcpy(out, g, sizeof(double) * acc->dim);
+		return;
+	}
+	for (int32 j = 0; j < acc->n_weights; j++)
+	{
+		if (g[j] != 0.0)
+			grab_proj_add(acc, out, j, g[j]);
+	}
+}
+
+/*
+ * Harvey and Samadi's reordering (CD-GraB's Algorithm 1): the +1 entries of
+ * visit in order, then the -1 entries reversed.  Filling the -1 entries from
+ * the end is that reversal.
+ */
+void
+cp_grab_reorder(const uint32 *visit, const int8 *signs, int64 n, uint32 *next)
+{
+	int64		left = 0;
+	int64		right = n - 1;
+
+	for (int64 i = 0; i < n; i++)
+	{
+		if (signs[i] > 0)
+			next[left++] = visit[i];
+		else
+			next[right--] = visit[i];
+	}
+}
+
+/*
+ * The mean gradient per tuple over the visited blocks (zero when they hold
+ * no tuple).  Summed in visiting order, so it is deterministic.
+ */
+void
+cp_grab_mean(const CpGrabAcc *acc, const uint32 *visit, int64 n, double *mean)
+{
+	int32		dim = acc->dim;
+	int64		tuples = 0;
+
+	memset(mean, 0, sizeof(double) * dim);
+	for (int64 i = 0; i < n; i++)
+	{
+		const double *g = acc->sums + (int64) visit[i] * dim;
+
+		tuples += acc->counts[visit[i]];
+		for (int32 k = 0; k < dim; k++)
+			mean[k] += g[k];
+	}
+	if (tuples == 0)
+		return;
+	for (int32 k = 0; k < dim; k++)
+		mean[k] /= (double) tuples;
+}
+
+/* <run, c> with c = sum - count * mean, computed the same way everywhere */
+static inline double
+grab_dot_centred(const double *run, const double *sum, double count,
+				 const double *mean, int32 dim)
+{
+	double		dot = 0.0;
+
+	if (mean == NULL)
+	{
+		for (int32 k = 0; k < dim; k++)
+			dot += run[k] * sum[k];
+		return dot;
+	}
+	for (int32 k = 0; k < dim; k++)
+		dot += run[k] * (sum[k] - count * mean[k]);
+	return dot;
+}
+
+/* run += sign * (sum - count * mean) */
+static inline void
+grab_run_add(double *run, int sign, const double *sum, double count,
+			 const double *mean, int32 dim)
+{
+	if (mean == NULL)
+	{
+		for (int32 k = 0; k < dim; k++)
+			run[k] += sign * sum[k];
+		return;
+	}
+	for (int32 k = 0; k < dim; k++)
+		run[k] += sign * (sum[k] - count * mean[k]);
+}
+
+/*
+ * The balancing walk with a given centre: signs[i] for the block visit[i],
+ * next = the reordering.  run is dim doubles of scratch (the final running
+ * sum is left there).
+ */
+void
+cp_grab_walk_with_mean(const CpGrabAcc *acc, const uint32 *visit, int64 n,
+					   const double *mean, double *run, int8 *signs,
+					   uint32 *next)
+{
+	int32		dim = acc->dim;
+
+	memset(run, 0, sizeof(double) * dim);
+	for (int64 i = 0; i < n; i++)
+	{
+		const double *g = acc->sums + (int64) visit[i] * dim;
+		double		count = (double) acc->counts[visit[i]];
+		int			sign;
+
+		sign = grab_dot_centred(run, g, count, mean, dim) <= 0.0 ? 1 : -1;
+		grab_run_add(run, sign, g, count, mean, dim);
+		signs[i] = (int8) sign;
+	}
+	cp_grab_reorder(visit, signs, n, next);
+}
+
+/*
+ * Block GraB at the end of an epoch: centre by this epoch's own mean (all
+ * the sums are at hand, so no stale mean is needed) and walk.  work is
+ * 2 * dim doubles.
+ */
+void
+cp_grab_walk(const CpGrabAcc *acc, const uint32 *visit, int64 n,
+			 double *work, int8 *signs, uint32 *next)
+{
+	double	   *mean = work;
+	double	   *run = work + acc->dim;
+
+	cp_grab_mean(acc, visit, n, mean);
+	cp_grab_walk_with_mean(acc, visit, n, mean, run, signs, next);
+}
+
+/*
+ * One step of the online walk, for a caller that keeps no per-block sums
+ * beyond the current ones: centre sum by count * stale_mean (the previous
+ * epoch's mean per tuple; NULL for none), take the sign and update run.
+ * The caller records the sign and reorders with cp_grab_reorder at the end.
+ */
+int
+cp_grab_online_step(double *run, const double *sum, int64 count,
+					const double *stale_mean, int32 dim)
+{
+	int			sign;
+
+	sign = grab_dot_centred(run, sum, (double) count, stale_mean, dim) <= 0.0 ? 1 : -1;
+	grab_run_add(run, sign, sum, (double) count, stale_mean, dim);
+	return sign;
+}
+
+/*
+ * CD-GraB's PairBalance over n_workers workers.  Worker w visited the blocks
+ * visit[starts[w] .. starts[w+1]-1] in that order.  In step k every worker
+ * that has a k-th pair (its blocks 2k and 2k+1) contributes, worker 0 first,
+ * the difference of the pair's centred sums; one running sum r shared by all
+ * workers gives the sign: +1 (r += d) when <r, d> <= 0, else -1 (r -= d).
+ * With +1 the pair's first block goes to the worker's front and the second
+ * to its back, with -1 the other way round, which is Algorithm 1 applied to
+ * signs (s, -s) and is how next is built.  A worker's odd last block has no
+ * partner and takes the one slot left in the middle (sign +1).
+ *
+ * Each worker keeps its own blocks: next[starts[w] ..] is worker w's next
+ * order.  The centring by (|a| - |b|) m with this epoch's mean only matters
+ * when the pair's blocks hold different numbers of tuples (the paper's
+ * examples are all of size one, where it vanishes).  work is 3 * dim.
+ */
+void
+cp_grab_pair_balance(const CpGrabAcc *acc, int32 n_workers,
+					 const int64 *starts, const uint32 *visit,
+					 double *work, int8 *signs, uint32 *next)
+{
+	int32		dim = acc->dim;
+	double	   *mean = work;
+	double	   *run = work + dim;
+	double	   *diff = work + 2 * dim;
+	int64		max_pairs = 0;
+
+	cp_grab_mean(acc, visit + starts[0], starts[n_workers] - starts[0], mean);
+	memset(run, 0, sizeof(double) * dim);
+	for (int32 w = 0; w < n_workers; w++)
+	{
+		int64		n_w = starts[w + 1] - starts[w];
+
+		max_pairs = Max(max_pairs, n_w / 2);
+		if (n_w % 2 == 1)
+			signs[starts[w + 1] - 1] = 1;
+	}
+
+	for (int64 k = 0; k < max_pairs; k++)
+	{
+		for (int32 w = 0; w < n_workers; w++)
+		{
+			int64		pos = starts[w] + 2 * k;
+			const double *ga;
+			const double *gb;
+			double		ca;
+			double		cb;
+			int			sign;
+
+			if (pos + 1 >= starts[w + 1])
+				continue;
+			ga = acc->sums + (int64) visit[pos] * dim;
+			gb = acc->sums + (int64) visit[pos + 1] * dim;
+			ca = (double) acc->counts[visit[pos]];
+			cb = (double) acc->counts[visit[pos + 1]];
+			for (int32 j = 0; j < dim; j++)
+				diff[j] = (ga[j] - ca * mean[j]) - (gb[j] - cb * mean[j]);
+			sign = grab_dot_centred(run, diff, 0.0, NULL, dim) <= 0.0 ? 1 : -1;
+			grab_run_add(run, sign, diff, 0.0, NULL, dim);
+			signs[pos] = (int8) sign;
+			signs[pos + 1] = (int8) -sign;
+		}
+	}
+
+	for (int32 w = 0; w < n_workers; w++)
+		cp_grab_reorder(visit + starts[w], signs + starts[w],
+						starts[w + 1] - starts[w], next + starts[w]);
+}
+
+/*
+ * For comparison with PairBalance: each worker runs its own GraB walk over
+ * its own blocks, centred by its own mean, with its own running sum (the
+ * paper's ID-GraB).  Same layout as cp_grab_pair_balance; work is 2 * dim.
+ */
+void
+cp_grab_walk_independent(const CpGrabAcc *acc, int32 n_workers,
+						 const int64 *starts, const uint32 *visit,
+						 double *work, int8 *signs, uint32 *next)
+{
+	for (int32 w = 0; w < n_workers; w++)
+		cp_grab_walk(acc, visit + starts[w], starts[w + 1] - starts[w],
+					 work, signs + starts[w], next + starts[w]);
+}
+
+/*
+ * Stored form of an epoch's order and signs, for the model row: a 12-byte
+ * header ("CPGB", format version, three zero bytes, n_blocks as 32-bit
+ * little-endian), n_blocks 32-bit little-endian block numbers in visiting
+ * order, then one bit per block (bit i % 8 of byte i / 8 set for +1).  The
+ * next epoch's order is cp_grab_reorder of the two.  Little-endian
+ * explicitly, so a dump restored on another machine reads the same.
+ */
+bool
+cp_grab_serialized_bytes(uint32 n_blocks, Size *bytes)
+{
+	uint64		body;
+	uint64		total;
+
+	if (pg_mul_u64_overflow((uint64) n_blocks, sizeof(uint32), &body) ||
+		pg_add_u64_overflow(body, ((uint64) n_blocks + 7) / 8, &total) ||
+		pg_add_u64_overflow(total, CP_GRAB_HEADER_BYTES, &total) ||
+		total > (uint64) SIZE_MAX)
+		return false;
+	*bytes = (Size) total;
+	return true;
+}
+
+static inline void
+grab_put_u32(uint8 *p, uint32 v)
+{
+	p[0] = (uint8) v;
+	p[1] = (uint8) (v >> 8);
+	p[2] = (uint8) (v >> 16);
+	p[3] = (uint8) (v >> 24);
+}
+
+static inline uint32
+grab_get_u32(const uint8 *p)
+{
+	return (uint32) p[0] | ((uint32) p[1] << 8) |
+		((uint32) p[2] << 16) | ((uint32) p[3] << 24);
+}
+
+/* out holds cp_grab_serialized_bytes(n_blocks) bytes */
+void
+cp_grab_serialize(const uint32 *visit, const int8 *signs, uint32 n_blocks,
+				  uint8 *out)
+{
+	uint8	   *bits = out + CP_GRAB_HEADER_BYTES + (Size) n_blocks * 4;
+
+	memcpy(out, "CPGB", 4);
+	out[4] = CP_GRAB_FORMAT_VERSION;
+	out[5] = out[6] = out[7] = 0;
+	grab_put_u32(out + 8, n_blocks);
+	for (uint32 i = 0; i < n_blocks; i++)
+		grab_put_u32(out + CP_GRAB_HEADER_BYTES + (Size) i * 4, visit[i]);
+	memset(bits, 0, ((Size) n_blocks + 7) / 8);
+	for (uint32 i = 0; i < n_blocks; i++)
+	{
+		if (signs[i] > 0)
+			bits[i / 8] |= (uint8) (1 << (i % 8));
+	}
+}
+
+/*
+ * Check a stored order's header and length and report its block count, so
+ * the caller can size the arrays for cp_grab_deserialize.  A model row is
+ * untrusted data: nothing is read beyond len.
+ */
+CpGrabLoadStatus
+cp_grab_stored_blocks(const uint8 *in, Size len, uint32 *n_blocks)
+{
+	Size		expected;
+	uint32		n;
+
+	if (len < CP_GRAB_HEADER_BYTES)
+		return CP_GRAB_LOAD_TRUNCATED;
+	if (memcmp(in, "CPGB", 4) != 0)
+		return CP_GRAB_LOAD_BAD_MAGIC;
+	if (in[4] != CP_GRAB_FORMAT_VERSION || in[5] != 0 || in[6] != 0 || in[7] != 0)
+		return CP_GRAB_LOAD_BAD_VERSION;
+	n = grab_get_u32(in + 8);
+	if (!cp_grab_serialized_bytes(n, &expected) || len != expected)
+		return CP_GRAB_LOAD_TRUNCATED;
+	*n_blocks = n;
+	return CP_GRAB_LOAD_OK;
+}
+
+/*
+ * Read a stored order back: visit and signs get n_blocks entries (from
+ * cp_grab_stored_blocks), seen is n_blocks bytes of scratch.  The order must
+ * be a permutation of 0..n_blocks-1 and the padding bits zero.
+ */
+CpGrabLoadStatus
+cp_grab_deserialize(const uint8 *in, Size len, uint32 *visit, int8 *signs,
+					uint8 *seen)
+{
+	uint32		n = 0;
+	CpGrabLoadStatus st;
+	const uint8 *bits;
+
+	st = cp_grab_stored_blocks(in, len, &n);
+	if (st != CP_GRAB_LOAD_OK)
+		return st;
+	bits = in + CP_GRAB_HEADER_BYTES + (Size) n * 4;
+	memset(seen, 0, n);
+	for (uint32 i = 0; i < n; i++)
+	{
+		uint32		b = grab_get_u32(in + CP_GRAB_HEADER_BYTES + (Size) i * 4);
+
+		if (b >= n || seen[b])
+			return CP_GRAB_LOAD_NOT_PERMUTATION;
+		seen[b] = 1;
+		visit[i] = b;
+		signs[i] = (bits[i / 8] >> (i % 8)) & 1 ? 1 : -1;
+	}
+	if (n % 8 != 0 && (bits[n / 8] >> (n % 8)) != 0)
+		return CP_GRAB_LOAD_BAD_SIGNS;
+	return CP_GRAB_LOAD_OK;
+}
+
+/* order = a seeded random permutation of 0..n-1 (Fisher-Yates) */
+void
+cp_grab_random_order(uint32 *order, uint32 n, uint64 seed)
+{
+	uint64		state = seed;
+
+	for (uint32 i = 0; i < n; i++)
+		order[i] = i;
+	for (uint32 i = n; i > 1; i--)
+	{
+		uint32		j = (uint32) grab_below(&state, i);
+		uint32		tmp = order[i - 1];
+
+		order[i - 1] = order[j];
+		order[j] = tmp;
+	}
+}
+
+/*
+ * Carry an order over old_n blocks to a table that now has new_n: blocks
+ * that vanished (>= new_n) are dropped, those that appeared (old_n ..
+ * new_n-1) are appended in a seeded random order (GraB knows nothing about
+ * them yet; the next epoch's walk places them).  out holds new_n entries.
+ * Returns the number of blocks dropped or added, for the caller's NOTICE.
+ */
+uint32
+cp_grab_adapt_order(const uint32 *order, uint32 old_n, uint32 new_n,
+					uint64 seed, uint32 *out)
+{
+	uint32		kept = 0;
+	uint64		state = seed;
+
+	for (uint32 i = 0; i < old_n; i++)
+	{
+		if (order[i] < new_n)
+			out[kept++] = order[i];
+	}
+	for (uint32 b = old_n; b < new_n; b++)
+	{
+		/* inside-out Fisher-Yates over the appended tail */
+		uint32		pos = kept + (b - old_n);
+		uint32		j = kept + (uint32) grab_below(&state, (uint64) (b - old_n) + 1);
+
+		if (j != pos)
+			out[pos] = out[j];
+		out[j] = b;
+	}
+	return (old_n - kept) + (new_n > old_n ? new_n - old_n : 0);
+}

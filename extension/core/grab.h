@@ -1,0 +1,116 @@
+/*-------------------------------------------------------------------------
+ *
+ * grab.h
+ *	  Block-level GraB and CD-GraB: per-block gradient sums, the balancing
+ *	  walk that turns them into the next epoch's block order, PairBalance
+ *	  across parallel workers, and the compact stored form of an order.
+ *
+ * Plain C over caller-prepared memory, like the rest of core/: the SGD
+ * operator (or its helper thread) adds gradients into block sums, and the
+ * strategy runs the walk at the end of the epoch.  Nothing here calls into
+ * the server or allocates on its own after initialisation; see docs/grab.md.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_GRAB_H
+#define CORGIPILE_GRAB_H
+
+#include "c.h"
+
+#include "linear_model.h"		/* CpAllocZero */
+
+/*
+ * Random projection of big gradients: each input coordinate is sent to
+ * CP_GRAB_PROJ_NNZ output coordinates, one in each of CP_GRAB_PROJ_NNZ equal
+ * segments, with a random sign and weight 1/sqrt(CP_GRAB_PROJ_NNZ) (the
+ * "block" sparse Johnson-Lindenstrauss transform of Kane and Nelson).  The
+ * rows and signs are a hash of (seed, coordinate, segment), so the matrix is
+ * never stored and a sparse gradient costs CP_GRAB_PROJ_NNZ additions per
+ * nonzero, not one per output dimension as a dense Gaussian matrix would.
+ */
+#define CP_GRAB_PROJ_NNZ 4
+/* a projection narrower than this orders blocks little better than random */
+#define CP_GRAB_MIN_PROJ_DIM 64
+
+/* Per-epoch accumulator: one dim-vector and one tuple count per block. */
+typedef struct CpGrabAcc
+{
+	int64		n_blocks;
+	int32		n_weights;		/* length of the gradients that are added */
+	int32		dim;			/* length of a stored sum */
+	int32		proj_nnz;		/* 0: sums are exact; else projected */
+	uint64		proj_seed;
+	double		proj_scale;		/* 1 / sqrt(proj_nnz) */
+	double	   *sums;			/* n_blocks * dim, block-major */
+	int64	   *counts;			/* n_blocks tuples */
+} CpGrabAcc;
+
+/* Why a stored order was refused (cp_grab_deserialize). */
+typedef enum CpGrabLoadStatus
+{
+	CP_GRAB_LOAD_OK,
+	CP_GRAB_LOAD_TRUNCATED,		/* length does not match the header */
+	CP_GRAB_LOAD_BAD_MAGIC,		/* not a stored GraB order */
+	CP_GRAB_LOAD_BAD_VERSION,	/* written by a newer format */
+	CP_GRAB_LOAD_NOT_PERMUTATION,	/* an entry out of range or repeated */
+	CP_GRAB_LOAD_BAD_SIGNS		/* unused sign bits set */
+} CpGrabLoadStatus;
+
+#define CP_GRAB_FORMAT_VERSION 1
+#define CP_GRAB_HEADER_BYTES 12
+
+/* sizing */
+extern bool cp_grab_acc_bytes(int64 n_blocks, int32 dim, Size *bytes);
+extern int32 cp_grab_choose_dim(int64 n_blocks, int32 n_weights, Size budget);
+
+/* accumulation */
+extern bool cp_grab_acc_init(CpGrabAcc *acc, int64 n_blocks, int32 n_weights,
+							 int32 dim, uint64 proj_seed, CpAllocZero alloc);
+extern void cp_grab_acc_reset(CpGrabAcc *acc);
+extern void cp_grab_add_dense(CpGrabAcc *acc, int64 block, int32 offset,
+							  const double *x, int32 n, double scale);
+extern void cp_grab_add_sparse(CpGrabAcc *acc, int64 block, int32 offset,
+							   const int32 *indices, const double *values,
+							   int32 nnz, double scale);
+extern void cp_grab_project(const CpGrabAcc *acc, const double *g, double *out);
+
+/* One tuple (or n) of this block contributed to its sum. */
+static inline void
+cp_grab_count(CpGrabAcc *acc, int64 block, int64 n)
+{
+	acc->counts[block] += n;
+}
+
+/* ordering */
+extern void cp_grab_reorder(const uint32 *visit, const int8 *signs, int64 n,
+							uint32 *next);
+extern void cp_grab_mean(const CpGrabAcc *acc, const uint32 *visit, int64 n,
+						 double *mean);
+extern void cp_grab_walk_with_mean(const CpGrabAcc *acc, const uint32 *visit,
+								   int64 n, const double *mean, double *run,
+								   int8 *signs, uint32 *next);
+extern void cp_grab_walk(const CpGrabAcc *acc, const uint32 *visit, int64 n,
+						 double *work, int8 *signs, uint32 *next);
+extern void cp_grab_pair_balance(const CpGrabAcc *acc, int32 n_workers,
+								 const int64 *starts, const uint32 *visit,
+								 double *work, int8 *signs, uint32 *next);
+extern void cp_grab_walk_independent(const CpGrabAcc *acc, int32 n_workers,
+									 const int64 *starts, const uint32 *visit,
+									 double *work, int8 *signs, uint32 *next);
+extern int	cp_grab_online_step(double *run, const double *sum, int64 count,
+								const double *stale_mean, int32 dim);
+
+/* stored state */
+extern bool cp_grab_serialized_bytes(uint32 n_blocks, Size *bytes);
+extern void cp_grab_serialize(const uint32 *visit, const int8 *signs,
+							  uint32 n_blocks, uint8 *out);
+extern CpGrabLoadStatus cp_grab_stored_blocks(const uint8 *in, Size len,
+											  uint32 *n_blocks);
+extern CpGrabLoadStatus cp_grab_deserialize(const uint8 *in, Size len,
+											uint32 *visit, int8 *signs,
+											uint8 *seen);
+extern uint32 cp_grab_adapt_order(const uint32 *order, uint32 old_n,
+								  uint32 new_n, uint64 seed, uint32 *out);
+extern void cp_grab_random_order(uint32 *order, uint32 n, uint64 seed);
+
+#endif							/* CORGIPILE_GRAB_H */
