@@ -29,17 +29,21 @@ def main() -> None:
     rank = dist.get_rank()
     ds = CorgiPileDataset(args.dsn, args.table, id_column="id", seed=7, buffer_size="20%",
                           with_block=args.grab)
-    result = {"rank": rank, "epochs": [], "orders": [], "seed": ds.seed}
+    result = {"rank": rank, "epochs": [], "orders": [], "blocks": [], "seed": ds.seed}
     grab = CDGraB(ds, dim=2) if args.grab else None
     for epoch in range(args.epochs):
         ds.set_epoch(epoch)
-        ids = []
+        ids, blocks = [], []
         for batch in DataLoader(ds, batch_size=50, num_workers=args.workers):
             ids += batch[2].tolist()
             if grab is not None:
+                for b in batch[3].tolist():
+                    if b not in blocks:
+                        blocks.append(b)
                 for x, b in zip(batch[0], batch[3]):
                     grab.add(b, torch.stack([x[0], torch.tensor(1.0)]))
         result["epochs"].append(ids)
+        result["blocks"].append(blocks)
         if grab is not None:
             result["orders"].append(grab.step())
     Path(args.out, f"rank{rank}.json").write_text(json.dumps(result))
