@@ -109,6 +109,10 @@ class CorgiPileDataset(IterableDataset):
             self.world_size = 1 if world_size is None else world_size
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"rank {self.rank} is not in 0..{self.world_size - 1}")
+        # collective calls (seed, snapshot) only when the ranks are the
+        # process group's; a dataset given rank/world_size is on its own
+        self._collective = (_dist_on() and rank is None and world_size is None
+                            and self.world_size > 1)
         self.seed = self._agree_on_seed(seed)
         self.layout = self._describe(table, features, label, id_column, feature_indices, n_features)
         if shuffle == "shuffle_once":
@@ -127,7 +131,7 @@ class CorgiPileDataset(IterableDataset):
     def _agree_on_seed(self, seed: int | None) -> int:
         if seed is None:
             seed = random.SystemRandom().randrange(2 ** 62)
-            if _dist_on():
+            if self._collective:
                 box = [seed]
                 dist.broadcast_object_list(box, src=0)
                 seed = box[0]
@@ -170,7 +174,7 @@ class CorgiPileDataset(IterableDataset):
                         src = sql.Identifier(self.layout.schema, self.layout.table).as_string(conn)
                         conn.execute("SELECT corgipile.shuffle_table(%s::pg_catalog.regclass, %s, %s)",
                                      (src, dst, self.seed))
-        if _dist_on():
+        if self._collective:
             dist.barrier()
         self.layout = Layout(**{**self.layout.__dict__, "table": name})
 
@@ -185,9 +189,9 @@ class CorgiPileDataset(IterableDataset):
         old = self._coordinators
         self.epoch = int(epoch)
         info: list[Any] = [None]
-        if self.rank == 0 or not _dist_on():
+        if self.rank == 0 or not self._collective:
             self._coordinators, info[0] = self._export()
-        if _dist_on() and self.world_size > 1:
+        if self._collective:
             dist.broadcast_object_list(info, src=0)
         self._snapshots, self._pages, self._page_size = info[0]
         # the readers of the previous epoch are done: every rank has reached
