@@ -85,6 +85,9 @@ def train(ds: CorgiPileDataset, args: argparse.Namespace, seed: int, test: tuple
     model = mlp()
     params = list(model.parameters())
     opt = torch.optim.SGD(params, lr=args.lr)
+    # cosine decay to 0 over the run, so that the last epoch's model is not
+    # just the one tilted towards the last few batches
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs)
     dim = sum(p.numel() for p in params)
     sorter = None
     if sorter_kind == "cd-grab":
@@ -132,6 +135,7 @@ def train(ds: CorgiPileDataset, args: argparse.Namespace, seed: int, test: tuple
                 p.grad.copy_(g[offset:offset + p.numel()].view_as(p))
                 offset += p.numel()
             opt.step()
+        sched.step()
         if sorter is not None:
             sorter.step()
         dist.all_reduce(stats)
@@ -153,9 +157,9 @@ def main() -> int:
     ap.add_argument("--train-rows", type=int, default=20000, help="stratified subset (60000 = all)")
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=32, help="per rank")
-    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--lr", type=float, default=0.1, help="initial; cosine decay to 0")
     ap.add_argument("--workers", type=int, default=2, help="DataLoader workers per rank")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds of part B")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds (model init and order)")
     ap.add_argument("--block-size", default="4 pages", help="part B's block size")
     ap.add_argument("--projection", type=int, default=1024,
                     help="CD-GraB: count-sketch the gradients to this many dimensions")
@@ -184,11 +188,15 @@ def main() -> int:
     parts = {p.strip().upper() for p in args.parts.split(",")}
     if "A" in parts:
         for shuffle in ("corgipile", "shuffle_once", "no_shuffle"):
-            if rank == 0:
-                print(f"A: shuffle={shuffle}", flush=True)
-            ds = CorgiPileDataset(args.dsn, train_table, shuffle=shuffle, seed=0)
-            results["A"][shuffle] = train(ds, args, 0, test)
-            ds.close()
+            results["A"][shuffle] = []
+            for seed in range(args.seeds):
+                if rank == 0:
+                    print(f"A: shuffle={shuffle} seed={seed}", flush=True)
+                # one shuffled copy serves every seed of shuffle_once
+                ds = CorgiPileDataset(args.dsn, train_table, shuffle=shuffle, seed=seed,
+                                      shuffled_table=f"{train_table}_shuffled")
+                results["A"][shuffle].append(train(ds, args, seed, test))
+                ds.close()
     if "B" in parts:
         for kind in ("cd-grab", "d-rr"):
             results["B"][kind] = []
