@@ -386,11 +386,17 @@ class CorgiPileDataset(IterableDataset):
 
         def load(k: int, buf: list[int]) -> tuple[Rows, np.ndarray, np.ndarray]:
             parts, owner = [], []
-            for i in buf:
-                b = blocks[i]
-                rows = reader.read(b.shard, b.first_page, b.end_page)
+            # one statement per shard for the buffer's blocks, in buffer order
+            i = 0
+            while i < len(buf):
+                j = i
+                while j < len(buf) and blocks[buf[j]].shard == blocks[buf[i]].shard:
+                    j += 1
+                group = [(n, blocks[n].first_page, blocks[n].end_page) for n in buf[i:j]]
+                rows, which = reader.read_blocks(blocks[buf[i]].shard, group)
                 parts.append(rows)
-                owner.append(np.full(len(rows), i, dtype=np.int64))
+                owner.append(which)
+                i = j
             rows = concat(parts, self.layout) if parts else None
             which = np.concatenate(owner) if owner else np.empty(0, dtype=np.int64)
             n = len(which)

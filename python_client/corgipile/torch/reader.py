@@ -1,6 +1,7 @@
 """Reading blocks of heap pages from PostgreSQL into numpy arrays.
 
-A block is read with a TID range scan (PostgreSQL 14+)::
+A block is read with a TID range scan (PostgreSQL 14+), all the blocks of a
+buffer in one statement (UNION ALL of one such scan per block)::
 
     SELECT label, features FROM ONLY t
      WHERE ctid >= '(p,0)' AND ctid < '(q,0)' AND <row is usable>
@@ -98,9 +99,12 @@ class Layout:
             cols.append(sql.SQL("{}::int8").format(sql.Identifier(self.id_column)))
         return sql.SQL(", ").join(cols)
 
-    def usable(self) -> sql.Composable:
+    def usable(self, inside_arrays: bool = True) -> sql.Composable:
         """Rows the engine would train on: no NULL label or feature, and no
-        NULL inside a feature array (the engine skips those rows too)."""
+        NULL inside a feature array (the engine skips those rows too).
+        Reading leaves the last test to the client (the array loader sees
+        the has-NULL flag in the array header for free, where
+        array_position would walk every element on the server)."""
         conds = [sql.SQL("{} IS NOT NULL").format(sql.Identifier(self.label))]
         arrays = [] if self.mode == "columns" else list(self.features)
         if self.indices:
@@ -109,7 +113,7 @@ class Layout:
             conds.append(sql.SQL("{} IS NOT NULL").format(sql.Identifier(c)))
         if self.indices:
             conds.append(sql.SQL("{} IS NOT NULL").format(sql.Identifier(self.indices)))
-        for c in arrays:
+        for c in arrays if inside_arrays else []:
             conds.append(sql.SQL("pg_catalog.array_position({}, NULL) IS NULL")
                          .format(sql.Identifier(c)))
         return sql.SQL(" AND ").join(conds)
@@ -120,6 +124,25 @@ class Layout:
             "SELECT {cols} FROM ONLY {rel} WHERE ctid OPERATOR(pg_catalog.>=) {lo}::pg_catalog.tid"
             " AND ctid OPERATOR(pg_catalog.<) {hi}::pg_catalog.tid AND {usable}"
         ).format(cols=self.select_list(), rel=self.relation(), usable=self.usable(), lo=lo, hi=hi)
+
+    def blocks_query(self, n: int, literal: Sequence[Any] | None = None) -> sql.Composable:
+        """n blocks in one statement: one TID range scan per block under an
+        Append (UNION ALL), each row tagged with its block's number, so a
+        buffer of many small blocks costs one round trip.  Readers run with
+        max_parallel_workers_per_gather = 0, so the rows come block after
+        block, each in page order: the same order every time."""
+        parts = []
+        for k in range(n):
+            if literal is None:
+                tag, lo, hi = sql.Placeholder(), sql.Placeholder(), sql.Placeholder()
+            else:
+                tag, lo, hi = (sql.Literal(v) for v in literal[3 * k:3 * k + 3])
+            parts.append(sql.SQL("SELECT {cols}, {tag}::pg_catalog.int8 FROM ONLY {rel} "
+                                 "WHERE ctid OPERATOR(pg_catalog.>=) {lo}::pg_catalog.tid "
+                                 "AND ctid OPERATOR(pg_catalog.<) {hi}::pg_catalog.tid AND {usable}")
+                         .format(cols=self.select_list(), rel=self.relation(),
+                                 usable=self.usable(False), tag=tag, lo=lo, hi=hi))
+        return sql.SQL(" UNION ALL ").join(parts)
 
     def count_query(self) -> sql.Composable:
         """Usable rows per page, for resuming in the middle of an epoch."""
@@ -143,7 +166,16 @@ class Rows:
         return len(self.y)
 
 
+def usable_records(layout: Layout, records: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Drop rows whose feature array had a NULL element (loaded as None),
+    as the engine skips them."""
+    if layout.mode == "columns":
+        return list(records)
+    return [r for r in records if r[1] is not None and (layout.indices is None or r[2] is not None)]
+
+
 def to_rows(layout: Layout, records: Sequence[tuple[Any, ...]]) -> Rows:
+    records = usable_records(layout, records)
     n = len(records)
     if layout.label_kind == "text":
         y: Any = [r[0] for r in records]
@@ -195,9 +227,10 @@ def connect(dsn: str, connect_timeout: int, statement_timeout_ms: int | None,
             application_name: str = APPLICATION_NAME) -> psycopg.Connection[Any]:
     """A session with a connect timeout, TCP keepalives (a server that
     vanishes does not hang the reader) and an optional statement timeout."""
-    options = ""
+    # no parallel Append: a buffer's rows arrive in the same order each time
+    options = "-c max_parallel_workers_per_gather=0"
     if statement_timeout_ms:
-        options = f"-c statement_timeout={int(statement_timeout_ms)}"
+        options += f" -c statement_timeout={int(statement_timeout_ms)}"
     try:
         return psycopg.connect(dsn, connect_timeout=connect_timeout,
                                application_name=application_name, keepalives=1,
@@ -229,7 +262,7 @@ class BlockReader:
         self.connect_timeout = connect_timeout
         self.statement_timeout_ms = statement_timeout_ms
         self._conns: dict[int, psycopg.Connection[Any]] = {}
-        self._query = layout.block_query()
+        self._queries: dict[int, str] = {}
 
     def _conn(self, shard: int) -> psycopg.Connection[Any]:
         conn = self._conns.get(shard)
@@ -254,27 +287,36 @@ class BlockReader:
             self._conns[shard] = conn
         return conn
 
-    def read(self, shard: int, first_page: int, end_page: int) -> Rows:
+    def read_blocks(self, shard: int, blocks: Sequence[tuple[int, int, int]]) -> tuple[Rows, np.ndarray]:
+        """Rows of several blocks (number, first page, end page) of one
+        shard, in one statement; and the block number of each row."""
         conn = self._conn(shard)
-        params = (f"({first_page},0)", f"({end_page},0)")
+        params: list[Any] = []
+        for num, first, end in blocks:
+            params += [num, f"({first},0)", f"({end},0)"]
         try:
             if self.method == "copy":
                 q = sql.SQL("COPY ({}) TO STDOUT (FORMAT BINARY)").format(
-                    self.layout.block_query(*[sql.Literal(p) for p in params]))
-                types = self._copy_types(conn)  # before COPY holds the session
-                cur = conn.cursor()
-                with cur.copy(q) as copy:
+                    self.layout.blocks_query(len(blocks), params))
+                types = self._copy_types(conn) + [20]  # before COPY holds the session
+                with conn.cursor().copy(q) as copy:
                     copy.set_types(types)
                     records = list(copy.rows())
             else:
+                q = self._queries.get(len(blocks))
+                if q is None:
+                    q = self._queries[len(blocks)] = self.layout.blocks_query(
+                        len(blocks)).as_string(conn)
                 cur = conn.cursor(binary=True)
-                records = cur.execute(self._query, params).fetchall()
+                records = cur.execute(q, params, prepare=False).fetchall()
         except psycopg.OperationalError as e:
             raise CorgipileError(
                 f"corgipile.torch: lost the connection to {_safe_dsn(self.dsns[shard])} "
-                f"while reading pages {first_page}..{end_page - 1} of "
+                f"while reading {len(blocks)} blocks of "
                 f"{self.layout.schema}.{self.layout.table}: {e}") from e
-        return to_rows(self.layout, records)
+        records = usable_records(self.layout, records)
+        which = np.fromiter((r[-1] for r in records), dtype=np.int64, count=len(records))
+        return to_rows(self.layout, [r[:-1] for r in records]), which
 
     _types: list[int] | None = None
 
