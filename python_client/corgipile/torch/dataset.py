@@ -22,7 +22,6 @@ Who does what (docs/torch.md has the long version):
 
 from __future__ import annotations
 
-import math
 import queue
 import random
 import threading

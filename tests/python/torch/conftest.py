@@ -1,13 +1,11 @@
-"""Fixtures of the corgipile.torch tests."""
+"""Fixtures of the corgipile.torch tests.  Each test module skips itself
+(with the reason) when PyTorch is not installed."""
 
 from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch", reason="corgipile.torch needs PyTorch: pip install 'corgipile[torch]' "
-                    "(make test installs torch==2.13.0 from requirements-dev.txt)")
-
-from torch_helpers import make_table  # noqa: E402
+from torch_helpers import make_table
 
 
 @pytest.fixture

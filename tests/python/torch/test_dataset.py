@@ -9,14 +9,17 @@ import time
 import numpy as np
 import psycopg
 import pytest
-import torch
-from torch.utils.data import DataLoader
 
-from corgipile.errors import CorgipileError
-from corgipile.torch import CorgiPileDataset
-from corgipile.torch import plan
+TORCH_MISSING = ("corgipile.torch needs PyTorch: pip install 'corgipile[torch]' "
+                 "(make test installs torch==2.13.0 from requirements-dev.txt)")
+torch = pytest.importorskip("torch", reason=TORCH_MISSING)
 
-from torch_helpers import make_table, torchrun
+from torch.utils.data import DataLoader  # noqa: E402
+
+from corgipile.errors import CorgipileError  # noqa: E402
+from corgipile.torch import CorgiPileDataset, plan  # noqa: E402
+
+from torch_helpers import make_table, torchrun  # noqa: E402
 
 N = 5000
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import collections
 
 import pytest
-import torch
 
-from corgipile.torch import pair_balance, reorder
-from corgipile.torch.grab import _signs
+TORCH_MISSING = ("corgipile.torch needs PyTorch: pip install 'corgipile[torch]' "
+                 "(make test installs torch==2.13.0 from requirements-dev.txt)")
+torch = pytest.importorskip("torch", reason=TORCH_MISSING)
 
-from torch_helpers import torchrun
+from corgipile.torch import pair_balance, reorder  # noqa: E402
+from corgipile.torch.grab import _signs  # noqa: E402
+
+from torch_helpers import torchrun  # noqa: E402
 
 
 def t(rows):
