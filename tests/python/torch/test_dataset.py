@@ -41,7 +41,7 @@ def assert_exactly_once(ids, n=N):
     assert sorted(counts) == list(range(1, n + 1)), f"{n - len(counts)} rows missing"
 
 
-@pytest.mark.parametrize("workers", [0, 3])
+@pytest.mark.parametrize("workers", [0, 1, 3])
 def test_every_row_once_per_epoch_one_rank(dsn, table, workers):
     ds = CorgiPileDataset(dsn, table, id_column="id", seed=3)
     assert ds.sizing.n_blocks > 10
