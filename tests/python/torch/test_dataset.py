@@ -303,7 +303,8 @@ def test_dropped_connection_raises_instead_of_hanging(conn, dsn, table):
     it = iter(ds)
     next(it)
     pids = [r[0] for r in conn.execute(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = 'corgipile.torch reader'")]
+        "SELECT pid FROM pg_stat_activity WHERE application_name = 'corgipile.torch reader' "
+        "AND datname = current_database()")]
     assert pids
     for pid in pids:
         conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
