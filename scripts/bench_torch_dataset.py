@@ -48,7 +48,7 @@ class RandomOrderCursor(IterableDataset):
             register_loaders(conn)
             with conn.cursor(name="shuffled", binary=True) as cur:
                 cur.itersize = 2000
-                cur.execute(sql.SQL("SELECT label, features FROM {} WHERE id % %s = %s "
+                cur.execute(sql.SQL("SELECT label, features FROM {} WHERE id %% %s = %s "
                                     "ORDER BY random()").format(sql.Identifier(self.table)), (n, w))
                 for label, feats in cur:
                     yield torch.from_numpy(feats.astype(np.float32)), label
