@@ -244,6 +244,7 @@ class CorgiPileDataset(IterableDataset):
         # DataLoader workers get a pickled copy: the sessions stay here
         state = self.__dict__.copy()
         state["_coordinators"] = []
+        state["_worker_used"] = False
         return state
 
     # ---- the plan ---------------------------------------------------
@@ -358,6 +359,16 @@ class CorgiPileDataset(IterableDataset):
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         info = get_worker_info()
         worker, n_workers = (0, 1) if info is None else (info.id, info.num_workers)
+        if info is not None:
+            # a worker's copy of the dataset serves one epoch; a second
+            # __iter__ in the same worker means persistent_workers=True,
+            # which would repeat the old epoch's plan and snapshot
+            if getattr(self, "_worker_used", False):
+                raise CorgipileError(
+                    "corgipile.torch: DataLoader(persistent_workers=True) is not supported: "
+                    "the workers would keep the previous epoch's order and snapshot; leave "
+                    "persistent_workers off (workers get the new epoch from set_epoch)")
+            self._worker_used = True
         skip = 0
         block_rows = None
         r = self._resume

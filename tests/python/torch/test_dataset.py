@@ -232,6 +232,16 @@ def test_dense_values_and_transform(dsn, table):
     ds.close()
 
 
+def test_persistent_workers_are_refused(dsn, table):
+    ds = CorgiPileDataset(dsn, table, id_column="id", seed=1)
+    dl = DataLoader(ds, batch_size=500, num_workers=1, persistent_workers=True)
+    assert_exactly_once(torch.cat([b[2] for b in dl]).tolist())
+    ds.set_epoch(1)
+    with pytest.raises(CorgipileError, match=r"persistent_workers=True\) is not supported"):
+        list(dl)
+    ds.close()
+
+
 def test_copy_reading_gives_the_same_rows(dsn, table):
     a = CorgiPileDataset(dsn, table, id_column="id", seed=8)
     b = CorgiPileDataset(dsn, table, id_column="id", seed=8, method="copy")
