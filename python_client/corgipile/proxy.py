@@ -564,9 +564,10 @@ async def start(listen: str = "127.0.0.1:6432", upstream: str | Upstream | None 
 
 
 def serve(listen: str = "127.0.0.1:6432", upstream: str | Upstream | None = None, *,
-          on_ready: Callable[[str], Any] | None = None) -> None:
-    """Run the proxy until interrupted (on uvloop when it is installed).
-    on_ready is called with "host:port" once it listens."""
+          on_ready: Callable[[str], Any] | None = None, loop: str = "auto") -> None:
+    """Run the proxy until interrupted. loop: "uvloop", "asyncio", or "auto"
+    (uvloop when it is installed). on_ready is called with "host:port" once
+    it listens."""
 
     async def main() -> None:
         server = await start(listen, upstream)
@@ -576,9 +577,14 @@ def serve(listen: str = "127.0.0.1:6432", upstream: str | Upstream | None = None
         async with server:
             await server.serve_forever()
 
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is optional
+    uvloop: Any = None
+    if loop != "asyncio":
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover - uvloop is optional
+            if loop == "uvloop":
+                raise
+    if uvloop is None:
         asyncio.run(main())
     else:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -600,6 +606,8 @@ def add_subcommand(sub: Any) -> None:
     p.add_argument("--upstream", default=None, metavar="CONNINFO",
                    help='the server, e.g. "host=/var/run/postgresql port=5432" or '
                         '"host=db port=5432" (default: PGHOST / PGPORT)')
+    p.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto",
+                   help="event loop (default: uvloop when installed)")
     p.set_defaults(func=_cmd_proxy)
 
 
@@ -616,7 +624,7 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         print(f"corgipile proxy: listening on {where}, server {up}", flush=True)
 
     try:
-        serve(args.listen, up, on_ready=ready)
+        serve(args.listen, up, on_ready=ready, loop=args.loop)
     except KeyboardInterrupt:
         return 0
     return 0

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""pgbench select-only through `corgipile proxy` against direct connections.
+
+Runs against the server given by PGHOST (a Unix socket directory), PGPORT
+and PGUSER, which must also listen on 127.0.0.1 (scripts/pgcluster.sh
+does). pgbench's tables go into the database --dbname (created if missing).
+Each round runs, one after another: direct over TCP, through the proxy
+(proxy to server over the Unix socket), through the proxy with a TCP
+upstream. The medians over the rounds, and the ratios to direct TCP, are
+printed as a Markdown table.
+
+    PG_CONFIG=... scripts/with_demo_cluster.sh ...   # or any cluster
+    .venv/bin/python scripts/bench_proxy.py --clients 4 --seconds 8 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+
+def run(cmd: list[str], env: dict[str, str]) -> str:
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def start_proxy(upstream: str, loop: str = "auto") -> tuple[subprocess.Popen[str], int]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python_client"))
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "corgipile", "proxy", "--listen",
+                             "127.0.0.1:0", "--upstream", upstream, "--loop", loop],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = re.search(r"listening on [\d.]+:(\d+)", line)
+    if not m:
+        proc.kill()
+        sys.exit(f"the proxy did not start: {line!r}")
+    return proc, int(m.group(1))
+
+
+def tps(host: str, port: int, args: argparse.Namespace, env: dict[str, str]) -> float:
+    out = run([str(PG_BIN / "pgbench"), "-h", host, "-p", str(port), "-n", "-S",
+               "-c", str(args.clients), "-j", str(args.threads), "-T", str(args.seconds),
+               args.dbname], env)
+    m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
+    assert m, out
+    return float(m.group(1))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--clients", type=int, default=4)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seconds", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--scale", type=int, default=1)
+    p.add_argument("--dbname", default="corgipile_bench_proxy")
+    p.add_argument("--reference", action="append", default=[], metavar="NAME=PORT",
+                   help="also measure another proxy already listening on 127.0.0.1:PORT "
+                        "(e.g. pgbouncer in session mode)")
+    args = p.parse_args()
+    sock, port = os.environ["PGHOST"], int(os.environ["PGPORT"])
+    env = dict(os.environ)
+    exists = run([str(PG_BIN / "psql"), "-X", "-At", "-d", "postgres", "-c",
+                  f"SELECT 1 FROM pg_database WHERE datname = '{args.dbname}'"], env)
+    if not exists.strip():
+        run([str(PG_BIN / "createdb"), args.dbname], env)
+    run([str(PG_BIN / "pgbench"), "-i", "-q", "-s", str(args.scale), args.dbname], env)
+
+    procs = []
+    paths = {"direct (TCP)": port}
+    for name, upstream, loop in (
+            ("corgipile proxy, Unix-socket upstream", f"host={sock} port={port}", "auto"),
+            ("corgipile proxy, TCP upstream", f"host=127.0.0.1 port={port}", "auto"),
+            ("corgipile proxy, Unix-socket upstream, asyncio loop",
+             f"host={sock} port={port}", "asyncio")):
+        proc, pport = start_proxy(upstream, loop)
+        procs.append(proc)
+        paths[name] = pport
+    for ref in args.reference:
+        name, _, rport = ref.rpartition("=")
+        paths[name] = int(rport)
+    results: dict[str, list[float]] = {name: [] for name in paths}
+    try:
+        for r in range(args.rounds):
+            for name, pport in paths.items():
+                results[name].append(tps("127.0.0.1", pport, args, env))
+            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in results.items()),
+                  file=sys.stderr)
+    finally:
+        for proc in procs:
+            proc.terminate()
+    base = statistics.median(results["direct (TCP)"])
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"pgbench -n -S -c {args.clients} -j {args.threads} -T {args.seconds}, scale "
+          f"{args.scale}, median of {args.rounds} rounds; {now}; {platform.node()}, "
+          f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}")
+    print()
+    print("| path | TPS (median) | runs | ratio to direct |")
+    print("|---|---:|---|---:|")
+    for name, values in results.items():
+        med = statistics.median(values)
+        runs = ", ".join(f"{v:.0f}" for v in values)
+        print(f"| {name} | {med:.0f} | {runs} | {med / base:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
