@@ -371,7 +371,11 @@ class _Session:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             text = ""  # not UTF-8: passed on, the server judges it
-        plan = analyze(text, single=(kind == b"P")) if text else None
+        try:
+            plan = analyze(text, single=(kind == b"P")) if text else None
+        except Exception:  # a translator bug: the server judges the text
+            logger.exception("could not analyse a statement; passed on unchanged")
+            plan = None
         if plan is None:
             self.send_client_message(kind, frame)
         elif isinstance(plan, Failure):
