@@ -36,10 +36,12 @@ def run(cmd: list[str], env: dict[str, str]) -> str:
     return r.stdout
 
 
-def start_proxy(upstream: str, loop: str = "auto") -> tuple[subprocess.Popen[str], int]:
+def start_proxy(upstream: str, loop: str = "auto", workers: int = 1
+                ) -> tuple[subprocess.Popen[str], int]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python_client"))
     proc = subprocess.Popen([sys.executable, "-P", "-m", "corgipile", "proxy", "--listen",
-                             "127.0.0.1:0", "--upstream", upstream, "--loop", loop],
+                             "127.0.0.1:0", "--upstream", upstream, "--loop", loop,
+                             "--workers", str(workers)],
                             stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -79,14 +81,17 @@ def main() -> int:
         run([str(PG_BIN / "createdb"), args.dbname], env)
     run([str(PG_BIN / "pgbench"), "-i", "-q", "-s", str(args.scale), args.dbname], env)
 
+    load = os.getloadavg()
     procs = []
     paths = {"direct (TCP)": port}
-    for name, upstream, loop in (
-            ("corgipile proxy, Unix-socket upstream", f"host={sock} port={port}", "auto"),
-            ("corgipile proxy, TCP upstream", f"host=127.0.0.1 port={port}", "auto"),
+    for name, upstream, loop, workers in (
+            ("corgipile proxy, Unix-socket upstream", f"host={sock} port={port}", "auto", 1),
+            ("corgipile proxy, TCP upstream", f"host=127.0.0.1 port={port}", "auto", 1),
             ("corgipile proxy, Unix-socket upstream, asyncio loop",
-             f"host={sock} port={port}", "asyncio")):
-        proc, pport = start_proxy(upstream, loop)
+             f"host={sock} port={port}", "asyncio", 1),
+            ("corgipile proxy, Unix-socket upstream, --workers 2",
+             f"host={sock} port={port}", "auto", 2)):
+        proc, pport = start_proxy(upstream, loop, workers)
         procs.append(proc)
         paths[name] = pport
     for ref in args.reference:
@@ -102,11 +107,13 @@ def main() -> int:
     finally:
         for proc in procs:
             proc.terminate()
+            proc.wait(timeout=30)
     base = statistics.median(results["direct (TCP)"])
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"pgbench -n -S -c {args.clients} -j {args.threads} -T {args.seconds}, scale "
           f"{args.scale}, median of {args.rounds} rounds; {now}; {platform.node()}, "
-          f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}")
+          f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}; "
+          f"load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}")
     print()
     print("| path | TPS (median) | runs | ratio to direct |")
     print("|---|---:|---|---:|")

@@ -35,6 +35,8 @@ import itertools
 import logging
 import os
 import secrets
+import signal
+import socket
 import struct
 import sys
 from collections.abc import Callable
@@ -555,29 +557,77 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
-async def start(listen: str = "127.0.0.1:6432", upstream: str | Upstream | None = None
-                ) -> asyncio.base_events.Server:
+async def start(listen: str = "127.0.0.1:6432", upstream: str | Upstream | None = None,
+                *, sock: socket.socket | None = None) -> asyncio.base_events.Server:
     """Start the proxy on the running event loop and return its asyncio
-    Server (``server.sockets[0].getsockname()`` for a port chosen by the OS)."""
-    host, port = parse_listen(listen)
+    Server (``server.sockets[0].getsockname()`` for a port chosen by the OS).
+    sock: a listening socket to accept on instead of binding listen."""
     up = upstream if isinstance(upstream, Upstream) else Upstream.parse(upstream)
     sessions: set[_Session] = set()
     loop = asyncio.get_running_loop()
+    if sock is not None:
+        return await loop.create_server(lambda: _ClientSide(up, sessions), sock=sock)
+    host, port = parse_listen(listen)
     return await loop.create_server(lambda: _ClientSide(up, sessions), host, port,
                                     reuse_address=True)
 
 
 def serve(listen: str = "127.0.0.1:6432", upstream: str | Upstream | None = None, *,
-          on_ready: Callable[[str], Any] | None = None, loop: str = "auto") -> None:
+          on_ready: Callable[[str], Any] | None = None, loop: str = "auto",
+          workers: int = 1) -> None:
     """Run the proxy until interrupted. loop: "uvloop", "asyncio", or "auto"
-    (uvloop when it is installed). on_ready is called with "host:port" once
-    it listens."""
+    (uvloop when it is installed). workers > 1: that many processes accept
+    on one listening socket (each connection stays in the process that
+    accepted it). on_ready is called with "host:port" once it listens."""
+    up = upstream if isinstance(upstream, Upstream) else Upstream.parse(upstream)
+    if workers <= 1:
+        def ready(server: Any) -> None:
+            if on_ready is not None:
+                host, port = server.sockets[0].getsockname()[:2]
+                on_ready(f"{host}:{port}")
 
-    async def main() -> None:
-        server = await start(listen, upstream)
-        host, port = server.sockets[0].getsockname()[:2]
+        _run_loop(loop, listen, up, None, ready)
+        return
+    host, port = parse_listen(listen)
+    sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host
+                                else socket.AF_INET, backlog=512)
+    pids = []
+    # SIGTERM ends the workers too (through the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        for _ in range(workers):
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child process
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                code = 0
+                try:
+                    _run_loop(loop, listen, up, sock, lambda server: None)
+                except KeyboardInterrupt:
+                    pass
+                except BaseException:
+                    logger.exception("proxy worker failed")
+                    code = 1
+                os._exit(code)
+            pids.append(pid)
         if on_ready is not None:
-            on_ready(f"{host}:{port}")
+            bound = sock.getsockname()
+            on_ready(f"{bound[0]}:{bound[1]}")
+        os.wait()  # one worker ended: end them all
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        sock.close()
+
+
+def _run_loop(loop: str, listen: str, up: Upstream, sock: socket.socket | None,
+              ready: Callable[[Any], Any]) -> None:
+    async def main() -> None:
+        server = await start(listen, up, sock=sock)
+        ready(server)
         async with server:
             await server.serve_forever()
 
@@ -612,6 +662,8 @@ def add_subcommand(sub: Any) -> None:
                         '"host=db port=5432" (default: PGHOST / PGPORT)')
     p.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto",
                    help="event loop (default: uvloop when installed)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="processes accepting connections (default 1)")
     p.set_defaults(func=_cmd_proxy)
 
 
@@ -628,7 +680,7 @@ def _cmd_proxy(args: argparse.Namespace) -> int:
         print(f"corgipile proxy: listening on {where}, server {up}", flush=True)
 
     try:
-        serve(args.listen, up, on_ready=ready, loop=args.loop)
+        serve(args.listen, up, on_ready=ready, loop=args.loop, workers=args.workers)
     except KeyboardInterrupt:
         return 0
     return 0

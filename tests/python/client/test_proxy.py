@@ -533,3 +533,30 @@ def test_pgbench_through_the_proxy(pdsn, dsn):
                               r.stdout).group(1))
     assert processed > 100
     assert re.search(r"number of failed transactions: 0\b", r.stdout), r.stdout
+
+
+def test_workers_share_one_port_and_end_together(dsn, points):
+    upstream = f"host={os.environ['PGHOST']} port={os.environ['PGPORT']}"
+    env = dict(os.environ, PYTHONPATH=str(CLIENT))
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-m", "corgipile", "proxy", "--listen", "127.0.0.1:0",
+         "--upstream", upstream, "--workers", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        port = re.search(r"listening on [\d.]+:(\d+)", proc.stdout.readline()).group(1)
+        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        assert len(children) == 3
+        for _ in range(12):
+            with psycopg.connect(dsn_with(dsn, host="127.0.0.1", port=port)) as c:
+                assert c.execute("SELECT count(*) FROM points").fetchone() == (600,)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    # SIGTERM to the parent ends every worker
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+            Path(f"/proc/{pid}").exists() for pid in children):
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in children)
