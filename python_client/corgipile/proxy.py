@@ -54,6 +54,8 @@ logger = logging.getLogger("corgipile.proxy")
 # Query / Parse messages longer than this are passed on unread (a TRAIN BY
 # statement is short; a 100 MB INSERT is streamed, not held in memory)
 INSPECT_LIMIT = 1 << 20
+# seconds to wait for the server's TCP handshake
+CONNECT_TIMEOUT = 30
 
 _INT32 = struct.Struct("!i")
 _EXTENDED = frozenset(b"PBDECH")
@@ -302,12 +304,14 @@ class _Session:
 
     async def connect(self, packet: bytes) -> None:
         try:
-            self.server = await self.upstream.connect(lambda: _ServerSide(self))
-        except OSError as exc:
+            self.server = await asyncio.wait_for(
+                self.upstream.connect(lambda: _ServerSide(self)), CONNECT_TIMEOUT)
+        except (OSError, asyncio.TimeoutError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc) or "timeout"
             self.client.write(wire.error_response([
                 ("S", "FATAL"), ("V", "FATAL"), ("C", "08006"),
                 ("M", f"corgipile proxy: could not connect to the server at "
-                      f"{self.upstream}: {exc.strerror or exc}")]))
+                      f"{self.upstream}: {reason}")]))
             self.close()
             return
         if self.state == "closed":
