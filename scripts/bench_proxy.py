@@ -7,7 +7,9 @@ does). pgbench's tables go into the database --dbname (created if missing).
 Each round runs, one after another: direct over TCP, through the proxy
 (proxy to server over the Unix socket), through the proxy with a TCP
 upstream. The medians over the rounds, and the ratios to direct TCP, are
-printed as a Markdown table.
+printed as a Markdown table, with the CPU time each proxy process used per
+transaction (user + system, from /proc): unlike TPS on a shared machine,
+that figure does not depend on what else runs.
 
     PG_CONFIG=... scripts/with_demo_cluster.sh ...   # or any cluster
     .venv/bin/python scripts/bench_proxy.py --clients 4 --seconds 8 --rounds 3
@@ -52,13 +54,32 @@ def start_proxy(upstream: str, loop: str = "auto", workers: int = 1
     return proc, int(m.group(1))
 
 
-def tps(host: str, port: int, args: argparse.Namespace, env: dict[str, str]) -> float:
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process and its children (the workers)."""
+    if pid is None:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    pids = [pid] + ([int(c) for c in children.read_text().split()] if children.exists() else [])
+    for p in pids:
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def tps(host: str, port: int, args: argparse.Namespace, env: dict[str, str],
+        pid: int | None = None) -> tuple[float, float]:
+    """TPS, and the proxy's CPU microseconds per transaction (0 without pid)."""
+    before = cpu_seconds(pid)
     out = run([str(PG_BIN / "pgbench"), "-h", host, "-p", str(port), "-n", "-S",
                "-c", str(args.clients), "-j", str(args.threads), "-T", str(args.seconds),
                args.dbname], env)
+    used = cpu_seconds(pid) - before
     m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
-    assert m, out
-    return float(m.group(1))
+    n = re.search(r"number of transactions actually processed: (\d+)", out)
+    assert m and n, out
+    return float(m.group(1)), 1e6 * used / max(1, int(n.group(1)))
 
 
 def main() -> int:
@@ -71,7 +92,8 @@ def main() -> int:
     p.add_argument("--dbname", default="corgipile_bench_proxy")
     p.add_argument("--reference", action="append", default=[], metavar="NAME=PORT",
                    help="also measure another proxy already listening on 127.0.0.1:PORT "
-                        "(e.g. pgbouncer in session mode)")
+                        "(e.g. pgbouncer in session mode); NAME=PORT/PID also reports "
+                        "its CPU time")
     args = p.parse_args()
     sock, port = os.environ["PGHOST"], int(os.environ["PGPORT"])
     env = dict(os.environ)
@@ -83,7 +105,7 @@ def main() -> int:
 
     load = os.getloadavg()
     procs = []
-    paths = {"direct (TCP)": port}
+    paths: dict[str, tuple[int, int | None]] = {"direct (TCP)": (port, None)}
     for name, upstream, loop, workers in (
             ("corgipile proxy, Unix-socket upstream", f"host={sock} port={port}", "auto", 1),
             ("corgipile proxy, TCP upstream", f"host=127.0.0.1 port={port}", "auto", 1),
@@ -93,15 +115,19 @@ def main() -> int:
              f"host={sock} port={port}", "auto", 2)):
         proc, pport = start_proxy(upstream, loop, workers)
         procs.append(proc)
-        paths[name] = pport
+        paths[name] = (pport, proc.pid)
     for ref in args.reference:
-        name, _, rport = ref.rpartition("=")
-        paths[name] = int(rport)
+        name, _, where = ref.rpartition("=")
+        rport, _, rpid = where.partition("/")
+        paths[name] = (int(rport), int(rpid) if rpid else None)
     results: dict[str, list[float]] = {name: [] for name in paths}
+    cpu: dict[str, list[float]] = {name: [] for name in paths}
     try:
         for r in range(args.rounds):
-            for name, pport in paths.items():
-                results[name].append(tps("127.0.0.1", pport, args, env))
+            for name, (pport, pid) in paths.items():
+                t, c = tps("127.0.0.1", pport, args, env, pid)
+                results[name].append(t)
+                cpu[name].append(c)
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in results.items()),
                   file=sys.stderr)
     finally:
@@ -115,12 +141,13 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}; "
           f"load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}")
     print()
-    print("| path | TPS (median) | runs | ratio to direct |")
-    print("|---|---:|---|---:|")
+    print("| path | TPS (median) | runs | ratio to direct | proxy CPU µs / transaction |")
+    print("|---|---:|---|---:|---:|")
     for name, values in results.items():
         med = statistics.median(values)
         runs = ", ".join(f"{v:.0f}" for v in values)
-        print(f"| {name} | {med:.0f} | {runs} | {med / base:.2f} |")
+        us = f"{statistics.median(cpu[name]):.1f}" if paths[name][1] else ""
+        print(f"| {name} | {med:.0f} | {runs} | {med / base:.2f} | {us} |")
     return 0
 
 

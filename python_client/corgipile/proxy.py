@@ -108,7 +108,10 @@ class _ServerSide(asyncio.Protocol):
         self.session = session
 
     def data_received(self, data: bytes) -> None:
-        self.session.guard(self.session.from_server, data)
+        try:
+            self.session.from_server(data)
+        except Exception as exc:  # noqa: BLE001 - the session logs and closes
+            self.session.failed(exc)
 
     def eof_received(self) -> bool:
         self.session.close()
@@ -134,8 +137,10 @@ class _ClientSide(asyncio.Protocol):
         self.session = _Session(self.upstream, transport, self.sessions)  # type: ignore[arg-type]
 
     def data_received(self, data: bytes) -> None:
-        assert self.session is not None
-        self.session.guard(self.session.from_client, data)
+        try:
+            self.session.from_client(data)  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - the session logs and closes
+            self.session.failed(exc)  # type: ignore[union-attr]
 
     def eof_received(self) -> bool:
         if self.session is not None:
@@ -190,15 +195,14 @@ class _Session:
 
     # -- plumbing ------------------------------------------------------------
 
-    def guard(self, fn: Callable[[bytes], None], data: bytes) -> None:
-        try:
-            fn(data)
-        except wire.ProtocolError as exc:
+    def failed(self, exc: Exception) -> None:
+        """Malformed input, or a bug here: it costs one connection, never the
+        proxy."""
+        if isinstance(exc, wire.ProtocolError):
             logger.info("closing a connection: %s", exc)
-            self.close()
-        except Exception:  # a bug here must cost one connection, not the proxy
-            logger.exception("closing a connection after an internal error")
-            self.close()
+        else:
+            logger.error("closing a connection after an internal error", exc_info=exc)
+        self.close()
 
     def close(self) -> None:
         if self.state == "closed":
@@ -482,11 +486,9 @@ class _Session:
         if self.shead:  # a message header cut in two by the last read
             data, self.shead = self.shead + data, b""
         if self.intercept is None and not self.planted and not self.sbuf:
-            end, kinds = self.sscan.scan(data)
-            if kinds:
-                n = kinds.count(b"Z")
-                if n:
-                    self.count_ready(n)
+            end, n = self.sscan.count(data, 0x5A)  # ReadyForQuery
+            if n:
+                self.count_ready(n)
             if end < len(data):
                 self.shead = data[end:]
                 data = data[:end]

@@ -93,6 +93,31 @@ class FrameScanner:
         return i, bytes(kinds)
 
 
+    def count(self, data: bytes, kind: int) -> tuple[int, int]:
+        """scan() for a stream where no message is kept whole, counting the
+        messages of one type instead of listing the types: (end, count)."""
+        n = len(data)
+        i = 0
+        found = 0
+        if self.remaining:
+            i = min(self.remaining, n)
+            self.remaining -= i
+            if self.remaining:
+                return i, 0
+        unpack = _INT32.unpack_from
+        while n - i >= 5:
+            (length,) = unpack(data, i + 1)
+            if length < 4 or length > MAX_MESSAGE:
+                raise ProtocolError(f"message {data[i:i + 1]!r} with invalid length {length}")
+            if data[i] == kind:
+                found += 1
+            total = length + 1
+            if n - i < total:
+                self.remaining = total - (n - i)
+                return n, found
+            i += total
+        return i, found
+
 # -- messages the proxy writes ---------------------------------------------------
 
 def _cstr(text: str) -> bytes:
