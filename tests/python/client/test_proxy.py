@@ -372,14 +372,15 @@ def test_pipeline_mode(pconn, model):
 
 # -- cancel ------------------------------------------------------------------------------------
 
-def test_cancel_stops_a_training(pdsn, conn):
+@pytest.mark.parametrize("how", ["cancel", "cancel_safe"])
+def test_cancel_stops_a_training(pdsn, conn, how):
     conn.execute("CREATE TABLE big AS SELECT i AS id, (i % 2) * 2 - 1 AS label, "
                  "ARRAY[(i % 2)::float8, random()] AS features "
                  "FROM generate_series(1, 100000) i")
     with psycopg.connect(pdsn, autocommit=True) as pc:
         epochs = []
         pc.add_notice_handler(lambda d: epochs.append(d.message_primary))
-        timer = threading.Timer(1.5, pc.cancel_safe)
+        timer = threading.Timer(1.5, getattr(pc, how))
         timer.start()
         started = time.monotonic()
         try:
@@ -560,3 +561,31 @@ def test_workers_share_one_port_and_end_together(dsn, points):
             Path(f"/proc/{pid}").exists() for pid in children):
         time.sleep(0.1)
     assert not any(Path(f"/proc/{pid}").exists() for pid in children)
+
+
+# -- framing -------------------------------------------------------------------------------------
+
+def test_frame_scanner_counts_across_any_chunking():
+    """The server-to-client walk finds every ReadyForQuery however the
+    stream is cut into reads (a header split in two included)."""
+    from corgipile import proxy_wire as wire
+
+    def msg(kind: bytes, body: bytes) -> bytes:
+        return kind + struct.pack("!i", len(body) + 4) + body
+
+    stream = b"".join([msg(b"T", b"x" * 30), msg(b"D", b"Z" * 70000), msg(b"C", b"SELECT 1\0"),
+                       msg(b"Z", b"I"), msg(b"N", b"Z" * 3), msg(b"Z", b"T")])
+    for size in (1, 2, 3, 4, 5, 7, 4096, len(stream)):
+        scanner = wire.FrameScanner()
+        held = b""
+        count = 0
+        passed = 0
+        for k in range(0, len(stream), size):
+            data = held + stream[k:k + size]
+            end, n = scanner.count(data, 0x5A)
+            count += n
+            passed += end
+            held = data[end:]
+        assert (count, passed, held) == (2, len(stream), b""), size
+    with pytest.raises(wire.ProtocolError):
+        wire.FrameScanner().count(msg(b"Z", b"I")[:1] + struct.pack("!i", 3), 0x5A)
