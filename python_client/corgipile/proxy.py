@@ -466,7 +466,9 @@ class _Session:
             elif kind == 0x43:  # CommandComplete
                 results.append([])
             elif kind == 0x45 and error is None:  # ErrorResponse
-                error = wire.error_fields(frame[5:])
+                # a position would point into the lookup's text, not the client's
+                error = [(code, value) for code, value in wire.error_fields(frame[5:])
+                         if code not in "PpqW"]
             elif kind == 0x5A:
                 ready = frame
         return results, error, ready

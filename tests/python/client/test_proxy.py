@@ -589,3 +589,16 @@ def test_frame_scanner_counts_across_any_chunking():
         assert (count, passed, held) == (2, len(stream), b""), size
     with pytest.raises(wire.ProtocolError):
         wire.FrameScanner().count(msg(b"Z", b"I")[:1] + struct.pack("!i", 3), 0x5A)
+
+
+def test_database_without_the_extension(pconn, conn):
+    conn.execute("CREATE TABLE t (label int, features float8[])")
+    conn.execute("DROP EXTENSION corgipile")
+    with pytest.raises(pgerrors.UndefinedObject, match="not installed"):
+        pconn.execute("SELECT * FROM t TRAIN BY svm")
+    # the lookup's own error, without a position into the lookup's text
+    with pytest.raises(pgerrors.UndefinedTable) as e:
+        pconn.execute("SELECT label FROM t PREDICT BY m")
+    assert "corgipile.models" in e.value.diag.message_primary
+    assert e.value.diag.statement_position is None
+    assert pconn.execute("SELECT 1").fetchone() == (1,)
