@@ -396,6 +396,29 @@ def test_cancel_stops_a_training(pdsn, conn, how):
                         ).fetchone() == (0,)
 
 
+def test_psql_ctrl_c_stops_a_training(pdsn, conn):
+    """psql sends a CancelRequest on SIGINT; through the proxy it reaches the
+    server, which stops the training."""
+    import signal
+
+    conn.execute("CREATE TABLE big AS SELECT i AS id, (i % 2) * 2 - 1 AS label, "
+                 "ARRAY[(i % 2)::float8, random()] AS features "
+                 "FROM generate_series(1, 100000) i")
+    proc = subprocess.Popen([str(PSQL), "-X", "-c", "SELECT * FROM big TRAIN BY svm WITH "
+                             "max_epoch_num = 100000, model_name = 'never'"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env_for(pdsn))
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # an epoch has ended: the training runs
+    assert "epoch=1/100000" in first, first
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert "canceling statement due to user request" in err
+    assert proc.returncode == 1
+    assert conn.execute("SELECT count(*) FROM corgipile.models WHERE model_name = 'never'"
+                        ).fetchone() == (0,)
+
+
 # -- hostile input -------------------------------------------------------------------------------
 
 def _raw(proxy: Proxy) -> socket.socket:
