@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import proxy_wire as wire
-from .proxy_rewrite import QUICK_CHECK, Failure, analyze, classes_query, render
+from .proxy_rewrite import QUICK_CHECK, Failure, analyze, classes_query, map_position, render
 from .proxy_rewrite import SIGNATURE_QUERY, signature_from_rows
 
 __all__ = ["Upstream", "start", "serve", "add_subcommand"]
@@ -192,6 +192,9 @@ class _Session:
         # planted errors: (token, number of the ReadyForQuery that ends its
         # batch, the ErrorResponse to send instead of the server's)
         self.planted: list[tuple[bytes, int, bytes]] = []
+        # rewritten statements in flight: (number of the ReadyForQuery that
+        # ends the batch, where the parts of the text sent come from)
+        self.remaps: list[tuple[int, Any]] = []
 
     # -- plumbing ------------------------------------------------------------
 
@@ -415,7 +418,10 @@ class _Session:
                 if isinstance(new, Failure):
                     self.plant(kind, name, rest, new.fields(text))
                 else:
-                    message = wire.query(new) if kind == b"Q" else wire.parse(name, new, rest)
+                    sql, segments = new
+                    message = wire.query(sql) if kind == b"Q" else wire.parse(name, sql, rest)
+                    # server errors in it get positions in the client's text
+                    self.remaps.append((self.syncs_sent + 1, segments))
                     self.send_client_message(kind, message)
         self.task = None
         self.resume_client("rewrite")
@@ -487,7 +493,8 @@ class _Session:
     def from_server(self, data: bytes) -> None:
         if self.shead:  # a message header cut in two by the last read
             data, self.shead = self.shead + data, b""
-        if self.intercept is None and not self.planted and not self.sbuf:
+        if self.intercept is None and not self.planted and not self.remaps \
+                and not self.sbuf:
             end, n = self.sscan.count(data, 0x5A)  # ReadyForQuery
             if n:
                 self.count_ready(n)
@@ -526,30 +533,37 @@ class _Session:
                     if not fut.done():
                         fut.set_result(self.intercepted)
                 continue
-            if kind == 0x45 and self.planted:  # ErrorResponse
-                frame = self.replace_planted(frame)
+            if kind == 0x45:  # ErrorResponse
+                frame = self.replace_error(frame)
             elif kind == 0x5A:  # ReadyForQuery
                 self.count_ready(1)
                 self.planted = [p for p in self.planted if p[1] > self.syncs_done]
+                self.remaps = [r for r in self.remaps if r[0] > self.syncs_done]
             out += frame
-            if self.intercept is None and not self.planted:
+            if self.intercept is None and not self.planted and not self.remaps:
                 break  # back to passing bytes on unread
         if out:
             self.client.write(out)
         rest = bytes(buf[i:])
         self.sbuf = bytearray()
-        if self.intercept is None and not self.planted:
+        if self.intercept is None and not self.planted and not self.remaps:
             if rest:
                 self.from_server(rest)
         else:
             self.sbuf += rest
 
-    def replace_planted(self, frame: bytes) -> bytes:
+    def replace_error(self, frame: bytes) -> bytes:
+        """A planted error's replacement; or the error with its position
+        moved into the client's text, for an error in a rewritten statement."""
         for j, (token, _, replacement) in enumerate(self.planted):
             if token in frame:
                 del self.planted[j]
                 return replacement
-        return frame
+        live = [r for r in self.remaps if r[0] > self.syncs_done]
+        if not live:
+            return frame
+        segments = live[0][1]
+        return wire.map_error_position(frame, lambda p: map_position(segments, p))
 
 
 # -- the server ----------------------------------------------------------------------

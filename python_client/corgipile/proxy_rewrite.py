@@ -32,7 +32,7 @@ from .params import _SAFE_TYPE, POSITIONAL, TrainSignature
 from .statements import (Bound, PlainStatement, PredictStatement, TrainStatement,
                          parse_statement, quote_ident)
 
-__all__ = ["Failure", "Plan", "analyze", "render", "literal", "SIGNATURE_QUERY",
+__all__ = ["Failure", "Plan", "analyze", "render", "map_position", "literal", "SIGNATURE_QUERY",
            "classes_query", "signature_from_rows", "QUICK_CHECK"]
 
 # bytes worth running the translator on (the real check is the translator's:
@@ -192,9 +192,10 @@ def _train_sql(stmt: TrainStatement, sig: TrainSignature, offset: int) -> str | 
 
 
 def _predict_sql(stmt: PredictStatement, classes: dict[str, Any], offset: int
-                 ) -> str | Failure:
+                 ) -> list[tuple[str, int, bool]] | Failure:
     """Client.execute's PREDICT BY: the user's SELECT, unchanged, with the
-    prediction column added after its columns."""
+    prediction column added after its columns; as pieces (text, where it
+    comes from in the client's text, whether it is the client's text)."""
     if stmt.model_name not in classes:
         return Failure(UNDEFINED_OBJECT, f'model "{stmt.model_name}" does not exist',
                        offset + stmt.model_position,
@@ -203,31 +204,60 @@ def _predict_sql(stmt: PredictStatement, classes: dict[str, Any], offset: int
     # without params the translator doubles every % for psycopg: undo it
     before = stmt.before.replace("%%", "%")
     after = stmt.after.replace("%%", "%")
-    return (f"{before}corgipile.{fn}({literal(stmt.model_name)}, "
-            f"{quote_ident(stmt.row)}) AS prediction\n{after}")
+    # before is the client's text up to FROM, then ", " (or " ")
+    cut = next((k for k in (len(before) - 2, len(before) - 1)
+                if stmt.text[:k] == before[:k] and stmt.text.startswith(after, k)),
+               len(before))
+    column = (f"{before[cut:]}corgipile.{fn}({literal(stmt.model_name)}, "
+              f"{quote_ident(stmt.row)}) AS prediction\n")
+    return [(before[:cut], offset, True), (column, offset + stmt.model_position, False),
+            (after, offset + cut, True)]
+
+
+Segment = tuple[int, int, int, bool]  # new start, length, old start, verbatim
 
 
 def render(plan: Plan, sig: TrainSignature | None, classes_rows: list[list[str | None]]
-           ) -> str | Failure:
-    """The query text to send instead of plan.text."""
+           ) -> tuple[str, list[Segment]] | Failure:
+    """The query text to send instead of plan.text, and where each part of
+    it comes from (see map_position)."""
     classes = {r[0]: (json.loads(r[1]) if r[1] is not None else None) for r in classes_rows}
-    out = []
+    pieces: list[tuple[str, int, bool]] = []
     last = 0
     for sl, stmt in plan.pieces:
         if isinstance(stmt, PlainStatement):
             continue
+        new: Any
         if isinstance(stmt, TrainStatement):
             if sig is None:
                 return Failure(UNDEFINED_OBJECT,
                                "corgipile.train() is not installed in this database",
                                sl.start, "run CREATE EXTENSION corgipile")
             new = _train_sql(stmt, sig, sl.start)
+            if not isinstance(new, Failure):
+                lead = len(stmt.text) - len(stmt.text.lstrip())
+                new = [(new, sl.start + lead, False)]
         else:
             new = _predict_sql(stmt, classes, sl.start)
         if isinstance(new, Failure):
             return new
-        out.append(plan.text[last:sl.start])
-        out.append(new)
+        pieces.append((plan.text[last:sl.start], last, True))
+        pieces.extend(new)
         last = sl.stop
-    out.append(plan.text[last:])
-    return "".join(out)
+    pieces.append((plan.text[last:], last, True))
+    segments: list[Segment] = []
+    at = 0
+    for text, old, verbatim in pieces:
+        segments.append((at, len(text), old, verbatim))
+        at += len(text)
+    return "".join(p[0] for p in pieces), segments
+
+
+def map_position(segments: list[Segment], position: int) -> int:
+    """A server error's position (1-based) in the rewritten text, as a
+    position in the client's text: the same character in the client's own
+    parts, the statement's key word in what the proxy wrote."""
+    for start, length, old, verbatim in segments:
+        if start <= position - 1 < start + length:
+            return (old + position - 1 - start if verbatim else old) + 1
+    return position

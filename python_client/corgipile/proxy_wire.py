@@ -18,7 +18,7 @@ from typing import Any
 __all__ = [
     "ProtocolError", "FrameScanner", "SSL_REQUEST", "GSSENC_REQUEST", "CANCEL_REQUEST",
     "MAX_STARTUP", "MAX_MESSAGE", "error_response", "error_fields", "query", "parse",
-    "split_parse", "lookup_batch", "data_row_values",
+    "split_parse", "lookup_batch", "data_row_values", "map_error_position",
 ]
 
 # request codes of the packets that come before (or instead of) the startup
@@ -191,6 +191,25 @@ def error_fields(body: bytes) -> list[tuple[str, str]]:
         out.append((chr(body[i]), body[i + 1:end].decode("utf-8", "replace")))
         i = end + 1
     return out
+
+
+def map_error_position(frame: bytes, fn: Any) -> bytes:
+    """An ErrorResponse with its position field (P) replaced by fn(position);
+    the other fields stay the bytes they were."""
+    body = frame[5:]
+    out = bytearray()
+    i = 0
+    while i < len(body) and body[i] != 0:
+        end = body.find(b"\0", i + 1)
+        if end < 0:
+            raise ProtocolError("ErrorResponse field without its NUL")
+        value = body[i + 1:end]
+        if body[i] == 0x50 and value.isdigit():  # P
+            value = str(fn(int(value))).encode()
+        out += body[i:i + 1] + value + b"\0"
+        i = end + 1
+    out += b"\0"
+    return _message(b"E", bytes(out))
 
 
 def data_row_values(body: bytes) -> list[str | None]:

@@ -109,8 +109,11 @@ def psql(pdsn: str, *args: str, script: str | None = None) -> subprocess.Complet
                           text=True, env=env_for(pdsn), timeout=120)
 
 
-def direct_predictions(conn, query: str) -> list[tuple]:
-    return conn.execute(query).fetchall()
+def run(c: psycopg.Connection, query: str, simple: bool) -> psycopg.Cursor:
+    """The query on the simple protocol (a Query message) or the extended one
+    (Parse/Bind/Execute: psycopg sends a query without parameters as a simple
+    Query unless asked for binary results)."""
+    return c.execute(query) if simple else c.execute(query, binary=True)
 
 
 # -- psql ------------------------------------------------------------------------------
@@ -216,7 +219,7 @@ def test_simple_protocol_train_and_predict(pdsn, conn, points):
 
 def test_extended_protocol_train_and_predict(pconn, conn, points):
     rows = pconn.execute("SELECT * FROM points TRAIN BY logistic WITH max_epoch_num = 2, "
-                         "model_name = 'e1'").fetchall()
+                         "model_name = 'e1'", binary=True).fetchall()
     assert [r[1] for r in rows] == [1, 2]
     # a parameter in the SELECT part: the Parse message keeps its $1
     cur = pconn.execute("SELECT id FROM points WHERE id BETWEEN %s AND %s ORDER BY id "
@@ -287,7 +290,7 @@ def test_translator_error_is_42601_with_position(pdsn, points, simple):
     factory = psycopg.ClientCursor if simple else psycopg.Cursor
     with psycopg.connect(pdsn, autocommit=True, cursor_factory=factory) as pc:
         with pytest.raises(pgerrors.SyntaxError) as e:
-            pc.execute(TRAIN_ERR)
+            run(pc, TRAIN_ERR, simple)
         diag = e.value.diag
         assert diag.sqlstate == "42601"
         assert diag.severity == "ERROR"
@@ -296,10 +299,10 @@ def test_translator_error_is_42601_with_position(pdsn, points, simple):
         assert "learning_rate" in (diag.message_hint or "")
         # a translator error from the scanner, too
         with pytest.raises(pgerrors.SyntaxError) as e:
-            pc.execute("SELECT * FROM points TRAIN BY")
+            run(pc, "SELECT * FROM points TRAIN BY", simple)
         assert int(e.value.diag.statement_position) == len("SELECT * FROM points TRAIN BY") + 1
         assert pc.info.transaction_status == TransactionStatus.IDLE
-        assert pc.execute("SELECT 41 + 1").fetchone() == (42,)
+        assert run(pc, "SELECT 41 + 1", simple).fetchone() == (42,)
 
 
 @pytest.mark.parametrize("simple", [True, False], ids=["simple", "extended"])
@@ -309,25 +312,26 @@ def test_error_inside_a_transaction_block(pdsn, conn, points, simple):
         pc.execute("CREATE TABLE keep (i int)")
         pc.execute("INSERT INTO keep VALUES (1)")
         with pytest.raises(pgerrors.SyntaxError):
-            pc.execute(TRAIN_ERR)
+            run(pc, TRAIN_ERR, simple)
         # the server's own state: the block is aborted, as after any error
         assert pc.info.transaction_status == TransactionStatus.INERROR
         with pytest.raises(pgerrors.InFailedSqlTransaction):
-            pc.execute("SELECT 1")
+            run(pc, "SELECT 1", simple)
         pc.rollback()
-        assert pc.execute("SELECT 1").fetchone() == (1,)
+        assert run(pc, "SELECT 1", simple).fetchone() == (1,)
         pc.commit()
     assert conn.execute("SELECT to_regclass('keep')").fetchone() == (None,)
 
 
-def test_lookup_in_failed_transaction_gives_the_server_error(pdsn, model):
+@pytest.mark.parametrize("simple", [True, False], ids=["simple", "extended"])
+def test_lookup_in_failed_transaction_gives_the_server_error(pdsn, model, simple):
     with psycopg.connect(pdsn) as pc:
         with pytest.raises(pgerrors.DivisionByZero):
-            pc.execute("SELECT 1 / 0")
+            run(pc, "SELECT 1 / 0", simple)
         with pytest.raises(pgerrors.InFailedSqlTransaction):
-            pc.execute("SELECT id FROM points PREDICT BY m1")
+            run(pc, "SELECT id FROM points PREDICT BY m1", simple)
         pc.rollback()
-        assert len(pc.execute("SELECT id FROM points PREDICT BY m1").fetchall()) == 600
+        assert len(run(pc, "SELECT id FROM points PREDICT BY m1", simple).fetchall()) == 600
 
 
 def test_missing_model_and_where_clause(pconn, model):
@@ -625,3 +629,24 @@ def test_database_without_the_extension(pconn, conn):
     assert "corgipile.models" in e.value.diag.message_primary
     assert e.value.diag.statement_position is None
     assert pconn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("simple", [True, False], ids=["simple", "extended"])
+def test_server_error_positions_point_into_the_clients_text(pdsn, model, simple):
+    factory = psycopg.ClientCursor if simple else psycopg.Cursor
+    with psycopg.connect(pdsn, autocommit=True, cursor_factory=factory) as pc:
+        for q, word in [
+                ("SELECT id FROM points WHERE nosuch > 1 PREDICT BY m1", "nosuch"),
+                ("SELECT nosuch FROM points PREDICT BY m1", "nosuch"),
+                ("SELECT 1; SELECT id FROM points WHERE id = 'x' PREDICT BY m1", "'x'"),
+                ("SELECT * FROM points TRAIN BY svm WITH label = 'nosuch'", None)]:
+            if not simple and q.startswith("SELECT 1;"):
+                continue  # one statement per Parse message
+            with pytest.raises(psycopg.Error) as e:
+                run(pc, q, simple)
+            position = e.value.diag.statement_position
+            if word is None:  # a runtime error of corgipile.train: no position
+                assert position is None or 1 <= int(position) <= len(q)
+            else:
+                assert int(position) == q.index(word) + 1, (q, e.value)
+        assert run(pc, "SELECT 1", simple).fetchone() == (1,)
