@@ -16,7 +16,9 @@ How a rewrite happens (see docs/proxy.md):
   catalog facts the translation needs (corgipile.train's signature, the
   models' classes) on the client's own connection, with a named statement
   and portal and a Sync of its own, whose answers the client never sees;
-- it sends the rewritten message in place of the client's;
+- it sends the rewritten message in place of the client's, and until that
+  batch's ReadyForQuery it reads the server's answers message by message,
+  to move the position of a server error back into the client's text;
 - a statement the proxy refuses is replaced by a statement that fails on
   the server with a syntax error, whose ErrorResponse the proxy then
   rewrites with its own SQLSTATE, message and position. The server thus
