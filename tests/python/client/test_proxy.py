@@ -650,3 +650,17 @@ def test_server_error_positions_point_into_the_clients_text(pdsn, model, simple)
             else:
                 assert int(position) == q.index(word) + 1, (q, e.value)
         assert run(pc, "SELECT 1", simple).fetchone() == (1,)
+
+
+@pytest.mark.parametrize("query, direct", [
+    ("SELECT id FROM points WHERE id % 100 = 0 ORDER BY id PREDICT BY m1",
+     "SELECT id, corgipile.predict('m1', points) FROM points WHERE id % 100 = 0 ORDER BY id"),
+    ("SELECT * FROM points AS p WHERE p.id < 3 ORDER BY p.id PREDICT BY 'm1'",
+     "SELECT *, corgipile.predict('m1', p) FROM points AS p WHERE p.id < 3 ORDER BY p.id"),
+    ("SELECT id, 'a%%b' AS t -- PREDICT BY nothing\nFROM points WHERE id = 4 PREDICT BY m1",
+     "SELECT id, 'a%%b', corgipile.predict('m1', points) FROM points WHERE id = 4"),
+])
+def test_predict_by_keeps_the_select(pconn, conn, model, query, direct):
+    cur = pconn.execute(query)
+    assert cur.description[-1].name == "prediction"
+    assert cur.fetchall() == conn.execute(direct).fetchall()
