@@ -38,7 +38,8 @@ RUN pip install --no-cache-dir \
         "psycopg[binary]==3.3.9" \
         numpy==2.4.6 \
         pglast==8.7 \
-        tqdm==4.70.1
+        tqdm==4.70.1 \
+        uvloop==0.23.0
 
 COPY scripts/demo.py /opt/corgipile/demo.py
 

@@ -316,6 +316,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_sql(sub)
     bench = _load_bench()[0] if _wants_bench(argv) else None
     _add_bench(sub, bench)
+    from .proxy import add_subcommand as _add_proxy
+
+    _add_proxy(sub)
     return parser
 
 

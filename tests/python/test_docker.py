@@ -1061,3 +1061,25 @@ def test_compose_file():
     assert cenv["PGPASSWORD"] == denv["POSTGRES_PASSWORD"]
     assert cenv["PGDATABASE"] == denv["POSTGRES_DB"]
     assert denv["CORGIPILE_PRELOAD"] == "${CORGIPILE_PRELOAD:-off}"
+
+
+def test_compose_proxy_service():
+    """corgipile proxy in front of db: the client image's CLI, published on
+    loopback only, pointed at the db service, and given no credentials."""
+    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
+    compose = yaml.safe_load((DOCKER / "docker-compose.yml").read_text())
+    proxy, client = compose["services"]["proxy"], compose["services"]["client"]
+    assert proxy["build"] == client["build"] and proxy["image"] == client["image"]
+    assert proxy["depends_on"] == {"db": {"condition": "service_healthy"}}
+    cmd = proxy["command"]
+    assert cmd[:2] == ["corgipile", "proxy"]
+    listen = cmd[cmd.index("--listen") + 1]
+    upstream = cmd[cmd.index("--upstream") + 1]
+    assert listen.endswith(":6432") and upstream == "host=db port=5432"
+    assert re.fullmatch(r"127\.0\.0\.1:\$\{CORGIPILE_PROXY_PORT:-\d+\}:6432", proxy["ports"][0])
+    assert not any("PASSWORD" in k for k in proxy.get("environment", {}))
+    # the image's CLI has the subcommand and takes these arguments
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python_client"))
+    r = subprocess.run([sys.executable, "-P", "-m", "corgipile", *cmd[1:], "--help"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "--upstream" in r.stdout, r.stderr

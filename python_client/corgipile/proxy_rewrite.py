@@ -1,0 +1,263 @@
+"""What ``corgipile proxy`` does to a query text that holds TRAIN BY or
+PREDICT BY: the statements are found and checked by the client's own
+translator (:func:`corgipile.statements.parse_statement`, the one behind
+``Client.execute()``), and each becomes the plain SQL the client would run:
+
+- ``SELECT * FROM t TRAIN BY svm WITH a = 1`` becomes
+  ``SELECT * FROM corgipile.train('t'::regclass, 'svm'::text, a => '1'::integer)``,
+  each WITH value checked and converted against ``corgipile.train``'s
+  signature in that database, exactly as ``Client.execute()`` does;
+- ``SELECT c FROM t ... PREDICT BY m`` becomes the same SELECT with
+  ``corgipile.predict('m', t) AS prediction`` (``predict_class`` for a
+  model with text classes) added after its columns.
+
+The two pieces of catalog knowledge this needs (the signature, the models'
+classes) are read by the proxy on the client's own connection (see
+proxy.py); this module only builds the lookup queries and the texts.
+Values are written as string literals with a cast, never pasted raw.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pglast import parser
+
+from . import metrics
+from .errors import ParameterError, StatementError
+from .params import _SAFE_TYPE, POSITIONAL, TrainSignature
+from .statements import (Bound, PlainStatement, PredictStatement, TrainStatement,
+                         parse_statement, quote_ident)
+
+__all__ = ["Failure", "Plan", "analyze", "render", "map_position", "literal", "SIGNATURE_QUERY",
+           "classes_query", "signature_from_rows", "QUICK_CHECK"]
+
+# bytes worth running the translator on (the real check is the translator's:
+# a column called "predictor" only costs a scan)
+QUICK_CHECK = re.compile(rb"(?i)train|predict")
+
+# SQLSTATEs of the errors the proxy raises itself
+SYNTAX_ERROR = "42601"
+UNDEFINED_OBJECT = "42704"
+FEATURE_NOT_SUPPORTED = "0A000"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A statement the proxy refuses: sent to the client as an ErrorResponse.
+    position is a 0-based character offset in the query text, or None."""
+
+    code: str
+    message: str
+    position: int | None = None
+    hint: str | None = None
+
+    def fields(self, text: str) -> list[tuple[str, str]]:
+        out = [("S", "ERROR"), ("V", "ERROR"), ("C", self.code), ("M", self.message)]
+        if self.hint:
+            out.append(("H", self.hint))
+        if self.position is not None:
+            # the protocol's position is 1-based, in characters
+            out.append(("P", str(max(0, min(self.position, len(text))) + 1)))
+        return out
+
+
+@dataclass
+class Plan:
+    """A query text split into its statements; the TRAIN BY / PREDICT BY ones
+    parsed, the others kept as they are."""
+
+    text: str
+    pieces: list[tuple[slice, Any]] = field(default_factory=list)
+
+    @property
+    def trains(self) -> list[TrainStatement]:
+        return [s for _, s in self.pieces if isinstance(s, TrainStatement)]
+
+    @property
+    def predicts(self) -> list[PredictStatement]:
+        return [s for _, s in self.pieces if isinstance(s, PredictStatement)]
+
+
+def _failure(exc: StatementError, offset: int, code: str = SYNTAX_ERROR) -> Failure:
+    position = None if exc.position is None else offset + exc.position
+    return Failure(code, exc.message, position, exc.hint)
+
+
+def analyze(text: str, single: bool) -> Plan | Failure | None:
+    """None when text has no TRAIN BY / PREDICT BY (it goes through as is).
+    single: a Parse message's text, which is one statement."""
+    # scan positions are bytes; 'x' for every non-ASCII character keeps them
+    # character offsets (it scans like any non-ASCII letter)
+    ascii_text = "".join(c if ord(c) < 128 else "x" for c in text)
+    try:
+        slices = [slice(0, len(text))] if single else list(
+            parser.split(ascii_text, with_parser=False, only_slices=True))
+    except parser.ParseError:
+        return None  # unterminated string and the like: the server says so
+    plan = Plan(text)
+    found = False
+    for sl in slices:
+        try:
+            stmt = parse_statement(text[sl])
+        except StatementError as exc:
+            return _failure(exc, sl.start)
+        if not isinstance(stmt, PlainStatement):
+            found = True
+        plan.pieces.append((sl, stmt))
+    if not found:
+        return None
+    for sl, stmt in plan.pieces:
+        if isinstance(stmt, TrainStatement) and stmt.source_query is not None:
+            return Failure(FEATURE_NOT_SUPPORTED,
+                           "TRAIN BY with a WHERE clause is not supported through the proxy",
+                           sl.start + stmt.relation_position,
+                           "copy the rows first (CREATE TEMPORARY TABLE t AS SELECT ... "
+                           "WHERE ...) and train on that table")
+    return plan
+
+
+# -- catalog lookups -------------------------------------------------------------
+
+# corgipile.train's arguments, one row each: name, mode (NULL: all IN), type
+SIGNATURE_QUERY = """SELECT u.name, u.mode, pg_catalog.format_type(u.t, NULL)
+  FROM pg_catalog.pg_proc p
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace,
+       LATERAL ROWS FROM (pg_catalog.unnest(p.proargnames),
+           pg_catalog.unnest(p.proargmodes),
+           pg_catalog.unnest(coalesce(p.proallargtypes, p.proargtypes::pg_catalog.oid[])))
+           WITH ORDINALITY AS u(name, mode, t, i)
+ WHERE n.nspname OPERATOR(pg_catalog.=) 'corgipile'
+   AND p.proname OPERATOR(pg_catalog.=) 'train'
+ ORDER BY p.oid, u.i"""
+
+
+def classes_query(names: list[str]) -> str:
+    """The stored models among names, with their classes as JSON text."""
+    array = ", ".join(literal(n) for n in names)
+    return ("SELECT m.model_name, m.classes::pg_catalog.text FROM corgipile.models m "
+            f"WHERE m.model_name OPERATOR(pg_catalog.=) ANY (ARRAY[{array}]::pg_catalog.text[])")
+
+
+def signature_from_rows(rows: list[list[str | None]]) -> TrainSignature | None:
+    """What TrainSignature.load reads, from SIGNATURE_QUERY's rows (None
+    when corgipile.train is not installed)."""
+    if not rows:
+        return None
+    types: dict[str, str] = {}
+    for name, mode, typ in rows:
+        if name and (mode is None or mode in ("i", "b", "v")) and name not in POSITIONAL:
+            types.setdefault(name, str(typ))
+    return TrainSignature(types)
+
+
+# -- the rewritten text ------------------------------------------------------------
+
+def literal(value: Any) -> str:
+    """A string literal that means value whatever standard_conforming_strings
+    says (E'' syntax: quotes and backslashes doubled)."""
+    if value is None:
+        return "NULL"
+    text = str(value)
+    return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _train_sql(stmt: TrainStatement, sig: TrainSignature, offset: int) -> str | Failure:
+    """Client._execute_train's checks and SignatureCall.call, with literals."""
+    args = [f"{literal(stmt.relation)}::pg_catalog.regclass"]
+    model = stmt.model.value if isinstance(stmt.model, Bound) else stmt.model
+    if not isinstance(model, str):
+        return Failure(SYNTAX_ERROR, "the model must be a string",
+                       offset + stmt.model_position)
+    args.append(f"{literal(model)}::pg_catalog.text")
+    for p in stmt.params:
+        try:
+            if p.name not in sig.types:
+                try:
+                    sig.check_name(p.name)
+                except ParameterError as exc:
+                    return Failure(SYNTAX_ERROR, str(exc).split(";")[0], offset + p.position,
+                                   f"valid parameters are: {sig.valid_names_text()}")
+            value = sig.convert(p.name, p.value)
+        except ParameterError as exc:
+            return Failure(SYNTAX_ERROR, str(exc), offset + p.position)
+        typ = sig.types[p.name]
+        if not _SAFE_TYPE.match(typ):  # pragma: no cover - the catalog's own names
+            return Failure(FEATURE_NOT_SUPPORTED, f"unexpected type {typ!r} of {p.name}")
+        args.append(f"{quote_ident(p.name)} => {literal(value)}::{typ}")
+    return "SELECT * FROM corgipile.train(" + ", ".join(args) + ")"
+
+
+def _predict_sql(stmt: PredictStatement, classes: dict[str, Any], offset: int
+                 ) -> list[tuple[str, int, bool]] | Failure:
+    """Client.execute's PREDICT BY: the user's SELECT, unchanged, with the
+    prediction column added after its columns; as pieces (text, where it
+    comes from in the client's text, whether it is the client's text)."""
+    if stmt.model_name not in classes:
+        return Failure(UNDEFINED_OBJECT, f'model "{stmt.model_name}" does not exist',
+                       offset + stmt.model_position,
+                       "list the models with SELECT model_name FROM corgipile.models")
+    fn = metrics.predict_function(classes[stmt.model_name])
+    # without params the translator doubles every % for psycopg: undo it
+    before = stmt.before.replace("%%", "%")
+    after = stmt.after.replace("%%", "%")
+    # before is the client's text up to FROM, then ", " (or " ")
+    cut = next((k for k in (len(before) - 2, len(before) - 1)
+                if stmt.text[:k] == before[:k] and stmt.text.startswith(after, k)),
+               len(before))
+    column = (f"{before[cut:]}corgipile.{fn}({literal(stmt.model_name)}, "
+              f"{quote_ident(stmt.row)}) AS prediction\n")
+    return [(before[:cut], offset, True), (column, offset + stmt.model_position, False),
+            (after, offset + cut, True)]
+
+
+Segment = tuple[int, int, int, bool]  # new start, length, old start, verbatim
+
+
+def render(plan: Plan, sig: TrainSignature | None, classes_rows: list[list[str | None]]
+           ) -> tuple[str, list[Segment]] | Failure:
+    """The query text to send instead of plan.text, and where each part of
+    it comes from (see map_position)."""
+    classes = {r[0]: (json.loads(r[1]) if r[1] is not None else None) for r in classes_rows}
+    pieces: list[tuple[str, int, bool]] = []
+    last = 0
+    for sl, stmt in plan.pieces:
+        if isinstance(stmt, PlainStatement):
+            continue
+        new: Any
+        if isinstance(stmt, TrainStatement):
+            if sig is None:
+                return Failure(UNDEFINED_OBJECT,
+                               "corgipile.train() is not installed in this database",
+                               sl.start, "run CREATE EXTENSION corgipile")
+            new = _train_sql(stmt, sig, sl.start)
+            if not isinstance(new, Failure):
+                lead = len(stmt.text) - len(stmt.text.lstrip())
+                new = [(new, sl.start + lead, False)]
+        else:
+            new = _predict_sql(stmt, classes, sl.start)
+        if isinstance(new, Failure):
+            return new
+        pieces.append((plan.text[last:sl.start], last, True))
+        pieces.extend(new)
+        last = sl.stop
+    pieces.append((plan.text[last:], last, True))
+    segments: list[Segment] = []
+    at = 0
+    for text, old, verbatim in pieces:
+        segments.append((at, len(text), old, verbatim))
+        at += len(text)
+    return "".join(p[0] for p in pieces), segments
+
+
+def map_position(segments: list[Segment], position: int) -> int:
+    """A server error's position (1-based) in the rewritten text, as a
+    position in the client's text: the same character in the client's own
+    parts, the statement's key word in what the proxy wrote."""
+    for start, length, old, verbatim in segments:
+        if start <= position - 1 < start + length:
+            return (old + position - 1 - start if verbatim else old) + 1
+    return position

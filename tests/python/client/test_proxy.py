@@ -1,0 +1,666 @@
+"""corgipile proxy: real clients (psql, psycopg, pgbench) through the proxy
+to the real test server; TRAIN BY / PREDICT BY on both protocols, the
+proxy's own errors, cancel, hostile bytes and many connections at once.
+
+The proxy runs as a subprocess (`python -m corgipile proxy`), as users run
+it; every test checks at the end that it is still running."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import errors as pgerrors
+from psycopg.pq import TransactionStatus
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from client_helpers import CLIENT, dsn_with  # noqa: E402
+
+from corgipile.errors import StatementError  # noqa: E402
+from corgipile.statements import parse_statement  # noqa: E402
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+PSQL = PG_BIN / "psql"
+PGBENCH = PG_BIN / "pgbench"
+
+
+class Proxy:
+    def __init__(self, upstream: str) -> None:
+        env = dict(os.environ, PYTHONPATH=str(CLIENT))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-P", "-m", "corgipile", "proxy", "--listen", "127.0.0.1:0",
+             "--upstream", upstream],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on ([\d.]+):(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise RuntimeError(f"the proxy did not start: {line!r} "
+                               f"{self.proc.stderr.read() if self.proc.stderr else ''}")
+        self.host, self.port = m.group(1), int(m.group(2))
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        try:
+            _, err = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return err
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[Proxy]:
+    p = Proxy(f"host={os.environ['PGHOST']} port={os.environ['PGPORT']}")
+    yield p
+    err = p.stop()
+    assert "Traceback" not in err, err
+
+
+@pytest.fixture(autouse=True)
+def _proxy_survives(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if "proxy" in request.fixturenames:
+        assert request.getfixturevalue("proxy").alive(), "the proxy process died"
+
+
+@pytest.fixture
+def pdsn(dsn: str, proxy: Proxy) -> str:
+    """This test's database, through the proxy."""
+    return dsn_with(dsn, host=proxy.host, port=str(proxy.port))
+
+
+@pytest.fixture
+def pconn(pdsn: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(pdsn, autocommit=True) as c:
+        yield c
+
+
+@pytest.fixture
+def model(conn, points) -> str:
+    """Model m1 trained directly on points (the proxy is not involved)."""
+    conn.execute("SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'm1', "
+                 "max_epoch_num => 3, label => 'label', features => 'features')")
+    return "m1"
+
+
+def env_for(pdsn: str) -> dict[str, str]:
+    info = dict(item.split("=", 1) for item in pdsn.split())
+    return dict(os.environ, PGHOST=info["host"], PGPORT=info["port"], PGUSER=info["user"],
+                PGDATABASE=info["dbname"], PGOPTIONS="", PSQLRC="/dev/null")
+
+
+def psql(pdsn: str, *args: str, script: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(PSQL), "-X", *args], input=script, capture_output=True,
+                          text=True, env=env_for(pdsn), timeout=120)
+
+
+def run(c: psycopg.Connection, query: str, simple: bool) -> psycopg.Cursor:
+    """The query on the simple protocol (a Query message) or the extended one
+    (Parse/Bind/Execute: psycopg sends a query without parameters as a simple
+    Query unless asked for binary results)."""
+    return c.execute(query) if simple else c.execute(query, binary=True)
+
+
+# -- psql ------------------------------------------------------------------------------
+
+def test_psql_train_and_predict(pdsn, conn, points):
+    r = psql(pdsn, "-v", "ON_ERROR_STOP=1", script="""
+SELECT count(*) AS n FROM points;
+SELECT * FROM points TRAIN BY svm WITH max_epoch_num = 3, model_name = 'p1';
+SELECT id, label FROM points WHERE id < 3 ORDER BY id PREDICT BY p1;
+""")
+    assert r.returncode == 0, r.stderr
+    # every epoch's NOTICE, and the per-epoch rows
+    for e in (1, 2, 3):
+        assert f"corgipile: model=p1 epoch={e}/3" in r.stderr
+    assert re.search(r"model_name \| epoch \| tuples", r.stdout)
+    assert "(3 rows)" in r.stdout
+    assert re.search(r"id \| label \| prediction", r.stdout)
+    expected = conn.execute("SELECT id, label, corgipile.predict('p1', points) FROM points "
+                            "WHERE id < 3 ORDER BY id").fetchall()
+    for row in expected:
+        assert re.search(rf"^\s*{row[0]} \|\s+{row[1]} \|\s+{row[2]:g}\s*$", r.stdout, re.M), \
+            (row, r.stdout)
+    assert conn.execute("SELECT count(*) FROM corgipile.models WHERE model_name = 'p1'"
+                        ).fetchone()[0] == 1
+
+
+def test_psql_epochs_arrive_as_they_end(pdsn, conn):
+    """Each epoch's NOTICE reaches psql while the training still runs."""
+    conn.execute("CREATE TABLE big AS SELECT i AS id, (i % 2) * 2 - 1 AS label, "
+                 "ARRAY[(i % 2)::float8, random()] AS features "
+                 "FROM generate_series(1, 300000) i")
+    proc = subprocess.Popen([str(PSQL), "-X", "-c", "SELECT * FROM big TRAIN BY svm WITH "
+                             "max_epoch_num = 40, model_name = 'slow'"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env_for(pdsn))
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    running = proc.poll() is None  # 39 epochs to go
+    out, err = proc.communicate(timeout=300)
+    assert "epoch=1/40" in first, first + err
+    assert running, "the first epoch was shown only when the training had ended"
+    assert proc.returncode == 0, err
+    assert "(40 rows)" in out
+
+
+def test_psql_on_error_stop_and_position(pdsn, points):
+    r = psql(pdsn, "-v", "ON_ERROR_STOP=1", script="""
+SELECT 1 AS first;
+SELECT * FROM points TRAIN BY svm WITH learning_rate = ;
+SELECT 2 AS never;
+""")
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert "first" in r.stdout and "never" not in r.stdout
+    assert "ERROR:" in r.stderr
+    # psql draws the caret from the position the proxy sent
+    assert re.search(r"LINE 1: SELECT \* FROM points TRAIN BY svm WITH learning_rate = ;\n"
+                     r"\s+\^", r.stderr), r.stderr
+    lines = r.stderr.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith("LINE 1:"))
+    caret = lines[i + 1].index("^") - len("LINE 1: ")
+    # where the client's translator (Client.execute) points
+    with pytest.raises(StatementError) as e:
+        parse_statement("SELECT * FROM points TRAIN BY svm WITH learning_rate = ;")
+    assert caret == e.value.position
+
+
+def test_psql_several_statements_in_one_query(pdsn, model):
+    r = psql(pdsn, "-c", "SELECT 'a' AS x; SELECT id FROM points WHERE id = 0 PREDICT BY m1; "
+                         "SELECT 'b' AS y")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"\bx\b.*\ba\b", r.stdout, re.S)
+    assert re.search(r"id \| prediction", r.stdout)
+    assert re.search(r"\by\b.*\bb\b", r.stdout, re.S)
+
+
+def test_psql_refused_statement_runs_no_part_of_the_query(pdsn, conn, model):
+    r = psql(pdsn, "-c", "INSERT INTO points VALUES (999, 1, '{0,0,0,0}'); "
+                         "SELECT id FROM points PREDICT BY nosuch")
+    assert r.returncode == 1
+    assert 'model "nosuch" does not exist' in r.stderr
+    # like a syntax error anywhere in a query string: nothing ran
+    assert conn.execute("SELECT count(*) FROM points WHERE id = 999").fetchone()[0] == 0
+
+
+# -- psycopg -------------------------------------------------------------------------------
+
+def test_simple_protocol_train_and_predict(pdsn, conn, points):
+    with psycopg.connect(pdsn, autocommit=True, cursor_factory=psycopg.ClientCursor) as pc:
+        rows = pc.execute("SELECT * FROM points TRAIN BY svm WITH max_epoch_num = 2, "
+                          "model_name = 's1', learning_rate = 0.05").fetchall()
+        assert [r[1] for r in rows] == [1, 2] and rows[0][0] == "s1"
+        cur = pc.execute("SELECT id, label FROM points WHERE id < %s ORDER BY id "
+                         "PREDICT BY s1", (5,))
+        assert [c.name for c in cur.description] == ["id", "label", "prediction"]
+        got = cur.fetchall()
+    want = conn.execute("SELECT id, label, corgipile.predict('s1', points) FROM points "
+                        "WHERE id < 5 ORDER BY id").fetchall()
+    assert got == want
+    params = conn.execute("SELECT params FROM corgipile.models WHERE model_name = 's1'"
+                          ).fetchone()[0]
+    assert float(params["learning_rate"]) == 0.05
+
+
+def test_extended_protocol_train_and_predict(pconn, conn, points):
+    rows = pconn.execute("SELECT * FROM points TRAIN BY logistic WITH max_epoch_num = 2, "
+                         "model_name = 'e1'", binary=True).fetchall()
+    assert [r[1] for r in rows] == [1, 2]
+    # a parameter in the SELECT part: the Parse message keeps its $1
+    cur = pconn.execute("SELECT id FROM points WHERE id BETWEEN %s AND %s ORDER BY id "
+                        "PREDICT BY e1", (3, 6))
+    got = cur.fetchall()
+    want = conn.execute("SELECT id, corgipile.predict('e1', points) FROM points "
+                        "WHERE id BETWEEN 3 AND 6 ORDER BY id").fetchall()
+    assert got == want and len(got) == 4
+
+
+def test_prepared_statements(pconn, model):
+    q = "SELECT id FROM points WHERE id = %s PREDICT BY m1"
+    for i in range(7):  # prepared (named Parse) from the 5th execution on
+        row = pconn.execute(q, (i,), prepare=True).fetchone()
+        assert row is not None and row[0] == i
+    assert pconn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0] >= 1
+    for i in range(3):
+        assert pconn.execute("SELECT %s::int + 1", (i,), prepare=True).fetchone()[0] == i + 1
+
+
+def test_server_side_cursor(pconn):
+    with pconn.transaction():
+        with pconn.cursor(name="big") as cur:
+            cur.itersize = 100
+            cur.execute("SELECT i FROM generate_series(1, 5000) i")
+            assert sum(r[0] for r in cur) == 5000 * 5001 // 2
+
+
+def test_copy_both_ways(pconn, conn):
+    conn.execute("CREATE TABLE c (i int, t text)")
+    n = 30000
+    with pconn.cursor() as cur:
+        with cur.copy("COPY c FROM STDIN") as cp:
+            for i in range(n):
+                cp.write_row((i, f"row {i} " + "x" * (i % 50)))
+        out = bytearray()
+        with cur.copy("COPY c TO STDOUT") as cp:
+            for chunk in cp:
+                out += chunk
+    assert conn.execute("SELECT count(*), sum(i) FROM c").fetchone() == (n, n * (n - 1) // 2)
+    lines = bytes(out).decode().splitlines()
+    assert len(lines) == n and lines[7] == "7\trow 7 " + "x" * 7
+
+
+def test_notices_and_parameter_status_pass_through(pconn):
+    notices = []
+    pconn.add_notice_handler(lambda d: notices.append(d.message_primary))
+    pconn.execute("DO $$ BEGIN RAISE NOTICE 'hello %', 42; END $$")
+    assert notices == ["hello 42"]
+    pconn.execute("SET application_name = 'via-proxy'")
+    assert pconn.info.parameter_status("application_name") == "via-proxy"
+
+
+def test_ssl_request_is_refused_like_a_server_without_tls(pdsn):
+    with psycopg.connect(pdsn, sslmode="prefer") as c:  # SSLRequest, then in clear
+        assert c.execute("SELECT 1").fetchone() == (1,)
+    with pytest.raises(psycopg.OperationalError, match="does not support SSL"):
+        psycopg.connect(pdsn, sslmode="require")
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+TRAIN_ERR = "SELECT * FROM points TRAIN BY svm WITH learning_rate = 0.1, bogus = 2"
+
+
+@pytest.mark.parametrize("simple", [True, False], ids=["simple", "extended"])
+def test_translator_error_is_42601_with_position(pdsn, points, simple):
+    factory = psycopg.ClientCursor if simple else psycopg.Cursor
+    with psycopg.connect(pdsn, autocommit=True, cursor_factory=factory) as pc:
+        with pytest.raises(pgerrors.SyntaxError) as e:
+            run(pc, TRAIN_ERR, simple)
+        diag = e.value.diag
+        assert diag.sqlstate == "42601"
+        assert diag.severity == "ERROR"
+        assert "bogus" in diag.message_primary
+        assert int(diag.statement_position) == TRAIN_ERR.index("bogus") + 1
+        assert "learning_rate" in (diag.message_hint or "")
+        # a translator error from the scanner, too
+        with pytest.raises(pgerrors.SyntaxError) as e:
+            run(pc, "SELECT * FROM points TRAIN BY", simple)
+        assert int(e.value.diag.statement_position) == len("SELECT * FROM points TRAIN BY") + 1
+        assert pc.info.transaction_status == TransactionStatus.IDLE
+        assert run(pc, "SELECT 41 + 1", simple).fetchone() == (42,)
+
+
+@pytest.mark.parametrize("simple", [True, False], ids=["simple", "extended"])
+def test_error_inside_a_transaction_block(pdsn, conn, points, simple):
+    factory = psycopg.ClientCursor if simple else psycopg.Cursor
+    with psycopg.connect(pdsn, cursor_factory=factory) as pc:  # not autocommit
+        pc.execute("CREATE TABLE keep (i int)")
+        pc.execute("INSERT INTO keep VALUES (1)")
+        with pytest.raises(pgerrors.SyntaxError):
+            run(pc, TRAIN_ERR, simple)
+        # the server's own state: the block is aborted, as after any error
+        assert pc.info.transaction_status == TransactionStatus.INERROR
+        with pytest.raises(pgerrors.InFailedSqlTransaction):
+            run(pc, "SELECT 1", simple)
+        pc.rollback()
+        assert run(pc, "SELECT 1", simple).fetchone() == (1,)
+        pc.commit()
+    assert conn.execute("SELECT to_regclass('keep')").fetchone() == (None,)
+
+
+@pytest.mark.parametrize("simple", [True, False], ids=["simple", "extended"])
+def test_lookup_in_failed_transaction_gives_the_server_error(pdsn, model, simple):
+    with psycopg.connect(pdsn) as pc:
+        with pytest.raises(pgerrors.DivisionByZero):
+            run(pc, "SELECT 1 / 0", simple)
+        with pytest.raises(pgerrors.InFailedSqlTransaction):
+            run(pc, "SELECT id FROM points PREDICT BY m1", simple)
+        pc.rollback()
+        assert len(run(pc, "SELECT id FROM points PREDICT BY m1", simple).fetchall()) == 600
+
+
+def test_missing_model_and_where_clause(pconn, model):
+    q = "SELECT id FROM points PREDICT BY nosuch"
+    with pytest.raises(pgerrors.UndefinedObject) as e:
+        pconn.execute(q)
+    assert int(e.value.diag.statement_position) == q.index("nosuch") + 1
+    with pytest.raises(pgerrors.FeatureNotSupported) as e:
+        pconn.execute("SELECT * FROM points WHERE id > 3 TRAIN BY svm")
+    assert "WHERE" in e.value.diag.message_primary
+    assert pconn.execute("SELECT count(*) FROM points").fetchone() == (600,)
+
+
+def test_server_errors_of_rewritten_statements_pass_through(pconn, points):
+    with pytest.raises(pgerrors.InvalidTextRepresentation):
+        pconn.execute("SELECT * FROM points TRAIN BY svm WITH max_epoch_num = 'many'")
+    with pytest.raises(pgerrors.UndefinedTable):
+        pconn.execute("SELECT * FROM nothere TRAIN BY svm")
+    assert pconn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_pipeline_mode(pconn, model):
+    """A TRAIN BY / PREDICT BY that begins a batch works in a pipeline (the
+    proxy waits for the earlier batches' answers); one in the middle of an
+    unsynced batch is refused (0A000), which aborts that batch as any error
+    does, and the connection goes on."""
+    with pconn.pipeline() as p:
+        c0 = pconn.execute("SELECT 0")
+        p.sync()
+        c1 = pconn.execute("SELECT id FROM points WHERE id = 1 PREDICT BY m1")
+        c2 = pconn.execute("SELECT %s::int", (2,))
+        p.sync()
+        assert c0.fetchone() == (0,)
+        assert c1.fetchone()[0] == 1
+        assert c2.fetchone() == (2,)
+    with pytest.raises(pgerrors.FeatureNotSupported, match="new extended-protocol batch"):
+        with pconn.pipeline():
+            pconn.execute("SELECT 1")
+            pconn.execute("SELECT id FROM points WHERE id = 1 PREDICT BY m1")
+    assert pconn.execute("SELECT 2").fetchone() == (2,)
+
+
+# -- cancel ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["cancel", "cancel_safe"])
+def test_cancel_stops_a_training(pdsn, conn, how):
+    conn.execute("CREATE TABLE big AS SELECT i AS id, (i % 2) * 2 - 1 AS label, "
+                 "ARRAY[(i % 2)::float8, random()] AS features "
+                 "FROM generate_series(1, 100000) i")
+    with psycopg.connect(pdsn, autocommit=True) as pc:
+        epochs = []
+        pc.add_notice_handler(lambda d: epochs.append(d.message_primary))
+        timer = threading.Timer(1.5, getattr(pc, how))
+        timer.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(pgerrors.QueryCanceled):
+                pc.execute("SELECT * FROM big TRAIN BY svm WITH max_epoch_num = 100000, "
+                           "model_name = 'never'")
+        finally:
+            timer.cancel()
+        assert time.monotonic() - started < 60
+        assert epochs, "no epoch ran before the cancel"
+        assert pc.execute("SELECT 1").fetchone() == (1,)
+    assert conn.execute("SELECT count(*) FROM corgipile.models WHERE model_name = 'never'"
+                        ).fetchone() == (0,)
+
+
+def test_psql_ctrl_c_stops_a_training(pdsn, conn):
+    """psql sends a CancelRequest on SIGINT; through the proxy it reaches the
+    server, which stops the training."""
+    import signal
+
+    conn.execute("CREATE TABLE big AS SELECT i AS id, (i % 2) * 2 - 1 AS label, "
+                 "ARRAY[(i % 2)::float8, random()] AS features "
+                 "FROM generate_series(1, 100000) i")
+    proc = subprocess.Popen([str(PSQL), "-X", "-c", "SELECT * FROM big TRAIN BY svm WITH "
+                             "max_epoch_num = 100000, model_name = 'never'"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env_for(pdsn))
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # an epoch has ended: the training runs
+    assert "epoch=1/100000" in first, first
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert "canceling statement due to user request" in err
+    assert proc.returncode == 1
+    assert conn.execute("SELECT count(*) FROM corgipile.models WHERE model_name = 'never'"
+                        ).fetchone() == (0,)
+
+
+# -- hostile input -------------------------------------------------------------------------------
+
+def _raw(proxy: Proxy) -> socket.socket:
+    s = socket.create_connection((proxy.host, proxy.port), timeout=10)
+    return s
+
+
+def _closed(s: socket.socket) -> bool:
+    try:
+        while True:
+            data = s.recv(65536)
+            if not data:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def _startup(dsn: str) -> bytes:
+    info = dict(item.split("=", 1) for item in dsn.split())
+    body = struct.pack("!i", 196608)
+    for k in ("user", "database"):
+        body += k.encode() + b"\0" + info["user" if k == "user" else "dbname"].encode() + b"\0"
+    body += b"\0"
+    return struct.pack("!i", len(body) + 4) + body
+
+
+def _until_ready(s: socket.socket) -> bytes:
+    buf = b""
+    while not buf.endswith(b"Z\x00\x00\x00\x05I"):
+        data = s.recv(65536)
+        assert data, buf
+        buf += data
+    return buf
+
+
+@pytest.mark.parametrize("payload", [
+    b"\x00\x00\x00\x02garbage",                      # startup length below 8
+    b"\x7f\xff\xff\xff" + b"\x00" * 12,               # huge startup length
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS ClientHello
+], ids=["short", "huge", "tls"])
+def test_garbage_before_startup_closes_only_that_connection(proxy, pconn, payload):
+    s = _raw(proxy)
+    s.sendall(payload)
+    assert _closed(s)
+    s.close()
+    assert pconn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("frame", [
+    b"Q\x7f\xff\xff\xff",              # huge length
+    b"Q\x00\x00\x00\x02",              # length below 4
+    b"Q\xff\xff\xff\xf0SELECT 1\0",     # negative length
+    b"X\x00\x00\x00\x00",              # any type: the length is checked for all
+], ids=["huge", "short", "negative", "zero"])
+def test_bad_frames_close_only_that_connection(proxy, pdsn, pconn, frame):
+    s = _raw(proxy)
+    s.sendall(_startup(pdsn))
+    _until_ready(s)
+    s.sendall(frame)
+    assert _closed(s)
+    s.close()
+    assert pconn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_malformed_parse_with_train_by_closes_the_connection(proxy, pdsn, pconn):
+    s = _raw(proxy)
+    s.sendall(_startup(pdsn))
+    _until_ready(s)
+    body = b"SELECT * FROM t TRAIN BY svm"  # no NULs: not a Parse body
+    s.sendall(b"P" + struct.pack("!i", len(body) + 4) + body)
+    assert _closed(s)
+    s.close()
+    assert pconn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_random_bytes_after_startup(proxy, pdsn, pconn):
+    import random
+
+    rng = random.Random(7)
+    for _ in range(20):
+        s = _raw(proxy)
+        s.settimeout(5)
+        s.sendall(_startup(pdsn))
+        _until_ready(s)
+        s.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))))
+        s.close()
+    assert pconn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_upstream_down(dsn):
+    p = Proxy("host=127.0.0.1 port=1")
+    try:
+        with pytest.raises(psycopg.OperationalError, match="could not connect to the server"):
+            psycopg.connect(dsn_with(dsn, host=p.host, port=str(p.port)), connect_timeout=10)
+        assert p.alive()
+    finally:
+        p.stop()
+
+
+# -- load -----------------------------------------------------------------------------------------
+
+def test_twenty_clients_at_once(pdsn, model):
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(20)
+
+    def work(k: int) -> None:
+        try:
+            with psycopg.connect(pdsn, autocommit=True) as c:
+                barrier.wait(timeout=60)
+                for i in range(10):
+                    assert c.execute("SELECT %s::int * 2", (k,)).fetchone() == (2 * k,)
+                    row = c.execute("SELECT id FROM points WHERE id = %s PREDICT BY m1",
+                                    ((k * 10 + i) % 600,)).fetchone()
+                    assert row[0] == (k * 10 + i) % 600
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+
+
+def test_pgbench_through_the_proxy(pdsn, dsn):
+    direct = env_for(dsn)
+    subprocess.run([str(PGBENCH), "-i", "-s", "1", "-q"], env=direct, check=True,
+                   capture_output=True, timeout=120)
+    r = subprocess.run([str(PGBENCH), "-n", "-S", "-c", "4", "-j", "2", "-T", "3"],
+                       env=env_for(pdsn), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    processed = int(re.search(r"number of transactions actually processed: (\d+)",
+                              r.stdout).group(1))
+    assert processed > 100
+    assert re.search(r"number of failed transactions: 0\b", r.stdout), r.stdout
+
+
+def test_workers_share_one_port_and_end_together(dsn, points):
+    upstream = f"host={os.environ['PGHOST']} port={os.environ['PGPORT']}"
+    env = dict(os.environ, PYTHONPATH=str(CLIENT))
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-m", "corgipile", "proxy", "--listen", "127.0.0.1:0",
+         "--upstream", upstream, "--workers", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        port = re.search(r"listening on [\d.]+:(\d+)", proc.stdout.readline()).group(1)
+        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        assert len(children) == 3
+        for _ in range(12):
+            with psycopg.connect(dsn_with(dsn, host="127.0.0.1", port=port)) as c:
+                assert c.execute("SELECT count(*) FROM points").fetchone() == (600,)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    # SIGTERM to the parent ends every worker
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+            Path(f"/proc/{pid}").exists() for pid in children):
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in children)
+
+
+# -- framing -------------------------------------------------------------------------------------
+
+def test_frame_scanner_counts_across_any_chunking():
+    """The server-to-client walk finds every ReadyForQuery however the
+    stream is cut into reads (a header split in two included)."""
+    from corgipile import proxy_wire as wire
+
+    def msg(kind: bytes, body: bytes) -> bytes:
+        return kind + struct.pack("!i", len(body) + 4) + body
+
+    stream = b"".join([msg(b"T", b"x" * 30), msg(b"D", b"Z" * 70000), msg(b"C", b"SELECT 1\0"),
+                       msg(b"Z", b"I"), msg(b"N", b"Z" * 3), msg(b"Z", b"T")])
+    for size in (1, 2, 3, 4, 5, 7, 4096, len(stream)):
+        scanner = wire.FrameScanner()
+        held = b""
+        count = 0
+        passed = 0
+        for k in range(0, len(stream), size):
+            data = held + stream[k:k + size]
+            end, n = scanner.count(data, 0x5A)
+            count += n
+            passed += end
+            held = data[end:]
+        assert (count, passed, held) == (2, len(stream), b""), size
+    with pytest.raises(wire.ProtocolError):
+        wire.FrameScanner().count(msg(b"Z", b"I")[:1] + struct.pack("!i", 3), 0x5A)
+
+
+def test_database_without_the_extension(pconn, conn):
+    conn.execute("CREATE TABLE t (label int, features float8[])")
+    conn.execute("DROP EXTENSION corgipile")
+    with pytest.raises(pgerrors.UndefinedObject, match="not installed"):
+        pconn.execute("SELECT * FROM t TRAIN BY svm")
+    # the lookup's own error, without a position into the lookup's text
+    with pytest.raises(pgerrors.UndefinedTable) as e:
+        pconn.execute("SELECT label FROM t PREDICT BY m")
+    assert "corgipile.models" in e.value.diag.message_primary
+    assert e.value.diag.statement_position is None
+    assert pconn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("simple", [True, False], ids=["simple", "extended"])
+def test_server_error_positions_point_into_the_clients_text(pdsn, model, simple):
+    factory = psycopg.ClientCursor if simple else psycopg.Cursor
+    with psycopg.connect(pdsn, autocommit=True, cursor_factory=factory) as pc:
+        for q, word in [
+                ("SELECT id FROM points WHERE nosuch > 1 PREDICT BY m1", "nosuch"),
+                ("SELECT nosuch FROM points PREDICT BY m1", "nosuch"),
+                ("SELECT 1; SELECT id FROM points WHERE id = 'x' PREDICT BY m1", "'x'"),
+                ("SELECT * FROM points TRAIN BY svm WITH label = 'nosuch'", None)]:
+            if not simple and q.startswith("SELECT 1;"):
+                continue  # one statement per Parse message
+            with pytest.raises(psycopg.Error) as e:
+                run(pc, q, simple)
+            position = e.value.diag.statement_position
+            if word is None:  # a runtime error of corgipile.train: no position
+                assert position is None or 1 <= int(position) <= len(q)
+            else:
+                assert int(position) == q.index(word) + 1, (q, e.value)
+        assert run(pc, "SELECT 1", simple).fetchone() == (1,)
+
+
+@pytest.mark.parametrize("query, direct", [
+    ("SELECT id FROM points WHERE id % 100 = 0 ORDER BY id PREDICT BY m1",
+     "SELECT id, corgipile.predict('m1', points) FROM points WHERE id % 100 = 0 ORDER BY id"),
+    ("SELECT * FROM points AS p WHERE p.id < 3 ORDER BY p.id PREDICT BY 'm1'",
+     "SELECT *, corgipile.predict('m1', p) FROM points AS p WHERE p.id < 3 ORDER BY p.id"),
+    ("SELECT id, 'a%%b' AS t -- PREDICT BY nothing\nFROM points WHERE id = 4 PREDICT BY m1",
+     "SELECT id, 'a%%b', corgipile.predict('m1', points) FROM points WHERE id = 4"),
+])
+def test_predict_by_keeps_the_select(pconn, conn, model, query, direct):
+    cur = pconn.execute(query)
+    assert cur.description[-1].name == "prediction"
+    assert cur.fetchall() == conn.execute(direct).fetchall()
