@@ -52,9 +52,15 @@ tests/unit/test_core: tests/unit/test_core.c $(CORE_SRCS) $(wildcard extension/c
 		-o $@ tests/unit/test_core.c $(CORE_SRCS) \
 		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -pthread -lm
 
-.PHONY: unittest test demo bench
+.PHONY: unittest memcheck test demo bench
 unittest: tests/unit/test_core
 	tests/unit/test_core
+
+# The C core under valgrind: any invalid read or write, use of an
+# uninitialised value or leaked block fails the target.
+memcheck: tests/unit/test_core
+	valgrind --quiet --error-exitcode=1 --leak-check=full --show-leak-kinds=all \
+		--errors-for-leak-kinds=all tests/unit/test_core
 
 test:
 	tests/run_tests.sh
