@@ -3,8 +3,8 @@
 # with corgipile, tables of every layout, trained models, and views and
 # wrappers that route its queries through our functions
 # (scripts/sqlsmith_setup.sql).  It runs as an unprivileged role with a
-# statement timeout.  Fails if the postmaster restarted (a backend crashed)
-# or the server log shows a backend killed by a signal.
+# statement timeout.  Fails if the server went through crash recovery (a
+# backend crashed) or the server log shows a backend killed by a signal.
 #
 #   scripts/sqlsmith.sh [--seed N] [--max-queries N] [--keep]
 #
@@ -65,7 +65,11 @@ ALTER ROLE $fuzzer SET statement_timeout = '${SQLSMITH_TIMEOUT:-5s}';
 CREATE DATABASE smith OWNER $fuzzer;
 SQL
 "${psql[@]}" -d smith -v fuzzer="$fuzzer" -f scripts/sqlsmith_setup.sql >/dev/null
-started=$("${psql[@]}" -d postgres -Atc "SELECT pg_catalog.pg_postmaster_start_time()")
+# a crash leaves pg_postmaster_start_time() as it was (the postmaster
+# survives and runs crash recovery), but recovery discards the statistics
+# and stamps a new stats_reset
+generation="SELECT pg_catalog.pg_postmaster_start_time() || ' / ' || a.stats_reset FROM pg_catalog.pg_stat_archiver AS a"
+started=$("${psql[@]}" -d postgres -Atc "$generation")
 log_start=$(stat -c %s "$work/server.log")
 
 echo "sqlsmith: seed $seed, up to $max_queries queries, as $fuzzer on port $port"
@@ -76,12 +80,15 @@ sqlsmith --target="host=$PGHOST port=$PGPORT dbname=smith user=$fuzzer" \
     --dump-all-queries >"$work/queries.sql" 2>"$work/sqlsmith.err" || true
 t1=$(date +%s)
 
-after=$("${psql[@]}" -d postgres -Atc "SELECT pg_catalog.pg_postmaster_start_time()" 2>/dev/null || echo "server down")
+after=$("${psql[@]}" -d postgres -Atc "$generation" 2>/dev/null || echo "server down")
 tail -c +"$((log_start + 1))" "$work/server.log" >"$work/run.log"
 signals=$(grep -cE 'terminated by signal|was terminated by exception|PANIC:' "$work/run.log" || true)
 
-echo "== sqlsmith summary ($((t1 - t0)) s)"
-sed -n '/^queries:/,/^impedance report/p' "$work/sqlsmith.err" | grep -v '^impedance report' | head -40
+# the report: head(1) may close the pipes early
+set +o pipefail
+echo "== sqlsmith summary ($((t1 - t0)) s): its last report, errors by message"
+awk '/^queries:/ { block = "" } { block = block $0 "\n" } END { printf "%s", block }' "$work/sqlsmith.err" |
+    sed '/^impedance report/,$d' | head -40
 echo "== errors by SQLSTATE (server log)"
 grep -oE ' [0-9A-Z]{5} (ERROR|FATAL|PANIC): ' "$work/run.log" | sort | uniq -c | sort -rn | head -20
 echo "== XX000 (internal error) messages"
@@ -102,7 +109,7 @@ PY
    WHERE s.schemaname = 'corgipile' ORDER BY s.calls DESC" | sed 's/^/calls: /'
 
 echo "== crashes"
-echo "postmaster start: before $started, after $after; signal/PANIC lines in the log: $signals"
+echo "postmaster start / stats reset: before $started, after $after; signal/PANIC lines in the log: $signals"
 if [ "$after" != "$started" ] || [ "$signals" != 0 ]; then
     grep -E -B2 -A2 'terminated by signal|was terminated by exception|PANIC:' "$work/run.log" | head -40
     keep=1
