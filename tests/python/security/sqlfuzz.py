@@ -22,6 +22,7 @@ Every other error is the expected outcome of hostile input.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import random
 import time
@@ -334,6 +335,9 @@ class Fuzzer:
         self.findings: list[Finding] = []
         self.outcomes: dict[str, int] = {}
         self.messages: dict[str, int] = {}
+        # the statements each session ran before, for crash reports: a
+        # failed statement may leave state that the next one trips on
+        self.history: dict[int, collections.deque] = {}
         self.cases_run = 0
         self.admin = self._admin_session()
         self.victim = self._victim_session()
@@ -425,6 +429,7 @@ class Fuzzer:
 
     def _reconnect_all(self) -> None:
         """New sessions after a crash, once the server has recovered."""
+        self.history.clear()
         for attr, make in (("admin", self._admin_session), ("victim", self._victim_session),
                            ("session", self._role_session)):
             try:
@@ -464,13 +469,19 @@ class Fuzzer:
             except psycopg.OperationalError as e:
                 lost = f"lost the connection: {str(e).strip()}"
         if lost is None:
+            history = self.history.setdefault(id(session), collections.deque(maxlen=6))
             for stmt in case.statements:
+                before = list(history)
+                history.append(stmt)
                 try:
                     session.execute(stmt)
                     self.outcomes["ok"] = self.outcomes.get("ok", 0) + 1
                 except psycopg.OperationalError as e:
                     if e.sqlstate is None or session.closed or session.broken:
-                        lost = f"lost the connection: {str(e).strip()}"
+                        lost = f"lost the connection: {str(e).strip().splitlines()[0]}"
+                        if len(before) > len(case.statements):
+                            lost += ("; the same session ran before: "
+                                     + " ;; ".join(before[:len(before) - case.statements.index(stmt)]))
                         break
                     self._count(e)
                 except psycopg.Error as e:
