@@ -492,23 +492,20 @@ class Fuzzer:
         # the server: a crash shows as a new generation (or a lost session,
         # also when the crash came from elsewhere, e.g. autovacuum reading
         # what the case wrote)
-        for attempt in range(3):
-            try:
-                now = self._postmaster_start()
-                calls = self.canary()
-                break
-            except psycopg.OperationalError:
-                lost = lost or "the superuser session lost its connection"
-                self._reconnect_all()
+        now, calls, dropped = self._server_state()
+        if dropped:
+            lost = lost or "the superuser session lost its connection"
         if now != self.start_time or lost:
             detail = lost or "the server went through crash recovery"
             if now != self.start_time:
                 detail += " (the server restarted: crash recovery)"
             found.append(Finding(case.family, case.number, "crash", detail, sqls))
-            self.start_time = now
+            # the sessions that saw the crash may not all have noticed it yet
+            time.sleep(0.5)
             self._reconnect_all()
+            now, calls, _ = self._server_state()
+            self.start_time = now
             # crash recovery may lose the canary's last increments
-            calls = self.canary()
             self.base_canary = min(self.base_canary, calls)
         if calls > self.base_canary:
             found.append(Finding(case.family, case.number, "canary",
@@ -519,6 +516,20 @@ class Fuzzer:
         for f in found:
             self.log(str(f))
         return found
+
+    def _server_state(self):
+        """The server's generation and the canary, reconnecting (and saying
+        so) while the server recovers from a crash."""
+        dropped = False
+        for attempt in range(120):
+            try:
+                return self._postmaster_start(), self.canary(), dropped
+            except psycopg.OperationalError:
+                if attempt == 119:
+                    raise
+                dropped = True
+                time.sleep(0.5)
+                self._reconnect_all()
 
     def _count(self, e: psycopg.Error) -> None:
         key = e.sqlstate or "none"

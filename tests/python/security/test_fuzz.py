@@ -42,7 +42,9 @@ def test_fuzz(family, conn, dsn, roles, canary):
         fuzzer.run(family, CASES[family])
     finally:
         # a crash broke the fixtures' session: give their teardown a live one
-        if conn.closed or conn.broken:
+        try:
+            conn.execute("SELECT 1")
+        except psycopg.OperationalError:
             roles.admin = psycopg.connect(dsn, autocommit=True)
         for session in (fuzzer.admin, fuzzer.victim):
             session.close()
