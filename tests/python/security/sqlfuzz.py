@@ -648,9 +648,20 @@ class Fuzzer:
             stmts = [f"EXPLAIN (COSTS OFF) SELECT * FROM {call}"]
         elif form < 0.88:
             stmts = [f"SELECT * FROM {call} LIMIT 1"]
-        elif form < 0.95:
+        elif form < 0.92:
             stmts = [f"PREPARE fz_p AS SELECT * FROM {call}", "EXECUTE fz_p", "EXECUTE fz_p",
                      "DEALLOCATE fz_p"]
+        elif form < 0.96:
+            # the function's row as a whole, and as the source of DML
+            stmts = [r.choice([f"SELECT r FROM {call} AS r", f"SELECT r::text FROM {call} AS r LIMIT 1",
+                               f"SELECT pg_catalog.count(*) FROM {call} AS r WHERE r IS NOT NULL",
+                               "BEGIN", ])]
+            if stmts[0] == "BEGIN":
+                stmts += [r.choice([
+                    f"DELETE FROM r_unlogged AS t USING {call} AS r WHERE t.id OPERATOR(pg_catalog.=) r.epoch",
+                    f"UPDATE r_unlogged AS t SET label = t.label FROM {call} AS r WHERE t.id OPERATOR(pg_catalog.=) r.epoch",
+                    f"MERGE INTO r_unlogged AS t USING {call} AS r ON t.id OPERATOR(pg_catalog.=) r.epoch "
+                    "WHEN MATCHED THEN DELETE"]), "ROLLBACK"]
         else:
             stmts = ["BEGIN", f"SELECT * FROM {call}", "ROLLBACK"]
         return Case("train", i, stmts, as_superuser=self._as_superuser())
@@ -803,6 +814,9 @@ class Fuzzer:
             stmts = [r.choice([f"SELECT pg_catalog.count(*), pg_catalog.count(s.id) FROM {call} AS s",
                                f"SELECT * FROM {call} LIMIT 5",
                                f"SELECT DISTINCT s.id FROM {call} AS s",
+                               f"SELECT s FROM {call} AS s LIMIT 3",
+                               f"SELECT pg_catalog.count(*) FROM r_unlogged AS t WHERE t.id OPERATOR(pg_catalog.=) ANY "
+                               f"(SELECT s.id FROM {call} AS s)",
                                f"SELECT t.* FROM {call} AS s JOIN r_cols AS t ON t.ctid OPERATOR(pg_catalog.=) s.ctid LIMIT 5"])]
         return Case("shuffle", i, stmts, as_superuser=self._as_superuser())
 

@@ -52,6 +52,13 @@ KNOWN_OPEN = [
     ("train_missing_relation", "XX000", r"could not open relation with OID",
      "SELECT * FROM corgipile.train(1::oid::regclass, 'svm')",
      "train() opens a regclass that names no relation without checking it: XX000"),
+    ("train_whole_row", "XX000", r"variable not found in subplan target list",
+     "SELECT r FROM corgipile.train('r_dense', 'svm', max_epoch_num => 1) AS r",
+     "a whole-row reference to train()'s row (SELECT r FROM train(...) r, or train() as the "
+     "source of UPDATE/DELETE/MERGE) is missing from the CustomScan's target list: XX000"),
+    ("shuffled_scan_whole_row", "XX000", r"variable not found in subplan target list",
+     "SELECT s FROM corgipile.shuffled_scan('r_dense') AS s LIMIT 1",
+     "a whole-row reference to shuffled_scan()'s row is missing from the CustomScan's target list: XX000"),
     ("train_huge_max_epoch_num", "XX000", r"invalid memory alloc request size",
      "SELECT pg_catalog.count(*) FROM corgipile.train('r_dense', 'svm', max_epoch_num => 2147483647)",
      "train() allocates its per-epoch history for max_epoch_num epochs up front: "
