@@ -91,8 +91,21 @@ awk '/^queries:/ { block = "" } { block = block $0 "\n" } END { printf "%s", blo
     sed '/^impedance report/,$d' | head -40
 echo "== errors by SQLSTATE (server log)"
 grep -oE ' [0-9A-Z]{5} (ERROR|FATAL|PANIC): ' "$work/run.log" | sort | uniq -c | sort -rn | head -20
-echo "== XX000 (internal error) messages"
-grep -E ' XX000 (ERROR|FATAL|PANIC): ' "$work/run.log" | sed -E 's/^.* XX000 //' | sort | uniq -c | sort -rn | head -20
+echo "== XX000 (internal error) messages, and whether the statement touched corgipile"
+python3 - "$work/run.log" <<'PY'
+import collections, re, sys
+log = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+entries = re.split(r"\n(?=\d{4}-\d\d-\d\d )", log)
+ours = re.compile(r"corgipile|public\.(v_\w+|cp_\w+|models_view)\b")
+seen = collections.Counter()
+for i, e in enumerate(entries):
+    m = re.search(r" XX000 (?:ERROR|FATAL|PANIC):\s+(.*)", e)
+    if m:
+        stmt = entries[i + 1] if i + 1 < len(entries) and "STATEMENT:" in entries[i + 1] else ""
+        seen[(m.group(1)[:80], "corgipile" if ours.search(stmt) else "no corgipile object")] += 1
+for (msg, where), n in seen.most_common(20):
+    print(f"{n:7d}  {msg}  [{where}]")
+PY
 echo "== queries that call corgipile"
 python3 - "$work/queries.sql" <<'PY'
 import re, sys
