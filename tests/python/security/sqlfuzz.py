@@ -860,7 +860,6 @@ class Fuzzer:
                 "bool[]": "'{t,f}'::bool[]",
                 "numeric": f"{g} % 2",
                 "real": f"{g} % 2",
-                "float4[]_toast": "x",
             }[t]
             if t == "float8[]" and r.random() < 0.15:
                 base = f"ARRAY(SELECT 1.0::float8 FROM pg_catalog.generate_series(1, 2500 + {g} % 2))"
