@@ -38,7 +38,7 @@ MODEL_STORE_CANDIDATES = ("corgipile.model_store", "corgipile.models")
 
 # Functions the 0.2.0 model catalog adds; each is fuzzed when it exists.
 MODEL_ADMIN_FUNCTIONS = ("drop_model", "rename_model", "grant_model", "revoke_model",
-                         "reassign_models")
+                         "reassign_models", "import_model")
 
 STATEMENT_TIMEOUT = "3s"
 
@@ -135,7 +135,8 @@ class Values:
         if shape < 0.14:
             return f"ARRAY[NULL]::{typ}[]"
         if shape < 0.2 and typ not in ("bytea", "jsonb", "text", "interval", "money"):
-            return f"'[{r.choice([-5, 0, 2, 2147483646])}:{r.choice([-3, 1, 3, 2147483647])}]={{1,2,3}}'::{typ}[]"
+            lo = r.choice([-5, 0, 2, 2147483645])
+            return f"'[{lo}:{lo + 2}]={{1,2,3}}'::{typ}[]"
         if shape < 0.26 and typ not in ("bytea", "jsonb", "interval", "money"):
             return f"'{{{{1,2}},{{3,4}}}}'::{typ}[]"
         if shape < 0.34 and typ in ("float8", "float4", "int4", "int2", "numeric", "int8"):
@@ -753,6 +754,21 @@ class Fuzzer:
         # the row: predict in every form, evaluate, train-free uses
         model = lit(name)
         stmts = []
+        if "import_model" in self.admin_functions and r.random() < 0.35:
+            # the role itself stores the damaged row, through the function
+            # that validates it
+            setup = []
+            args = []
+            for col in ("model_name", "model", "relation", "label", "features", "feature_indices",
+                        "n_features", "weights", "classes", "params", "history"):
+                if col == "model_name":
+                    args.append(model)
+                elif col in cols:
+                    args.append(r.choice(self.MUTATIONS[col] + ["NULL"]))
+                else:
+                    args.append(f"m.{col}")
+            stmts.append(f"SELECT corgipile.import_model({', '.join(args)}) FROM corgipile.models AS m "
+                         f"WHERE m.model_name OPERATOR(pg_catalog.=) {lit(src)}")
         for _ in range(r.randint(1, 3)):
             fn = r.choice(["predict", "predict_class", "predict_proba"])
             form = r.random()
@@ -919,7 +935,7 @@ class Fuzzer:
 
     def gen_model_admin(self, i: int) -> Case:
         r = self.rng
-        fns = self.admin_functions or ["drop_model"]
+        fns = [f for f in self.admin_functions if f != "import_model"] or ["drop_model"]
         fn = r.choice(fns)
         model = self._model_name()
         role = r.choice([lit(self.role), "'postgres'", "'public'", "'no_such_role'", "''", "'0'", "'1'",
