@@ -38,7 +38,7 @@ MODEL_STORE_CANDIDATES = ("corgipile.model_store", "corgipile.models")
 
 # Functions the 0.2.0 model catalog adds; each is fuzzed when it exists.
 MODEL_ADMIN_FUNCTIONS = ("drop_model", "rename_model", "grant_model", "revoke_model",
-                         "reassign_models", "import_model")
+                         "reassign_models", "import_model", "annotate_model")
 
 STATEMENT_TIMEOUT = "3s"
 
@@ -631,7 +631,8 @@ class Fuzzer:
 
     def _train_model_names(self) -> list[str]:
         fresh = lit(f"fz_{uuid.UUID(int=self.rng.getrandbits(128)).hex[:10]}")
-        return [fresh, fresh, fresh, "NULL::text", "''", lit("x" * 64), lit("x" * 63),
+        return [fresh, fresh, fresh, "NULL::text", "''", lit("x" * 64), lit("x" * 63), lit("x" * 255),
+                lit("x" * 256), lit("é" * 128),
                 lit(self.rng.choice(self.models or ["m_svm"])), "'with \"quotes\" and ''s'",
                 "'%s_%s_%s'", lit("é" * 40)]
 
@@ -950,6 +951,12 @@ class Fuzzer:
                 stmts.append(f"SELECT corgipile.rename_model({new}, {model})")
         elif fn in ("grant_model", "revoke_model"):
             stmts = [f"SELECT corgipile.{fn}({model}, {role})"]
+        elif fn == "annotate_model":
+            notes = r.choice(["NULL", "'{}'", "'{\"layout\":\"sparse\"}'", "'{\"n_features\":-1}'",
+                              "'[1,2]'", "'null'", "'\"x\"'", "pg_catalog.jsonb_build_object('k', pg_catalog.repeat('x', 100000))"])
+            rel = r.choice(["NULL", "'r_dense'", "''", lit("x" * 1000), "'(arrays)'", "'pg_catalog.pg_authid'"])
+            stmts = [f"SELECT corgipile.annotate_model({model}, {rel}, {notes}::jsonb)",
+                     f"SELECT corgipile.predict({model}, ARRAY[1, 2, 3]::float8[])"]
         else:
             stmts = [f"SELECT corgipile.reassign_models({role}, {role})"]
         stmts.append("SELECT pg_catalog.count(*) FROM corgipile.models")
