@@ -109,9 +109,9 @@ SELECT t.*, corgipile.predict('m_cols', t) AS score, corgipile.predict_class('m_
   FROM public.t_cols AS t
  WHERE corgipile.predict_class('m_cols', t) IS NOT NULL;
 CREATE VIEW public.v_predict_row_proba AS
-SELECT t.*, corgipile.predict_proba('m_lr', ROW(t.features)) AS proba
-  FROM public.t_dense AS t
- WHERE corgipile.predict('m_lr', ROW(t.features)) IS NOT NULL;
+SELECT s.*, corgipile.predict_proba('m_lr', s) AS proba
+  FROM (SELECT t.id, t.features FROM public.t_dense AS t) AS s
+ WHERE corgipile.predict('m_lr', s) IS NOT NULL;
 CREATE VIEW public.v_predict_soft AS
 SELECT t.id, t.label, corgipile.predict_class('m_soft', t.features) AS class,
        corgipile.predict_proba('m_soft', t.features) AS proba
