@@ -58,10 +58,18 @@ tests/unit/test_grab: tests/unit/test_grab.c extension/core/grab.c $(wildcard ex
 		-o $@ tests/unit/test_grab.c extension/core/grab.c \
 		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lm
 
-.PHONY: unittest test demo bench
+.PHONY: unittest memcheck test demo bench
 unittest: tests/unit/test_core tests/unit/test_grab
 	tests/unit/test_core
 	tests/unit/test_grab
+
+# The C core under valgrind: any invalid read or write, use of an
+# uninitialised value or leaked block fails the target.
+memcheck: tests/unit/test_core tests/unit/test_grab
+	for t in $^; do \
+		valgrind --quiet --error-exitcode=1 --leak-check=full --show-leak-kinds=all \
+			--errors-for-leak-kinds=all $$t || exit 1; \
+	done
 
 test:
 	tests/run_tests.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what building, testing and the demo need, on a fresh Debian
 # machine with PostgreSQL 15: the server headers (PGXS), the Fashion-MNIST
-# dataset package, and a Python virtual environment in .venv with the test
+# dataset package, valgrind (make memcheck), and a Python virtual environment in .venv with the test
 # requirements and the client.  Safe to run again; it skips what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +14,8 @@ if [ ! -x "$PG_CONFIG" ] || [ ! -e "$("$PG_CONFIG" --includedir-server 2>/dev/nu
 fi
 [ -d /usr/share/datasets/fashion-mnist ] || apt_needed+=(dataset-fashion-mnist)
 command -v python3 >/dev/null || apt_needed+=(python3 python3-venv)
+# make test runs the C core under valgrind (make memcheck)
+command -v valgrind >/dev/null || apt_needed+=(valgrind)
 
 if [ ${#apt_needed[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then

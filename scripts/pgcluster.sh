@@ -14,7 +14,8 @@ BINDIR=$("$PG_CONFIG" --bindir)
 
 as_owner() {
     if [ "$(id -u)" = 0 ]; then
-        runuser -u postgres -- "$@"
+        # from /: postgres may not be allowed into our working directory
+        (cd / && runuser -u postgres -- "$@")
     else
         "$@"
     fi
@@ -33,8 +34,20 @@ sock="$dir/socket"
 case "$cmd" in
 start)
     port=${3:?port}
+    # a Unix socket path holds at most 107 bytes
+    if [ ${#sock} -gt $((107 - 20)) ]; then
+        echo "pgcluster.sh: $dir is too long a path for the server's Unix socket; use a shorter one (under /tmp)" >&2
+        exit 1
+    fi
     mkdir -p "$dir" "$sock"
-    [ "$(id -u)" = 0 ] && chown -R postgres: "$dir"
+    if [ "$(id -u)" = 0 ]; then
+        chown -R postgres: "$dir"
+        if ! runuser -u postgres -- test -w "$dir"; then
+            echo "pgcluster.sh: the server runs as postgres, which cannot reach $dir" \
+                "(a parent directory is closed to it, e.g. /root); use a directory under /tmp or /var/tmp" >&2
+            exit 1
+        fi
+    fi
     if [ ! -f "$data/PG_VERSION" ]; then
         as_owner "$BINDIR/initdb" -D "$data" -U "$(owner)" --auth=trust \
             --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log"

@@ -29,6 +29,8 @@ eval "$(scripts/pgcluster.sh env "$cluster" "$port")"
 
 echo "== C unit tests"
 make -s PG_CONFIG="$PG_CONFIG" unittest
+echo "== C unit tests under valgrind memcheck"
+make -s PG_CONFIG="$PG_CONFIG" memcheck
 
 echo "== SQL regression tests"
 if ! make -s PG_CONFIG="$PG_CONFIG" installcheck; then

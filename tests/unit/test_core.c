@@ -34,10 +34,44 @@ static int	n_failed = 0;
 		} \
 	} while (0)
 
+/*
+ * Every allocation of the tests goes through here and is freed at exit, so
+ * that valgrind's leak check (make memcheck) reports only the core's leaks.
+ */
+static void **tracked = NULL;
+static size_t n_tracked = 0;
+static size_t max_tracked = 0;
+
+static void *
+tracked_calloc(size_t n, size_t size)
+{
+	void	   *p = calloc(n, size);
+
+	if (p == NULL)
+		abort();
+	if (n_tracked == max_tracked)
+	{
+		max_tracked = Max(64, max_tracked * 2);
+		tracked = realloc(tracked, sizeof(void *) * max_tracked);
+		if (tracked == NULL)
+			abort();
+	}
+	tracked[n_tracked++] = p;
+	return p;
+}
+
+static void
+free_tracked(void)
+{
+	for (size_t i = 0; i < n_tracked; i++)
+		free(tracked[i]);
+	free(tracked);
+}
+
 static void *
 alloc_zero(Size size)
 {
-	return calloc(1, size);
+	return tracked_calloc(1, size);
 }
 
 /* A dense buffer of n rows of d features. */
@@ -49,9 +83,9 @@ dense_buffer(int64 n, int d)
 	memset(&b, 0, sizeof(b));
 	b.n_rows = n;
 	b.n_features = d;
-	b.labels = calloc(n, sizeof(double));
-	b.values = calloc(n * d, sizeof(double));
-	b.order = calloc(n, sizeof(uint32));
+	b.labels = tracked_calloc(n, sizeof(double));
+	b.values = tracked_calloc(n * d, sizeof(double));
+	b.order = tracked_calloc(n, sizeof(uint32));
 	cp_order_identity(b.order, n);
 	return b;
 }
@@ -64,9 +98,9 @@ to_sparse(const CpBuffer *d)
 	int64		nnz = d->n_rows * d->n_features;
 
 	s.sparse = true;
-	s.values = malloc(sizeof(double) * nnz);
-	s.indices = malloc(sizeof(int32) * nnz);
-	s.offsets = malloc(sizeof(int64) * (d->n_rows + 1));
+	s.values = tracked_calloc(nnz, sizeof(double));
+	s.indices = tracked_calloc(nnz, sizeof(int32));
+	s.offsets = tracked_calloc(d->n_rows + 1, sizeof(int64));
 	s.offsets[0] = 0;
 	for (int64 i = 0; i < d->n_rows; i++)
 	{
@@ -650,5 +684,6 @@ main(void)
 	test_l1();
 	test_worker();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
+	free_tracked();
 	return n_failed == 0 ? 0 : 1;
 }

@@ -19,7 +19,14 @@ _counter = itertools.count()
 
 
 def postmaster_start(conn) -> object:
-    return conn.execute("SELECT pg_catalog.pg_postmaster_start_time()").fetchone()[0]
+    """What changes when a backend crashes.  pg_postmaster_start_time() alone
+    does not: after a crash the postmaster reinitialises and runs crash
+    recovery in the same process, keeping its start time.  Crash recovery
+    discards the cumulative statistics, which stamps a new stats_reset on
+    pg_stat_archiver (nothing else resets it but pg_stat_reset_shared)."""
+    return conn.execute(
+        "SELECT pg_catalog.pg_postmaster_start_time(), a.stats_reset FROM pg_catalog.pg_stat_archiver AS a"
+    ).fetchone()
 
 
 @pytest.fixture(autouse=True)
