@@ -34,7 +34,8 @@ PG_CFLAGS = -pthread
 SHLIB_LINK = -pthread -lm
 
 EXTRA_CLEAN = tests/regress/results tests/regress/regression.diffs \
-	tests/regress/regression.out tests/unit/test_core tests/unit/test_grab
+	tests/regress/regression.out tests/unit/test_core tests/unit/test_grab \
+	tests/unit/test_preprocess
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -47,7 +48,7 @@ $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
 # The pure C core, tested without a server.
 CORE_SRCS = extension/core/linear_model.c extension/core/shuffle.c extension/core/worker.c \
-	extension/core/grab.c
+	extension/core/grab.c extension/core/preprocess.c
 tests/unit/test_core: tests/unit/test_core.c $(CORE_SRCS) $(wildcard extension/core/*.h)
 	$(CC) $(CFLAGS) -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir-server) \
 		-o $@ tests/unit/test_core.c $(CORE_SRCS) \
@@ -58,10 +59,16 @@ tests/unit/test_grab: tests/unit/test_grab.c extension/core/grab.c $(wildcard ex
 		-o $@ tests/unit/test_grab.c extension/core/grab.c \
 		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lm
 
+tests/unit/test_preprocess: tests/unit/test_preprocess.c extension/core/preprocess.c $(wildcard extension/core/*.h)
+	$(CC) $(CFLAGS) -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir-server) \
+		-o $@ tests/unit/test_preprocess.c extension/core/preprocess.c \
+		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lm
+
 .PHONY: unittest test demo bench
-unittest: tests/unit/test_core tests/unit/test_grab
+unittest: tests/unit/test_core tests/unit/test_grab tests/unit/test_preprocess
 	tests/unit/test_core
 	tests/unit/test_grab
+	tests/unit/test_preprocess
 
 test:
 	tests/run_tests.sh
