@@ -497,6 +497,8 @@ dict_find(const CpPrepDict *d, const char *str, int32 len, uint64 h)
  * were known already: the caller raises an ERROR naming the column and
  * saying it has more than max_categories distinct values (n_refused counts
  * the refusals, should the caller rather go on and report how many).
+ * The cap bounds the count, not the size: the caller also checks
+ * total_bytes against its memory budget (values can be long strings).
  */
 CpPrepDictStatus
 cp_prep_dict_add(CpPrepDict *d, const char *str, int32 len)
@@ -525,6 +527,7 @@ cp_prep_dict_add(CpPrepDict *d, const char *str, int32 len)
 	ent->hash = h;
 	ent->code = CP_PREP_NO_CODE;
 	d->n_entries++;
+	d->total_bytes += (uint64) len;
 	d->slots[slot] = d->n_entries;
 	return CP_PREP_DICT_ADDED;
 }

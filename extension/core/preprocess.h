@@ -130,7 +130,8 @@ typedef struct CpPrepDict
 {
 	int32		max_categories;
 	int32		n_entries;
-	int64		n_refused;		/* distinct-or-not values refused when full */
+	int64		n_refused;		/* new values refused when full */
+	uint64		total_bytes;	/* bytes of the learnt strings, for a budget */
 	bool		finished;
 	uint32		mask;			/* slots - 1; slots a power of two */
 	int32	   *slots;			/* entry index + 1, 0 = empty */

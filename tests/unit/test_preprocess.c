@@ -605,15 +605,16 @@ test_dictionary(void)
 		CHECK(cp_prep_dict_add(&d, "e", 1) == CP_PREP_DICT_FULL, "e refused");
 		CHECK(d.n_entries == 3 && d.n_refused == 2, "n_refused %lld",
 			  (long long) d.n_refused);
+		CHECK(d.total_bytes == 3, "total_bytes %llu",
+			  (unsigned long long) d.total_bytes);
 	}
-	CHECK(!cp_prep_dict_init(&(CpPrepDict)
 	{
-		0
-	}, 0, alloc_zero), "cap 0 refused");
-	CHECK(!cp_prep_dict_init(&(CpPrepDict)
-	{
-		0
-	}, CP_PREP_MAX_CATEGORIES + 1, alloc_zero), "cap too large refused");
+		CpPrepDict d;
+
+		CHECK(!cp_prep_dict_init(&d, 0, alloc_zero), "cap 0 refused");
+		CHECK(!cp_prep_dict_init(&d, CP_PREP_MAX_CATEGORIES + 1, alloc_zero),
+			  "cap too large refused");
+	}
 
 	/* many values: the table stays correct under collisions */
 	{
