@@ -103,6 +103,11 @@ stats_add_value(CpPrepStats *st, int32 j, double x)
 	}
 }
 
+/*
+ * A dense row.  Values must be finite: the row conversion already refuses
+ * NaN and infinity (cp_check_finite), and one of them would poison the
+ * feature's moments for good.
+ */
 void
 cp_prep_stats_add_dense(CpPrepStats *st, const double *x)
 {

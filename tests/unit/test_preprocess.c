@@ -333,6 +333,27 @@ test_constant_columns(void)
 		CHECK(row[0] == 0.1 && row[1] == 0.0 && row[3] == -7.25,
 			  "scale-only leaves constants");
 	}
+	/* variance overflowing to infinity must not give NaN or inf */
+	{
+		CpPrepStats big;
+		CpPrepTransform tb;
+		double		stds[1];
+		double		row[1] = {1e200};
+
+		CHECK(cp_prep_stats_init(&big, 1, false, alloc_zero), "init");
+		for (int i = 0; i < 10; i++)
+		{
+			double		r[1] = {(i % 2) ? 1e200 : -1e200};
+
+			cp_prep_stats_add_dense(&big, r);
+		}
+		CHECK(cp_prep_transform_init(&tb, 1, true, alloc_zero), "init");
+		cp_prep_transform_from_stats(&tb, &big, NULL, NULL, stds);
+		cp_prep_apply_dense(&tb, row);
+		CHECK(isfinite(tb.scale[0]) && isfinite(tb.offset[0]) && isfinite(row[0]),
+			  "overflowing variance: scale %g offset %g x %g",
+			  tb.scale[0], tb.offset[0], row[0]);
+	}
 	/* no rows at all: every column constant, transform the identity */
 	{
 		CpPrepStats empty;
