@@ -34,7 +34,7 @@ PG_CFLAGS = -pthread
 SHLIB_LINK = -pthread -lm
 
 EXTRA_CLEAN = tests/regress/results tests/regress/regression.diffs \
-	tests/regress/regression.out tests/unit/test_core tests/unit/test_grab
+	tests/regress/regression.out $(UNIT_TESTS)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -45,27 +45,23 @@ include $(PGXS)
 HEADERS = $(wildcard extension/*.h extension/core/*.h)
 $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
-# The pure C core, tested without a server.
+# The pure C core, tested without a server: one test binary per core
+# module, each linked with the whole core.
 CORE_SRCS = extension/core/linear_model.c extension/core/shuffle.c extension/core/worker.c \
-	extension/core/grab.c
-tests/unit/test_core: tests/unit/test_core.c $(CORE_SRCS) $(wildcard extension/core/*.h)
+	extension/core/grab.c extension/core/preprocess.c
+UNIT_TESTS = tests/unit/test_core tests/unit/test_grab tests/unit/test_preprocess
+tests/unit/test_%: tests/unit/test_%.c $(CORE_SRCS) $(wildcard extension/core/*.h)
 	$(CC) $(CFLAGS) -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir-server) \
-		-o $@ tests/unit/test_core.c $(CORE_SRCS) \
+		-o $@ $< $(CORE_SRCS) \
 		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -pthread -lm
 
-tests/unit/test_grab: tests/unit/test_grab.c extension/core/grab.c $(wildcard extension/core/*.h)
-	$(CC) $(CFLAGS) -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir-server) \
-		-o $@ tests/unit/test_grab.c extension/core/grab.c \
-		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lm
-
 .PHONY: unittest memcheck test demo bench
-unittest: tests/unit/test_core tests/unit/test_grab
-	tests/unit/test_core
-	tests/unit/test_grab
+unittest: $(UNIT_TESTS)
+	for t in $^; do $$t || exit 1; done
 
 # The C core under valgrind: any invalid read or write, use of an
 # uninitialised value or leaked block fails the target.
-memcheck: tests/unit/test_core tests/unit/test_grab
+memcheck: $(UNIT_TESTS)
 	for t in $^; do \
 		valgrind --quiet --error-exitcode=1 --leak-check=full --show-leak-kinds=all \
 			--errors-for-leak-kinds=all $$t || exit 1; \
