@@ -17,7 +17,9 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "lib/stringinfo.h"
 #include "params.h"
+#include "shuffle/strategy.h"
 
 static const char *const arg_names[CP_NUM_ARGS] = {
 	"relation", "model", "model_name", "label", "features",
@@ -59,22 +61,17 @@ cp_parse_model_kind(const char *name, CpModelKind *kind)
 	return true;
 }
 
-static const char *const shuffle_names[CP_NUM_SHUFFLES] = {
-	"corgipile", "block_only", "no_shuffle", "sliding_window", "mrs",
-	"shuffle_once", "epoch_shuffle"
-};
-
 const char *
 cp_shuffle_name(CpShuffle shuffle)
 {
-	return shuffle_names[shuffle];
+	return cp_strategy_get(shuffle)->name;
 }
 
 /* Does this strategy read blocks in a random order (else sequentially)? */
 bool
 cp_shuffle_random_blocks(CpShuffle shuffle)
 {
-	return shuffle == CP_SHUFFLE_CORGIPILE || shuffle == CP_SHUFFLE_BLOCK_ONLY;
+	return cp_strategy_get(shuffle)->random_blocks;
 }
 
 static void
@@ -235,16 +232,21 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 
 	require_not_null(nulls, CP_ARG_SHUFFLE);
 	s = text_arg(values, nulls, CP_ARG_SHUFFLE);
-	for (i = 0; i < CP_NUM_SHUFFLES; i++)
-		if (pg_strcasecmp(s, shuffle_names[i]) == 0)
-			break;
-	if (i == CP_NUM_SHUFFLES)
+	if (!cp_strategy_lookup(s, &p->shuffle))
+	{
+		StringInfoData valid;
+
+		/* the list of names comes from the strategy table */
+		initStringInfo(&valid);
+		for (i = 0; i < CP_NUM_SHUFFLES; i++)
+			appendStringInfo(&valid, "%s'%s'",
+							 i == 0 ? "" : (i == CP_NUM_SHUFFLES - 1 ? " and " : ", "),
+							 cp_shuffle_name((CpShuffle) i));
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("corgipile.train: unknown shuffle \"%s\"", s),
-				 errhint("Valid shuffles are 'corgipile', 'block_only', 'no_shuffle', "
-						 "'sliding_window', 'mrs', 'shuffle_once' and 'epoch_shuffle'.")));
-	p->shuffle = (CpShuffle) i;
+				 errhint("Valid shuffles are %s.", valid.data)));
+	}
 
 	p->learning_rate = positive_float(values, nulls, CP_ARG_LEARNING_RATE);
 	p->decay = positive_float(values, nulls, CP_ARG_DECAY);

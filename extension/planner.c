@@ -355,11 +355,11 @@ sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 								 check_training_relation(p.relid, &p,
 														 call == CP_CALL_SHUFFLED_SCAN,
 														 "relation", NULL));
-	block_scan = block_shuffle_make_plan(args, train_rti);
+	block_scan = cp_block_shuffle_make_plan(args, train_rti);
 
 	if (call == CP_CALL_SHUFFLED_SCAN)
 	{
-		tuple_scan = tuple_shuffle_make_plan(args, true, block_scan, tlist,
+		tuple_scan = cp_tuple_shuffle_make_plan(args, true, block_scan, tlist,
 											 scan_tlist, rel->relid);
 		tuple_scan->scan.plan.qual = quals;
 		return &tuple_scan->scan.plan;
@@ -369,8 +369,8 @@ sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 		add_relation_rte(root, p.validation_relid,
 						 check_training_relation(p.validation_relid, &p, false,
 												 "validation relation", NULL));
-	tuple_scan = tuple_shuffle_make_plan(args, false, block_scan, NIL, NIL, 0);
-	return &sgd_make_plan(args, tuple_scan, tlist, scan_tlist, quals,
+	tuple_scan = cp_tuple_shuffle_make_plan(args, false, block_scan, NIL, NIL, 0);
+	return &cp_sgd_make_plan(args, tuple_scan, tlist, scan_tlist, quals,
 						  rel->relid)->scan.plan;
 }
 

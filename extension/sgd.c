@@ -99,7 +99,7 @@ static void sgd_end(CustomScanState *node);
 static void sgd_rescan(CustomScanState *node);
 static void sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es);
 
-CustomScanMethods sgd_scan_methods = {
+CustomScanMethods cp_sgd_scan_methods = {
 	.CustomName = "SGD",
 	.CreateCustomScanState = sgd_create_state,
 };
@@ -120,7 +120,7 @@ static CustomExecMethods sgd_exec_methods = {
  * table entry rti).
  */
 CustomScan *
-sgd_make_plan(List *args, CustomScan *child, List *tlist, List *scan_tlist,
+cp_sgd_make_plan(List *args, CustomScan *child, List *tlist, List *scan_tlist,
 			  List *quals, Index rti)
 {
 	CustomScan *cscan = makeNode(CustomScan);
@@ -132,7 +132,7 @@ sgd_make_plan(List *args, CustomScan *child, List *tlist, List *scan_tlist,
 	cscan->custom_relids = bms_make_singleton(rti);
 	cscan->custom_plans = list_make1(child);
 	cscan->custom_private = args;
-	cscan->methods = &sgd_scan_methods;
+	cscan->methods = &cp_sgd_scan_methods;
 	return cscan;
 }
 
@@ -171,7 +171,7 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	/* one seed per training; a random one is recorded with the model */
 	s->seed = s->params.has_seed ? s->params.seed :
 		pg_prng_int64p(&pg_global_prng_state);
-	tuple_shuffle_set_seed(s->ts, (uint64) s->seed);
+	cp_tuple_shuffle_set_seed(s->ts, (uint64) s->seed);
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -301,7 +301,7 @@ sgd_job_run(void *arg)
 {
 	SgdJob	   *job = (SgdJob *) arg;
 
-	tuple_shuffle_permute(job->ts, job->buf);
+	cp_tuple_shuffle_permute(job->ts, job->buf);
 	job->reached = cp_model_train(job->model, job->buf, 0, job->cancel);
 }
 
@@ -313,14 +313,14 @@ train_single_buffered(SgdState *s)
 
 	/* the main thread trains: the signal handlers' own flag stops it */
 	cp_cancel_init(&cancel, &InterruptPending);
-	while (tuple_shuffle_fill(s->ts, buf))
+	while (cp_tuple_shuffle_fill(s->ts, buf))
 	{
 		int64		pos = 0;
 
 		if (buf->n_rows == 0)
 			continue;
 		ensure_model(s);
-		tuple_shuffle_permute(s->ts, buf);
+		cp_tuple_shuffle_permute(s->ts, buf);
 
 		/*
 		 * Stop at a row boundary whenever an interrupt is pending, serve it,
@@ -360,7 +360,7 @@ train_double_buffered(SgdState *s)
 					 errhint("Train with double_buffer => false.")));
 	}
 
-	have = tuple_shuffle_fill(s->ts, cur);
+	have = cp_tuple_shuffle_fill(s->ts, cur);
 	while (have)
 	{
 		bool		submitted = false;
@@ -379,7 +379,7 @@ train_double_buffered(SgdState *s)
 			submitted = true;
 		}
 		/* load the next buffer while the helper trains on this one */
-		have_next = tuple_shuffle_fill(s->ts, next);
+		have_next = cp_tuple_shuffle_fill(s->ts, next);
 		if (submitted)
 			wait_for_job(s);
 		tmp = cur;
@@ -583,7 +583,7 @@ save_model(SgdState *s)
 	rec.n_results = s->n_done;
 	rec.weights = s->best_epoch > 0 ? s->best_w : s->model.w;
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
-	rec.window_rows = s->ts->slots.capacity;
+	rec.held_rows = cp_tuple_shuffle_held_rows(s->ts, &rec.held_rows_key);
 	/* as in sgd_begin: the catalog's queries under a pinned search_path */
 	nest = cp_pin_search_path();
 	cp_models_insert(&rec);

@@ -4,17 +4,18 @@
  *	  TupleShuffle: turn BlockShuffle's rows into buffers of the compact
  *	  layout, in the order the shuffle strategy feeds them to SGD.
  *
- * For corgipile, block_only and no_shuffle a buffer holds the rows of a
- * group of whole blocks (at most blocks_per_buffer of them, the epoch's
- * blocks cut into groups of as equal a size as possible); corgipile then
- * Fisher-Yates-shuffles each buffer with a fresh permutation.  The other
- * strategies of the paper build their buffers from the same groups on the
- * same memory budget: sliding_window and mrs in window.c, shuffle_once and
- * epoch_shuffle (the two-pass shuffle) in piles.c.
+ * This node is the driver of the shuffle strategies (shuffle/strategy.h):
+ * it reads BlockShuffle's rows a group of whole blocks at a time (at most
+ * blocks_per_buffer of them, the epoch's blocks cut into groups of as
+ * equal a size as possible), converting each row once into the compact
+ * layout, and the strategy chosen at plan time makes buffers of them.
+ * The strategy's table entry says whether each buffer is then permuted
+ * (corgipile's Fisher-Yates shuffle of each buffer).  Nothing here names a
+ * strategy.
  *
  * Under SGD this node is driven a buffer at a time: tuple_shuffle_fill()
  * runs on the main thread and pulls rows from BlockShuffle, deforming each
- * once; tuple_shuffle_permute() is plain C and runs on whichever thread
+ * once; cp_tuple_shuffle_permute() is plain C and runs on whichever thread
  * trains on the buffer, which is what lets loading overlap training.  The
  * permutation generator is consumed in buffer order either way, so a seed
  * gives the same tuple order with or without double buffering.
@@ -44,8 +45,9 @@ static void tuple_shuffle_end(CustomScanState *node);
 static void tuple_shuffle_rescan(CustomScanState *node);
 static void tuple_shuffle_explain(CustomScanState *node, List *ancestors,
 								  ExplainState *es);
+static bool read_group(void *reader, CpBuffer *dst);
 
-CustomScanMethods tuple_shuffle_scan_methods = {
+CustomScanMethods cp_tuple_shuffle_scan_methods = {
 	.CustomName = "TupleShuffle",
 	.CreateCustomScanState = tuple_shuffle_create_state,
 };
@@ -65,7 +67,7 @@ static CustomExecMethods tuple_shuffle_exec_methods = {
  * does for train().
  */
 CustomScan *
-tuple_shuffle_make_plan(List *args, bool scan_mode, CustomScan *child,
+cp_tuple_shuffle_make_plan(List *args, bool scan_mode, CustomScan *child,
 						List *tlist, List *scan_tlist, Index rti)
 {
 	CustomScan *cscan = makeNode(CustomScan);
@@ -76,7 +78,7 @@ tuple_shuffle_make_plan(List *args, bool scan_mode, CustomScan *child,
 	cscan->custom_relids = scan_mode ? bms_make_singleton(rti) : NULL;
 	cscan->custom_plans = list_make1(child);
 	cscan->custom_private = list_make2(args, makeInteger(scan_mode ? 1 : 0));
-	cscan->methods = &tuple_shuffle_scan_methods;
+	cscan->methods = &cp_tuple_shuffle_scan_methods;
 	return cscan;
 }
 
@@ -97,17 +99,17 @@ tuple_shuffle_create_state(CustomScan *cscan)
  * own stream of the one seed.
  */
 void
-tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
+cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
 {
 	pg_prng_seed(&ts->rng, cp_derive_seed(seed, 1));
-	pg_prng_seed(&ts->stream_rng, cp_derive_seed(seed, 2));
-	pg_prng_seed(&ts->piles.rng, cp_derive_seed(seed, 3));
-	block_shuffle_set_seed(ts->child, seed);
+	if (ts->strategy->seed)
+		ts->strategy->seed(ts->strategy_state, seed);
+	cp_block_shuffle_set_seed(ts->child, seed);
 }
 
 /* A buffer with this node's layout (and row ids in scan mode). */
 void
-tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf, MemoryContext cxt)
+cp_tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf, MemoryContext cxt)
 {
 	bool		sparse = (ts->layout.mode == CP_FEATURES_SPARSE);
 
@@ -134,14 +136,9 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	else
 		cp_layout_resolve(&ts->layout, RelationGetDescr(rel),
 						  RelationGetRelationName(rel), &ts->params);
-	ts->shuffle = ts->params.shuffle;
-	ts->shuffle_tuples = (ts->shuffle == CP_SHUFFLE_CORGIPILE ||
-						  ts->shuffle == CP_SHUFFLE_EPOCH_SHUFFLE);
 	ts->blocks_per_buffer = ts->child->sizing.blocks_per_buffer;
 	ts->n_groups = Max(1, ((int64) ts->child->sizing.n_blocks + ts->blocks_per_buffer - 1) /
 					   ts->blocks_per_buffer);
-	tuple_shuffle_set_seed(ts, ts->params.has_seed ? (uint64) ts->params.seed :
-						   pg_prng_uint64(&pg_global_prng_state));
 
 	ts->pending = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
 	ts->row_cxt = AllocSetContextCreate(CurrentMemoryContext,
@@ -150,9 +147,23 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->buf_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										"corgipile tuple shuffle",
 										ALLOCSET_DEFAULT_SIZES);
-	tuple_shuffle_init_buffer(ts, &ts->slots.store, ts->buf_cxt);
-	tuple_shuffle_init_buffer(ts, &ts->staging, ts->buf_cxt);
-	tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
+	cp_tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
+
+	ts->strategy = cp_strategy_get(ts->params.shuffle);
+	ts->env.layout = &ts->layout;
+	ts->env.sizing = &ts->child->sizing;
+	ts->env.cxt = ts->buf_cxt;
+	ts->env.with_ids = ts->scan_mode;
+	ts->env.perm_rng = &ts->rng;
+	ts->env.read_group = read_group;
+	ts->env.reader = ts;
+	ts->strategy_state = ts->strategy->begin(&ts->env);
+	if (ts->strategy->block_order)
+		cp_block_shuffle_set_order_source(ts->child, ts->strategy->block_order,
+										  ts->strategy_state);
+
+	cp_tuple_shuffle_set_seed(ts, ts->params.has_seed ? (uint64) ts->params.seed :
+							  pg_prng_uint64(&pg_global_prng_state));
 }
 
 /*
@@ -160,9 +171,10 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
  * false when the child had no rows left; true otherwise, even if all the
  * group's rows were skipped for NULLs.
  */
-bool
-tuple_shuffle_read_group(TupleShuffleState *ts, CpBuffer *dst)
+static bool
+read_group(void *reader, CpBuffer *dst)
 {
+	TupleShuffleState *ts = reader;
 	PlanState  *child = &ts->child->css.ss.ps;
 	int64		limit;
 	MemoryContext old;
@@ -218,7 +230,7 @@ tuple_shuffle_read_group(TupleShuffleState *ts, CpBuffer *dst)
  * skipped for NULLs, or a window still filling up).
  */
 bool
-tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
+cp_tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
 {
 	bool		more;
 
@@ -227,20 +239,7 @@ tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
 		InstrStartNode(ts->css.ss.ps.instrument);
 
 	cp_buffer_reset(buf, ts->layout.n_features);
-	switch (ts->shuffle)
-	{
-		case CP_SHUFFLE_SLIDING_WINDOW:
-		case CP_SHUFFLE_MRS:
-			more = window_fill(ts, buf);
-			break;
-		case CP_SHUFFLE_SHUFFLE_ONCE:
-		case CP_SHUFFLE_EPOCH_SHUFFLE:
-			more = piles_fill(ts, buf);
-			break;
-		default:
-			more = tuple_shuffle_read_group(ts, buf);
-			break;
-	}
+	more = ts->strategy->fill(ts->strategy_state, buf);
 	if (more)
 		ts->buffers_filled++;
 	if (ts->css.ss.ps.instrument)
@@ -253,12 +252,41 @@ tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
  * prepared: the helper thread may run this.
  */
 void
-tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf)
+cp_tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf)
 {
+	bool		permute = ts->strategy->permute_buffers;
+
 	cp_order_identity(buf->order, buf->n_rows);
-	buf->order_is_identity = !ts->shuffle_tuples;
-	if (ts->shuffle_tuples)
+	buf->order_is_identity = !permute;
+	if (permute)
 		cp_shuffle_uint32(buf->order, buf->n_rows, &ts->rng);
+}
+
+/*
+ * The rows the strategy holds back (window, reservoir), and the params
+ * JSON key naming them; 0 if it holds none.
+ */
+int64
+cp_tuple_shuffle_held_rows(TupleShuffleState *ts, const char **key)
+{
+	*key = ts->strategy->held_rows_key;
+	if (ts->strategy->held_rows == NULL)
+		return 0;
+	return ts->strategy->held_rows(ts->strategy_state);
+}
+
+/* The table being read. */
+Relation
+cp_tuple_shuffle_relation(TupleShuffleState *ts)
+{
+	return ts->child->css.ss.ss_currentRelation;
+}
+
+/* How the table is cut into blocks and buffers. */
+const CpSizing *
+cp_tuple_shuffle_sizing(TupleShuffleState *ts)
+{
+	return &ts->child->sizing;
 }
 
 /* shuffled_scan(): the next row id in feeding order. */
@@ -273,9 +301,9 @@ tuple_shuffle_next(ScanState *node)
 	ExecClearTuple(slot);
 	while (ts->out_pos >= ts->out.n_rows)
 	{
-		if (!tuple_shuffle_fill(ts, &ts->out))
+		if (!cp_tuple_shuffle_fill(ts, &ts->out))
 			return slot;
-		tuple_shuffle_permute(ts, &ts->out);
+		cp_tuple_shuffle_permute(ts, &ts->out);
 		ts->out_pos = 0;
 	}
 	row = ts->out.order[ts->out_pos++];
@@ -312,14 +340,13 @@ tuple_shuffle_rescan(CustomScanState *node)
 	TupleShuffleState *ts = (TupleShuffleState *) node;
 
 	ts->eof = false;
-	ts->drained = false;
 	ts->has_pending = false;
 	ts->next_group = 0;
 	ts->out_pos = 0;
 	ts->out.n_rows = 0;
 	ExecClearTuple(ts->pending);
-	window_rescan(ts);
-	piles_rescan(ts);
+	if (ts->strategy->rescan)
+		ts->strategy->rescan(ts->strategy_state);
 	ExecReScan(&ts->child->css.ss.ps);
 }
 
@@ -328,7 +355,8 @@ tuple_shuffle_end(CustomScanState *node)
 {
 	TupleShuffleState *ts = (TupleShuffleState *) node;
 
-	piles_end(ts);
+	if (ts->strategy->end)
+		ts->strategy->end(ts->strategy_state);
 	if (ts->pending != NULL)
 		ExecDropSingleTupleTableSlot(ts->pending);
 	ts->pending = NULL;
@@ -339,39 +367,14 @@ static void
 tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
 	TupleShuffleState *ts = (TupleShuffleState *) node;
-	const char *order;
 
-	switch (ts->shuffle)
-	{
-		case CP_SHUFFLE_CORGIPILE:
-			order = "shuffled buffers";
-			break;
-		case CP_SHUFFLE_SLIDING_WINDOW:
-			order = "sliding window";
-			break;
-		case CP_SHUFFLE_MRS:
-			order = "multiplexed reservoir sampling";
-			break;
-		case CP_SHUFFLE_SHUFFLE_ONCE:
-			order = "two-pass shuffle once";
-			break;
-		case CP_SHUFFLE_EPOCH_SHUFFLE:
-			order = "two-pass shuffle every epoch";
-			break;
-		default:
-			order = "as read";
-			break;
-	}
-	ExplainPropertyText("Tuple Order", order, es);
+	ExplainPropertyText("Tuple Order", ts->strategy->tuple_order, es);
 	ExplainPropertyInteger("Blocks per Buffer", NULL, ts->blocks_per_buffer, es);
 	ExplainPropertyText("Features", cp_layout_mode_name(ts->layout.mode), es);
 	if (es->analyze)
 	{
 		ExplainPropertyInteger("Buffers Filled", NULL, ts->buffers_filled, es);
-		if (ts->slots.capacity > 0)
-			ExplainPropertyInteger(ts->shuffle == CP_SHUFFLE_MRS ? "Reservoir Rows" : "Window Rows",
-								   NULL, ts->slots.capacity, es);
-		if (ts->piles.n_piles > 0)
-			ExplainPropertyInteger("Piles", NULL, ts->piles.n_piles, es);
+		if (ts->strategy->explain)
+			ts->strategy->explain(ts->strategy_state, es);
 	}
 }
