@@ -13,20 +13,68 @@
 
 #include <math.h>
 
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "nodes/makefuncs.h"
 #include "nodes/primnodes.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
-#include "lib/stringinfo.h"
 #include "params.h"
 #include "shuffle/strategy.h"
 
+/* generated from the one list of train()'s parameters (train_args.h) */
+#define CP_ARG_NAME(id, name, type, isnull, datum, sqldefault) #name,
 static const char *const arg_names[CP_NUM_ARGS] = {
-	"relation", "model", "model_name", "label", "features",
-	"feature_indices", "n_features", "shuffle", "learning_rate", "decay",
-	"max_epoch_num", "batch_size", "l2", "block_size", "buffer_size", "seed",
-	"double_buffer", "validation", "l1", "tolerance", "n_iter_no_change"
+	CP_TRAIN_ARGS(CP_ARG_NAME)
 };
+#undef CP_ARG_NAME
+
+#define CP_ARG_TYPE(id, name, type, isnull, datum, sqldefault) type,
+static const Oid arg_types[CP_NUM_ARGS] = {
+	CP_TRAIN_ARGS(CP_ARG_TYPE)
+};
+#undef CP_ARG_TYPE
+
+const char *
+cp_arg_name(CpArg arg)
+{
+	return arg_names[arg];
+}
+
+Oid
+cp_arg_type(CpArg arg)
+{
+	return arg_types[arg];
+}
+
+/*
+ * train()'s arguments as Consts holding the SQL defaults (NULL for the
+ * required relation and model), in signature order.
+ */
+List *
+cp_default_train_args(void)
+{
+	List	   *out = NIL;
+
+#define CP_ARG_CONST(id, name, type, isnull, datum, sqldefault) \
+	{ \
+		int32		typmod; \
+		int16		typlen; \
+		bool		typbyval; \
+		Oid			collid = (type) == TEXTOID ? DEFAULT_COLLATION_OID : InvalidOid; \
+		\
+		typmod = -1; \
+		get_typlenbyval((type), &typlen, &typbyval); \
+		out = lappend(out, makeConst((type), typmod, collid, typlen, \
+									 (isnull) ? (Datum) 0 : (datum), (isnull), typbyval)); \
+	}
+	CP_TRAIN_ARGS(CP_ARG_CONST)
+#undef CP_ARG_CONST
+	return out;
+}
 
 const char *
 cp_model_kind_name(CpModelKind kind)

@@ -108,32 +108,15 @@ text_const(const char *s)
 static List *
 scan_args_as_train_args(List *args)
 {
-	Const	   *c[CP_NUM_ARGS];
-	List	   *out = NIL;
+	List	   *out = cp_default_train_args();
 
-	c[CP_ARG_RELATION] = list_nth(args, 0);
-	c[CP_ARG_MODEL] = text_const("svm");
-	c[CP_ARG_MODEL_NAME] = text_const(NULL);
-	c[CP_ARG_LABEL] = text_const("label");
-	c[CP_ARG_FEATURES] = text_const("features");
-	c[CP_ARG_FEATURE_INDICES] = text_const(NULL);
-	c[CP_ARG_N_FEATURES] = makeConst(INT4OID, -1, InvalidOid, 4, (Datum) 0, true, true);
-	c[CP_ARG_SHUFFLE] = list_nth(args, 1);
-	c[CP_ARG_LEARNING_RATE] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(0.1), false, FLOAT8PASSBYVAL);
-	c[CP_ARG_DECAY] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(1.0), false, FLOAT8PASSBYVAL);
-	c[CP_ARG_MAX_EPOCH_NUM] = makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(1), false, true);
-	c[CP_ARG_BATCH_SIZE] = makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(1), false, true);
-	c[CP_ARG_L2] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(0.0), false, FLOAT8PASSBYVAL);
-	c[CP_ARG_BLOCK_SIZE] = list_nth(args, 2);
-	c[CP_ARG_BUFFER_SIZE] = list_nth(args, 3);
-	c[CP_ARG_SEED] = list_nth(args, 4);
-	c[CP_ARG_DOUBLE_BUFFER] = makeConst(BOOLOID, -1, InvalidOid, 1, BoolGetDatum(false), false, true);
-	c[CP_ARG_VALIDATION] = makeConst(REGCLASSOID, -1, InvalidOid, 4, (Datum) 0, true, true);
-	c[CP_ARG_L1] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(0.0), false, FLOAT8PASSBYVAL);
-	c[CP_ARG_TOLERANCE] = makeConst(FLOAT8OID, -1, InvalidOid, 8, (Datum) 0, true, FLOAT8PASSBYVAL);
-	c[CP_ARG_N_ITER_NO_CHANGE] = makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(5), false, true);
-	for (int i = 0; i < CP_NUM_ARGS; i++)
-		out = lappend(out, c[i]);
+	/* train() has no default model: any will do for a scan */
+	list_nth_cell(out, CP_ARG_MODEL)->ptr_value = text_const("svm");
+	list_nth_cell(out, CP_ARG_RELATION)->ptr_value = list_nth(args, 0);
+	list_nth_cell(out, CP_ARG_SHUFFLE)->ptr_value = list_nth(args, 1);
+	list_nth_cell(out, CP_ARG_BLOCK_SIZE)->ptr_value = list_nth(args, 2);
+	list_nth_cell(out, CP_ARG_BUFFER_SIZE)->ptr_value = list_nth(args, 3);
+	list_nth_cell(out, CP_ARG_SEED)->ptr_value = list_nth(args, 4);
 	return out;
 }
 
