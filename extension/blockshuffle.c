@@ -59,7 +59,7 @@ static CustomExecMethods block_shuffle_exec_methods = {
  * table's own row type; the parent deforms it, so there is no projection.
  */
 CustomScan *
-cp_block_shuffle_make_plan(List *args, Index scanrelid)
+cp_block_shuffle_make_plan(Const *params, Index scanrelid)
 {
 	CustomScan *cscan = makeNode(CustomScan);
 
@@ -67,7 +67,7 @@ cp_block_shuffle_make_plan(List *args, Index scanrelid)
 	cscan->scan.plan.targetlist = NIL;
 	cscan->scan.plan.qual = NIL;
 	cscan->flags = 0;
-	cscan->custom_private = args;
+	cscan->custom_private = list_make1(params);
 	cscan->methods = &cp_block_shuffle_scan_methods;
 	return cscan;
 }
@@ -79,7 +79,7 @@ block_shuffle_create_state(CustomScan *cscan)
 
 	NodeSetTag(bs, T_CustomScanState);
 	bs->css.methods = &block_shuffle_exec_methods;
-	cp_params_from_consts(cscan->custom_private, &bs->params);
+	cp_params_unpack(linitial_node(Const, cscan->custom_private), &bs->params);
 	return (Node *) bs;
 }
 
@@ -110,11 +110,8 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	Relation	rel = node->ss.ss_currentRelation;
 	BlockNumber n_pages;
 
+	/* the parent seeds this node's generator with the run's seed */
 	bs->random_order = cp_shuffle_random_blocks(bs->params.shuffle);
-	if (bs->params.has_seed)
-		cp_block_shuffle_set_seed(bs, (uint64) bs->params.seed);
-	else
-		cp_block_shuffle_set_seed(bs, pg_prng_uint64(&pg_global_prng_state));
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		n_pages = RelationGetNumberOfBlocks(rel);

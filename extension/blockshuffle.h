@@ -52,7 +52,7 @@ typedef struct BlockShuffleState
 
 extern CustomScanMethods cp_block_shuffle_scan_methods;
 
-extern CustomScan *cp_block_shuffle_make_plan(List *args, Index scanrelid);
+extern CustomScan *cp_block_shuffle_make_plan(Const *params, Index scanrelid);
 extern void cp_block_shuffle_set_seed(BlockShuffleState *bs, uint64 seed);
 extern void cp_block_shuffle_set_order_source(BlockShuffleState *bs,
 											  CpBlockOrderFn fn, void *arg);

@@ -492,3 +492,90 @@ cp_check_model_size(CpModelKind kind, int64 n_features, int n_outputs,
 				 errhint("Use a smaller n_features (hash the feature indices into fewer dimensions), or fewer classes.")));
 	}
 }
+
+/*
+ * The plan description: the parameters validated once, by the planner,
+ * packed into one bytea Const that the three operators carry in their
+ * custom_private (a Const copies, prints and reads back like any plan
+ * node).  The strings follow the struct, each NUL-terminated, in the order
+ * of the string fields below; their pointers are rebuilt on unpacking.
+ */
+#define CP_PACKED_STRINGS 4
+
+static char **
+packed_string(CpTrainParams *p, int i)
+{
+	switch (i)
+	{
+		case 0:
+			return &p->model_name;
+		case 1:
+			return &p->label;
+		case 2:
+			return &p->features;
+		default:
+			return &p->feature_indices;
+	}
+}
+
+Const *
+cp_params_pack(const CpTrainParams *p)
+{
+	CpTrainParams flat;
+	StringInfoData buf;
+	bytea	   *packed;
+
+	/* memcpy keeps the padding, which cp_params_from_datums zeroed */
+	memcpy(&flat, p, sizeof(flat));
+	initStringInfo(&buf);
+	for (int i = 0; i < CP_PACKED_STRINGS; i++)
+		*packed_string(&flat, i) = NULL;
+	appendBinaryStringInfo(&buf, (const char *) &flat, sizeof(flat));
+	for (int i = 0; i < CP_PACKED_STRINGS; i++)
+	{
+		const char *str = *packed_string((CpTrainParams *) p, i);
+		char		present = (str != NULL);
+
+		appendBinaryStringInfo(&buf, &present, 1);
+		if (present)
+			appendBinaryStringInfo(&buf, str, strlen(str) + 1);
+	}
+	packed = palloc(VARHDRSZ + buf.len);
+	SET_VARSIZE(packed, VARHDRSZ + buf.len);
+	memcpy(VARDATA(packed), buf.data, buf.len);
+	pfree(buf.data);
+	return makeConst(BYTEAOID, -1, InvalidOid, -1, PointerGetDatum(packed), false, false);
+}
+
+void
+cp_params_unpack(const Const *packed, CpTrainParams *p)
+{
+	bytea	   *b = DatumGetByteaPP(packed->constvalue);
+	const char *data = VARDATA_ANY(b);
+	const char *end = data + VARSIZE_ANY_EXHDR(b);
+	const char *at;
+
+	if (VARSIZE_ANY_EXHDR(b) < sizeof(CpTrainParams))
+		elog(ERROR, "corgipile: malformed plan description");
+	memcpy(p, data, sizeof(CpTrainParams));
+	at = data + sizeof(CpTrainParams);
+	for (int i = 0; i < CP_PACKED_STRINGS; i++)
+	{
+		char		present;
+		size_t		len;
+
+		if (at >= end)
+			elog(ERROR, "corgipile: malformed plan description");
+		present = *at++;
+		if (!present)
+		{
+			*packed_string(p, i) = NULL;
+			continue;
+		}
+		len = strnlen(at, end - at);
+		if (at + len >= end)
+			elog(ERROR, "corgipile: malformed plan description");
+		*packed_string(p, i) = pnstrdup(at, len);
+		at += len + 1;
+	}
+}

@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "nodes/pg_list.h"
+#include "nodes/primnodes.h"
 #include "storage/block.h"
 
 #include "core/linear_model.h"
@@ -108,6 +109,8 @@ typedef struct CpSizing
 extern void cp_params_from_datums(const Datum *values, const bool *nulls,
 								  CpTrainParams *p);
 extern void cp_params_from_consts(List *args, CpTrainParams *p);
+extern Const *cp_params_pack(const CpTrainParams *p);
+extern void cp_params_unpack(const Const *packed, CpTrainParams *p);
 extern const char *cp_arg_name(CpArg arg);
 extern Oid	cp_arg_type(CpArg arg);
 extern List *cp_default_train_args(void);

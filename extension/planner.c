@@ -252,7 +252,8 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	path->path.pathkeys = NIL;
 	path->flags = 0;
 	path->custom_paths = NIL;
-	path->custom_private = list_make3(args, makeInteger(call), makeInteger(0));
+	/* the plan carries the parameters as validated here, parsed once */
+	path->custom_private = list_make3(cp_params_pack(&p), makeInteger(call), makeInteger(0));
 	path->methods = &sgd_path_methods;
 
 	rel->pathlist = NIL;
@@ -319,7 +320,6 @@ static Plan *
 sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 					 List *tlist, List *clauses, List *custom_plans)
 {
-	List	   *args = linitial(best_path->custom_private);
 	CpCall		call = (CpCall) intVal(lsecond(best_path->custom_private));
 	RangeTblEntry *rte = planner_rt_fetch(rel->relid, root);
 	FuncExpr   *fexpr = (FuncExpr *) linitial_node(RangeTblFunction, rte->functions)->funcexpr;
@@ -329,20 +329,22 @@ sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	Index		train_rti;
 	CustomScan *block_scan;
 	CustomScan *tuple_scan;
+	Const	   *packed;
 
 	if (intVal(lthird(best_path->custom_private)) != 0)
 		return &cp_call_make_plan(fexpr->args, call == CP_CALL_SHUFFLED_SCAN,
 								  tlist, scan_tlist, quals, rel->relid)->scan.plan;
-	cp_params_from_consts(args, &p);
+	packed = linitial_node(Const, best_path->custom_private);
+	cp_params_unpack(packed, &p);
 	train_rti = add_relation_rte(root, p.relid,
 								 check_training_relation(p.relid, &p,
 														 call == CP_CALL_SHUFFLED_SCAN,
 														 "relation", NULL));
-	block_scan = cp_block_shuffle_make_plan(args, train_rti);
+	block_scan = cp_block_shuffle_make_plan(packed, train_rti);
 
 	if (call == CP_CALL_SHUFFLED_SCAN)
 	{
-		tuple_scan = cp_tuple_shuffle_make_plan(args, true, block_scan, tlist,
+		tuple_scan = cp_tuple_shuffle_make_plan(packed, true, block_scan, tlist,
 											 scan_tlist, rel->relid);
 		tuple_scan->scan.plan.qual = quals;
 		return &tuple_scan->scan.plan;
@@ -352,8 +354,8 @@ sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 		add_relation_rte(root, p.validation_relid,
 						 check_training_relation(p.validation_relid, &p, false,
 												 "validation relation", NULL));
-	tuple_scan = cp_tuple_shuffle_make_plan(args, false, block_scan, NIL, NIL, 0);
-	return &cp_sgd_make_plan(args, tuple_scan, tlist, scan_tlist, quals,
+	tuple_scan = cp_tuple_shuffle_make_plan(packed, false, block_scan, NIL, NIL, 0);
+	return &cp_sgd_make_plan(packed, tuple_scan, tlist, scan_tlist, quals,
 						  rel->relid)->scan.plan;
 }
 

@@ -120,7 +120,7 @@ static CustomExecMethods sgd_exec_methods = {
  * table entry rti).
  */
 CustomScan *
-cp_sgd_make_plan(List *args, CustomScan *child, List *tlist, List *scan_tlist,
+cp_sgd_make_plan(Const *params, CustomScan *child, List *tlist, List *scan_tlist,
 			  List *quals, Index rti)
 {
 	CustomScan *cscan = makeNode(CustomScan);
@@ -131,7 +131,7 @@ cp_sgd_make_plan(List *args, CustomScan *child, List *tlist, List *scan_tlist,
 	cscan->custom_scan_tlist = scan_tlist;
 	cscan->custom_relids = bms_make_singleton(rti);
 	cscan->custom_plans = list_make1(child);
-	cscan->custom_private = args;
+	cscan->custom_private = list_make1(params);
 	cscan->methods = &cp_sgd_scan_methods;
 	return cscan;
 }
@@ -143,7 +143,7 @@ sgd_create_state(CustomScan *cscan)
 
 	NodeSetTag(s, T_CustomScanState);
 	s->css.methods = &sgd_exec_methods;
-	cp_params_from_consts(cscan->custom_private, &s->params);
+	cp_params_unpack(linitial_node(Const, cscan->custom_private), &s->params);
 	return (Node *) s;
 }
 

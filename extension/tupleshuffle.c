@@ -67,7 +67,7 @@ static CustomExecMethods tuple_shuffle_exec_methods = {
  * does for train().
  */
 CustomScan *
-cp_tuple_shuffle_make_plan(List *args, bool scan_mode, CustomScan *child,
+cp_tuple_shuffle_make_plan(Const *params, bool scan_mode, CustomScan *child,
 						List *tlist, List *scan_tlist, Index rti)
 {
 	CustomScan *cscan = makeNode(CustomScan);
@@ -77,7 +77,7 @@ cp_tuple_shuffle_make_plan(List *args, bool scan_mode, CustomScan *child,
 	cscan->custom_scan_tlist = scan_tlist;
 	cscan->custom_relids = scan_mode ? bms_make_singleton(rti) : NULL;
 	cscan->custom_plans = list_make1(child);
-	cscan->custom_private = list_make2(args, makeInteger(scan_mode ? 1 : 0));
+	cscan->custom_private = list_make2(params, makeInteger(scan_mode ? 1 : 0));
 	cscan->methods = &cp_tuple_shuffle_scan_methods;
 	return cscan;
 }
@@ -89,7 +89,7 @@ tuple_shuffle_create_state(CustomScan *cscan)
 
 	NodeSetTag(ts, T_CustomScanState);
 	ts->css.methods = &tuple_shuffle_exec_methods;
-	cp_params_from_consts(linitial(cscan->custom_private), &ts->params);
+	cp_params_unpack(linitial_node(Const, cscan->custom_private), &ts->params);
 	ts->scan_mode = intVal(lsecond(cscan->custom_private)) != 0;
 	return (Node *) ts;
 }
@@ -162,8 +162,13 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		cp_block_shuffle_set_order_source(ts->child, ts->strategy->block_order,
 										  ts->strategy_state);
 
-	cp_tuple_shuffle_set_seed(ts, ts->params.has_seed ? (uint64) ts->params.seed :
-							  pg_prng_uint64(&pg_global_prng_state));
+	/*
+	 * The top operator seeds the run, once: this node under shuffled_scan(),
+	 * else SGD (which records the seed it draws with the model).
+	 */
+	if (ts->scan_mode)
+		cp_tuple_shuffle_set_seed(ts, ts->params.has_seed ? (uint64) ts->params.seed :
+								  pg_prng_uint64(&pg_global_prng_state));
 }
 
 /*

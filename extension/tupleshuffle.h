@@ -55,7 +55,7 @@ typedef struct TupleShuffleState
 
 extern CustomScanMethods cp_tuple_shuffle_scan_methods;
 
-extern CustomScan *cp_tuple_shuffle_make_plan(List *args, bool scan_mode,
+extern CustomScan *cp_tuple_shuffle_make_plan(Const *params, bool scan_mode,
 											  CustomScan *child, List *tlist,
 											  List *scan_tlist, Index rti);
 
