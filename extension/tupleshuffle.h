@@ -68,5 +68,7 @@ extern void cp_tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf);
 extern int64 cp_tuple_shuffle_held_rows(TupleShuffleState *ts, const char **key);
 extern Relation cp_tuple_shuffle_relation(TupleShuffleState *ts);
 extern const CpSizing *cp_tuple_shuffle_sizing(TupleShuffleState *ts);
+extern const CpLayout *cp_tuple_shuffle_layout(TupleShuffleState *ts);
+extern void cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes);
 
 #endif							/* CORGIPILE_TUPLESHUFFLE_H */
