@@ -32,24 +32,6 @@ static const char *const arg_names[CP_NUM_ARGS] = {
 };
 #undef CP_ARG_NAME
 
-#define CP_ARG_TYPE(id, name, type, isnull, datum, sqldefault) type,
-static const Oid arg_types[CP_NUM_ARGS] = {
-	CP_TRAIN_ARGS(CP_ARG_TYPE)
-};
-#undef CP_ARG_TYPE
-
-const char *
-cp_arg_name(CpArg arg)
-{
-	return arg_names[arg];
-}
-
-Oid
-cp_arg_type(CpArg arg)
-{
-	return arg_types[arg];
-}
-
 /*
  * train()'s arguments as Consts holding the SQL defaults (NULL for the
  * required relation and model), in signature order.

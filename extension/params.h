@@ -111,8 +111,6 @@ extern void cp_params_from_datums(const Datum *values, const bool *nulls,
 extern void cp_params_from_consts(List *args, CpTrainParams *p);
 extern Const *cp_params_pack(const CpTrainParams *p);
 extern void cp_params_unpack(const Const *packed, CpTrainParams *p);
-extern const char *cp_arg_name(CpArg arg);
-extern Oid	cp_arg_type(CpArg arg);
 extern List *cp_default_train_args(void);
 extern void cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages,
 							  CpSizing *out);

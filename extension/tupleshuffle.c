@@ -112,8 +112,8 @@ cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
 }
 
 /* A buffer with this node's layout (and row ids in scan mode). */
-void
-cp_tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf, MemoryContext cxt)
+static void
+tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf, MemoryContext cxt)
 {
 	bool		sparse = (ts->layout.mode == CP_FEATURES_SPARSE);
 
@@ -151,7 +151,7 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->buf_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										"corgipile tuple shuffle",
 										ALLOCSET_DEFAULT_SIZES);
-	cp_tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
+	tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
 
 	ts->strategy = cp_strategy_get(ts->params.shuffle);
 	ts->env.layout = &ts->layout;
