@@ -17,8 +17,17 @@ OBJS = \
 	extension/shuffle_table.o \
 	extension/train.o \
 	extension/tupleshuffle.o \
-	extension/window.o \
-	extension/piles.o \
+	extension/shuffle/strategy.o \
+	extension/shuffle/corgipile.o \
+	extension/shuffle/block_only.o \
+	extension/shuffle/no_shuffle.o \
+	extension/shuffle/window.o \
+	extension/shuffle/sliding_window.o \
+	extension/shuffle/mrs.o \
+	extension/shuffle/piles.o \
+	extension/shuffle/two_pass.o \
+	extension/shuffle/shuffle_once.o \
+	extension/shuffle/epoch_shuffle.o \
 	extension/core/linear_model.o \
 	extension/core/shuffle.o \
 	extension/core/worker.o
@@ -42,7 +51,7 @@ include $(PGXS)
 
 # PGXS tracks no header dependencies; the headers are few and shared, so
 # any change to one rebuilds every object (stale struct layouts crash).
-HEADERS = $(wildcard extension/*.h extension/core/*.h)
+HEADERS = $(wildcard extension/*.h extension/core/*.h extension/shuffle/*.h)
 $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
 # The pure C core, tested without a server: one test binary per core

@@ -40,7 +40,7 @@ static void block_shuffle_rescan(CustomScanState *node);
 static void block_shuffle_explain(CustomScanState *node, List *ancestors,
 								  ExplainState *es);
 
-CustomScanMethods block_shuffle_scan_methods = {
+CustomScanMethods cp_block_shuffle_scan_methods = {
 	.CustomName = "BlockShuffle",
 	.CreateCustomScanState = block_shuffle_create_state,
 };
@@ -59,7 +59,7 @@ static CustomExecMethods block_shuffle_exec_methods = {
  * table's own row type; the parent deforms it, so there is no projection.
  */
 CustomScan *
-block_shuffle_make_plan(List *args, Index scanrelid)
+cp_block_shuffle_make_plan(Const *params, Index scanrelid)
 {
 	CustomScan *cscan = makeNode(CustomScan);
 
@@ -67,8 +67,8 @@ block_shuffle_make_plan(List *args, Index scanrelid)
 	cscan->scan.plan.targetlist = NIL;
 	cscan->scan.plan.qual = NIL;
 	cscan->flags = 0;
-	cscan->custom_private = args;
-	cscan->methods = &block_shuffle_scan_methods;
+	cscan->custom_private = list_make1(params);
+	cscan->methods = &cp_block_shuffle_scan_methods;
 	return cscan;
 }
 
@@ -79,14 +79,27 @@ block_shuffle_create_state(CustomScan *cscan)
 
 	NodeSetTag(bs, T_CustomScanState);
 	bs->css.methods = &block_shuffle_exec_methods;
-	cp_params_from_consts(cscan->custom_private, &bs->params);
+	cp_params_unpack(linitial_node(Const, cscan->custom_private), &bs->params);
 	return (Node *) bs;
 }
 
 void
-block_shuffle_set_seed(BlockShuffleState *bs, uint64 seed)
+cp_block_shuffle_set_seed(BlockShuffleState *bs, uint64 seed)
 {
 	pg_prng_seed(&bs->rng, cp_derive_seed(seed, 0));
+	bs->need_order = true;
+}
+
+/*
+ * Let a strategy draw each epoch's block order (GraB: from the previous
+ * epoch's gradients).  The generator passed to fn is this node's block
+ * order stream.
+ */
+void
+cp_block_shuffle_set_order_source(BlockShuffleState *bs, CpBlockOrderFn fn, void *arg)
+{
+	bs->order_fn = fn;
+	bs->order_arg = arg;
 	bs->need_order = true;
 }
 
@@ -97,11 +110,8 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	Relation	rel = node->ss.ss_currentRelation;
 	BlockNumber n_pages;
 
+	/* the parent seeds this node's generator with the run's seed */
 	bs->random_order = cp_shuffle_random_blocks(bs->params.shuffle);
-	if (bs->params.has_seed)
-		block_shuffle_set_seed(bs, (uint64) bs->params.seed);
-	else
-		block_shuffle_set_seed(bs, pg_prng_uint64(&pg_global_prng_state));
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		n_pages = RelationGetNumberOfBlocks(rel);
@@ -145,9 +155,14 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 static void
 make_order(BlockShuffleState *bs)
 {
-	cp_order_identity(bs->order, bs->sizing.n_blocks);
-	if (bs->random_order)
-		cp_shuffle_uint32(bs->order, bs->sizing.n_blocks, &bs->rng);
+	if (bs->order_fn != NULL)
+		bs->order_fn(bs->order_arg, bs->order, bs->sizing.n_blocks, &bs->rng);
+	else
+	{
+		cp_order_identity(bs->order, bs->sizing.n_blocks);
+		if (bs->random_order)
+			cp_shuffle_uint32(bs->order, bs->sizing.n_blocks, &bs->rng);
+	}
 	bs->need_order = false;
 	bs->next_block = 0;
 	bs->block_seq = -1;

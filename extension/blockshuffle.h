@@ -18,6 +18,10 @@
 
 #include "params.h"
 
+/* Writes the next epoch's visiting order of n_blocks blocks into order. */
+typedef void (*CpBlockOrderFn) (void *arg, uint32 *order, uint32 n_blocks,
+								pg_prng_state *rng);
+
 typedef struct BlockShuffleState
 {
 	CustomScanState css;
@@ -25,6 +29,12 @@ typedef struct BlockShuffleState
 	CpSizing	sizing;
 	bool		random_order;	/* else sequential (no_shuffle) */
 	pg_prng_state rng;
+
+	/*
+	 * A strategy's own block order (GraB), or NULL: random_order decides.
+	 */
+	CpBlockOrderFn order_fn;
+	void	   *order_arg;
 
 	TableScanDesc scan;			/* NULL under EXPLAIN without ANALYZE */
 	uint32	   *order;			/* block ids in visiting order */
@@ -40,9 +50,11 @@ typedef struct BlockShuffleState
 	int64		epochs_started;
 } BlockShuffleState;
 
-extern CustomScanMethods block_shuffle_scan_methods;
+extern CustomScanMethods cp_block_shuffle_scan_methods;
 
-extern CustomScan *block_shuffle_make_plan(List *args, Index scanrelid);
-extern void block_shuffle_set_seed(BlockShuffleState *bs, uint64 seed);
+extern CustomScan *cp_block_shuffle_make_plan(Const *params, Index scanrelid);
+extern void cp_block_shuffle_set_seed(BlockShuffleState *bs, uint64 seed);
+extern void cp_block_shuffle_set_order_source(BlockShuffleState *bs,
+											  CpBlockOrderFn fn, void *arg);
 
 #endif							/* CORGIPILE_BLOCKSHUFFLE_H */

@@ -37,9 +37,9 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("corgipile");
 
-	RegisterCustomScanMethods(&sgd_scan_methods);
-	RegisterCustomScanMethods(&tuple_shuffle_scan_methods);
-	RegisterCustomScanMethods(&block_shuffle_scan_methods);
+	RegisterCustomScanMethods(&cp_sgd_scan_methods);
+	RegisterCustomScanMethods(&cp_tuple_shuffle_scan_methods);
+	RegisterCustomScanMethods(&cp_block_shuffle_scan_methods);
 	RegisterCustomScanMethods(&cp_call_scan_methods);
 	cp_planner_init();
 }

@@ -145,15 +145,14 @@ cp_row_description(const CpRowContext *where)
 }
 
 void
-cp_check_finite(double v, const CpRowContext *where)
+cp_report_not_finite(double v, const CpRowContext *where)
 {
-	if (unlikely(!isfinite(v)))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("feature value %s in %s is not a finite number",
-						isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity"),
-						cp_row_description(where)),
-				 errhint("Remove or impute NaN and infinite values before training.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("feature value %s in %s is not a finite number",
+					isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity"),
+					cp_row_description(where)),
+			 errhint("Remove or impute NaN and infinite values before training.")));
 }
 
 /* Length of a one-dimensional array; an empty array has length 0. */
@@ -238,9 +237,33 @@ cp_array_to_doubles(ArrayType *arr, double *out, int n, const CpRowContext *wher
 			}
 			break;
 	}
-	for (int i = 0; i < n; i++)
-		cp_check_finite(out[i], where);
+	cp_check_all_finite(out, n, where);
 	return true;
+}
+
+/*
+ * Refuse a NaN or an infinity among x[0..n-1].  A double is not finite
+ * exactly when its exponent bits are all ones: OR-ing that test over the
+ * values is a loop without branches or calls (the compiler may vectorise
+ * it); the culprit is looked for only when there is one.
+ */
+void
+cp_check_all_finite(const double *x, int n, const CpRowContext *where)
+{
+	const uint64 exponent = UINT64CONST(0x7FF0000000000000);
+	uint64		bad = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		uint64		bits;
+
+		memcpy(&bits, &x[i], sizeof(bits));
+		bad |= ((bits & exponent) == exponent);
+	}
+	if (likely(bad == 0))
+		return;
+	for (int i = 0; i < n; i++)
+		cp_check_finite(x[i], where);
 }
 
 static void

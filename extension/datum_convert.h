@@ -10,6 +10,8 @@
 
 #include "postgres.h"
 
+#include <math.h>
+
 #include "utils/array.h"
 
 /* Context for error messages: which row of which relation, or none. */
@@ -24,7 +26,16 @@ extern bool cp_is_index_type(Oid type);
 extern double cp_datum_to_double(Datum d, Oid type);
 extern int64 cp_datum_to_int64(Datum d, Oid type);
 extern char *cp_row_description(const CpRowContext *where);
-extern void cp_check_finite(double v, const CpRowContext *where);
+extern void cp_report_not_finite(double v, const CpRowContext *where) pg_attribute_noreturn();
+extern void cp_check_all_finite(const double *x, int n, const CpRowContext *where);
+
+/* Refuse NaN and infinities; inline, since it runs for every value read. */
+static inline void
+cp_check_finite(double v, const CpRowContext *where)
+{
+	if (unlikely(!isfinite(v)))
+		cp_report_not_finite(v, where);
+}
 extern bool cp_array_to_doubles(ArrayType *arr, double *out, int n,
 								const CpRowContext *where);
 extern int	cp_array_length(ArrayType *arr, const CpRowContext *where,

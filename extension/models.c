@@ -365,9 +365,8 @@ params_json(const CpTrainRecord *rec)
 	json_key_number(&buf, "n_iter_no_change", p->n_iter_no_change);
 	json_key_number(&buf, "best_epoch", rec->best_epoch);
 	json_key_number(&buf, "n_outputs", rec->model->n_outputs);
-	if (rec->window_rows > 0)
-		json_key_number(&buf, p->shuffle == CP_SHUFFLE_MRS ? "reservoir_rows" : "window_rows",
-						(double) rec->window_rows);
+	if (rec->held_rows > 0 && rec->held_rows_key != NULL)
+		json_key_number(&buf, rec->held_rows_key, (double) rec->held_rows);
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }

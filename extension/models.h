@@ -43,7 +43,9 @@ typedef struct CpTrainRecord
 	const CpModel *model;
 	const double *weights;		/* the weights kept (the best epoch's) */
 	int			best_epoch;
-	int64		window_rows;	/* sliding_window and mrs: rows held */
+	int64		held_rows;		/* rows the strategy holds back (window,
+								 * reservoir) */
+	const char *held_rows_key;	/* their params JSON key */
 	const CpEpochResult *results;
 	int			n_results;
 } CpTrainRecord;

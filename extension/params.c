@@ -13,18 +13,50 @@
 
 #include <math.h>
 
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "nodes/makefuncs.h"
 #include "nodes/primnodes.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "params.h"
+#include "shuffle/strategy.h"
 
+/* generated from the one list of train()'s parameters (train_args.h) */
+#define CP_ARG_NAME(id, name, type, isnull, datum, sqldefault) #name,
 static const char *const arg_names[CP_NUM_ARGS] = {
-	"relation", "model", "model_name", "label", "features",
-	"feature_indices", "n_features", "shuffle", "learning_rate", "decay",
-	"max_epoch_num", "batch_size", "l2", "block_size", "buffer_size", "seed",
-	"double_buffer", "validation", "l1", "tolerance", "n_iter_no_change"
+	CP_TRAIN_ARGS(CP_ARG_NAME)
 };
+#undef CP_ARG_NAME
+
+/*
+ * train()'s arguments as Consts holding the SQL defaults (NULL for the
+ * required relation and model), in signature order.
+ */
+List *
+cp_default_train_args(void)
+{
+	List	   *out = NIL;
+
+#define CP_ARG_CONST(id, name, type, isnull, datum, sqldefault) \
+	{ \
+		int32		typmod; \
+		int16		typlen; \
+		bool		typbyval; \
+		Oid			collid = (type) == TEXTOID ? DEFAULT_COLLATION_OID : InvalidOid; \
+		\
+		typmod = -1; \
+		get_typlenbyval((type), &typlen, &typbyval); \
+		out = lappend(out, makeConst((type), typmod, collid, typlen, \
+									 (isnull) ? (Datum) 0 : (datum), (isnull), typbyval)); \
+	}
+	CP_TRAIN_ARGS(CP_ARG_CONST)
+#undef CP_ARG_CONST
+	return out;
+}
 
 const char *
 cp_model_kind_name(CpModelKind kind)
@@ -59,22 +91,17 @@ cp_parse_model_kind(const char *name, CpModelKind *kind)
 	return true;
 }
 
-static const char *const shuffle_names[CP_NUM_SHUFFLES] = {
-	"corgipile", "block_only", "no_shuffle", "sliding_window", "mrs",
-	"shuffle_once", "epoch_shuffle"
-};
-
 const char *
 cp_shuffle_name(CpShuffle shuffle)
 {
-	return shuffle_names[shuffle];
+	return cp_strategy_get(shuffle)->name;
 }
 
 /* Does this strategy read blocks in a random order (else sequentially)? */
 bool
 cp_shuffle_random_blocks(CpShuffle shuffle)
 {
-	return shuffle == CP_SHUFFLE_CORGIPILE || shuffle == CP_SHUFFLE_BLOCK_ONLY;
+	return cp_strategy_get(shuffle)->random_blocks;
 }
 
 static void
@@ -235,16 +262,21 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 
 	require_not_null(nulls, CP_ARG_SHUFFLE);
 	s = text_arg(values, nulls, CP_ARG_SHUFFLE);
-	for (i = 0; i < CP_NUM_SHUFFLES; i++)
-		if (pg_strcasecmp(s, shuffle_names[i]) == 0)
-			break;
-	if (i == CP_NUM_SHUFFLES)
+	if (!cp_strategy_lookup(s, &p->shuffle))
+	{
+		StringInfoData valid;
+
+		/* the list of names comes from the strategy table */
+		initStringInfo(&valid);
+		for (i = 0; i < CP_NUM_SHUFFLES; i++)
+			appendStringInfo(&valid, "%s'%s'",
+							 i == 0 ? "" : (i == CP_NUM_SHUFFLES - 1 ? " and " : ", "),
+							 cp_shuffle_name((CpShuffle) i));
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("corgipile.train: unknown shuffle \"%s\"", s),
-				 errhint("Valid shuffles are 'corgipile', 'block_only', 'no_shuffle', "
-						 "'sliding_window', 'mrs', 'shuffle_once' and 'epoch_shuffle'.")));
-	p->shuffle = (CpShuffle) i;
+				 errhint("Valid shuffles are %s.", valid.data)));
+	}
 
 	p->learning_rate = positive_float(values, nulls, CP_ARG_LEARNING_RATE);
 	p->decay = positive_float(values, nulls, CP_ARG_DECAY);
@@ -440,5 +472,92 @@ cp_check_model_size(CpModelKind kind, int64 n_features, int n_outputs,
 				 errdetail("Its weights need %.0f bytes; a model's weights are at most %zu bytes (one array value).",
 						   want, (size_t) MaxAllocSize),
 				 errhint("Use a smaller n_features (hash the feature indices into fewer dimensions), or fewer classes.")));
+	}
+}
+
+/*
+ * The plan description: the parameters validated once, by the planner,
+ * packed into one bytea Const that the three operators carry in their
+ * custom_private (a Const copies, prints and reads back like any plan
+ * node).  The strings follow the struct, each NUL-terminated, in the order
+ * of the string fields below; their pointers are rebuilt on unpacking.
+ */
+#define CP_PACKED_STRINGS 4
+
+static char **
+packed_string(CpTrainParams *p, int i)
+{
+	switch (i)
+	{
+		case 0:
+			return &p->model_name;
+		case 1:
+			return &p->label;
+		case 2:
+			return &p->features;
+		default:
+			return &p->feature_indices;
+	}
+}
+
+Const *
+cp_params_pack(const CpTrainParams *p)
+{
+	CpTrainParams flat;
+	StringInfoData buf;
+	bytea	   *packed;
+
+	/* memcpy keeps the padding, which cp_params_from_datums zeroed */
+	memcpy(&flat, p, sizeof(flat));
+	initStringInfo(&buf);
+	for (int i = 0; i < CP_PACKED_STRINGS; i++)
+		*packed_string(&flat, i) = NULL;
+	appendBinaryStringInfo(&buf, (const char *) &flat, sizeof(flat));
+	for (int i = 0; i < CP_PACKED_STRINGS; i++)
+	{
+		const char *str = *packed_string((CpTrainParams *) p, i);
+		char		present = (str != NULL);
+
+		appendBinaryStringInfo(&buf, &present, 1);
+		if (present)
+			appendBinaryStringInfo(&buf, str, strlen(str) + 1);
+	}
+	packed = palloc(VARHDRSZ + buf.len);
+	SET_VARSIZE(packed, VARHDRSZ + buf.len);
+	memcpy(VARDATA(packed), buf.data, buf.len);
+	pfree(buf.data);
+	return makeConst(BYTEAOID, -1, InvalidOid, -1, PointerGetDatum(packed), false, false);
+}
+
+void
+cp_params_unpack(const Const *packed, CpTrainParams *p)
+{
+	bytea	   *b = DatumGetByteaPP(packed->constvalue);
+	const char *data = VARDATA_ANY(b);
+	const char *end = data + VARSIZE_ANY_EXHDR(b);
+	const char *at;
+
+	if (VARSIZE_ANY_EXHDR(b) < sizeof(CpTrainParams))
+		elog(ERROR, "corgipile: malformed plan description");
+	memcpy(p, data, sizeof(CpTrainParams));
+	at = data + sizeof(CpTrainParams);
+	for (int i = 0; i < CP_PACKED_STRINGS; i++)
+	{
+		char		present;
+		size_t		len;
+
+		if (at >= end)
+			elog(ERROR, "corgipile: malformed plan description");
+		present = *at++;
+		if (!present)
+		{
+			*packed_string(p, i) = NULL;
+			continue;
+		}
+		len = strnlen(at, end - at);
+		if (at + len >= end)
+			elog(ERROR, "corgipile: malformed plan description");
+		*packed_string(p, i) = pnstrdup(at, len);
+		at += len + 1;
 	}
 }

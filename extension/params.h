@@ -15,36 +15,20 @@
 #include "postgres.h"
 
 #include "nodes/pg_list.h"
+#include "nodes/primnodes.h"
 #include "storage/block.h"
 
 #include "core/linear_model.h"
+#include "train_args.h"
 
 /* Positions of corgipile.train()'s arguments, as in the SQL signature. */
+#define CP_ARG_ENUM(id, name, type, isnull, datum, sqldefault) CP_ARG_##id,
 typedef enum CpArg
 {
-	CP_ARG_RELATION,
-	CP_ARG_MODEL,
-	CP_ARG_MODEL_NAME,
-	CP_ARG_LABEL,
-	CP_ARG_FEATURES,
-	CP_ARG_FEATURE_INDICES,
-	CP_ARG_N_FEATURES,
-	CP_ARG_SHUFFLE,
-	CP_ARG_LEARNING_RATE,
-	CP_ARG_DECAY,
-	CP_ARG_MAX_EPOCH_NUM,
-	CP_ARG_BATCH_SIZE,
-	CP_ARG_L2,
-	CP_ARG_BLOCK_SIZE,
-	CP_ARG_BUFFER_SIZE,
-	CP_ARG_SEED,
-	CP_ARG_DOUBLE_BUFFER,
-	CP_ARG_VALIDATION,
-	CP_ARG_L1,
-	CP_ARG_TOLERANCE,
-	CP_ARG_N_ITER_NO_CHANGE,
+	CP_TRAIN_ARGS(CP_ARG_ENUM)
 	CP_NUM_ARGS
 } CpArg;
+#undef CP_ARG_ENUM
 
 typedef enum CpShuffle
 {
@@ -125,6 +109,9 @@ typedef struct CpSizing
 extern void cp_params_from_datums(const Datum *values, const bool *nulls,
 								  CpTrainParams *p);
 extern void cp_params_from_consts(List *args, CpTrainParams *p);
+extern Const *cp_params_pack(const CpTrainParams *p);
+extern void cp_params_unpack(const Const *packed, CpTrainParams *p);
+extern List *cp_default_train_args(void);
 extern void cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages,
 							  CpSizing *out);
 extern const char *cp_model_kind_name(CpModelKind kind);

@@ -108,32 +108,15 @@ text_const(const char *s)
 static List *
 scan_args_as_train_args(List *args)
 {
-	Const	   *c[CP_NUM_ARGS];
-	List	   *out = NIL;
+	List	   *out = cp_default_train_args();
 
-	c[CP_ARG_RELATION] = list_nth(args, 0);
-	c[CP_ARG_MODEL] = text_const("svm");
-	c[CP_ARG_MODEL_NAME] = text_const(NULL);
-	c[CP_ARG_LABEL] = text_const("label");
-	c[CP_ARG_FEATURES] = text_const("features");
-	c[CP_ARG_FEATURE_INDICES] = text_const(NULL);
-	c[CP_ARG_N_FEATURES] = makeConst(INT4OID, -1, InvalidOid, 4, (Datum) 0, true, true);
-	c[CP_ARG_SHUFFLE] = list_nth(args, 1);
-	c[CP_ARG_LEARNING_RATE] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(0.1), false, FLOAT8PASSBYVAL);
-	c[CP_ARG_DECAY] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(1.0), false, FLOAT8PASSBYVAL);
-	c[CP_ARG_MAX_EPOCH_NUM] = makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(1), false, true);
-	c[CP_ARG_BATCH_SIZE] = makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(1), false, true);
-	c[CP_ARG_L2] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(0.0), false, FLOAT8PASSBYVAL);
-	c[CP_ARG_BLOCK_SIZE] = list_nth(args, 2);
-	c[CP_ARG_BUFFER_SIZE] = list_nth(args, 3);
-	c[CP_ARG_SEED] = list_nth(args, 4);
-	c[CP_ARG_DOUBLE_BUFFER] = makeConst(BOOLOID, -1, InvalidOid, 1, BoolGetDatum(false), false, true);
-	c[CP_ARG_VALIDATION] = makeConst(REGCLASSOID, -1, InvalidOid, 4, (Datum) 0, true, true);
-	c[CP_ARG_L1] = makeConst(FLOAT8OID, -1, InvalidOid, 8, Float8GetDatum(0.0), false, FLOAT8PASSBYVAL);
-	c[CP_ARG_TOLERANCE] = makeConst(FLOAT8OID, -1, InvalidOid, 8, (Datum) 0, true, FLOAT8PASSBYVAL);
-	c[CP_ARG_N_ITER_NO_CHANGE] = makeConst(INT4OID, -1, InvalidOid, 4, Int32GetDatum(5), false, true);
-	for (int i = 0; i < CP_NUM_ARGS; i++)
-		out = lappend(out, c[i]);
+	/* train() has no default model: any will do for a scan */
+	list_nth_cell(out, CP_ARG_MODEL)->ptr_value = text_const("svm");
+	list_nth_cell(out, CP_ARG_RELATION)->ptr_value = list_nth(args, 0);
+	list_nth_cell(out, CP_ARG_SHUFFLE)->ptr_value = list_nth(args, 1);
+	list_nth_cell(out, CP_ARG_BLOCK_SIZE)->ptr_value = list_nth(args, 2);
+	list_nth_cell(out, CP_ARG_BUFFER_SIZE)->ptr_value = list_nth(args, 3);
+	list_nth_cell(out, CP_ARG_SEED)->ptr_value = list_nth(args, 4);
 	return out;
 }
 
@@ -269,7 +252,8 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	path->path.pathkeys = NIL;
 	path->flags = 0;
 	path->custom_paths = NIL;
-	path->custom_private = list_make3(args, makeInteger(call), makeInteger(0));
+	/* the plan carries the parameters as validated here, parsed once */
+	path->custom_private = list_make3(cp_params_pack(&p), makeInteger(call), makeInteger(0));
 	path->methods = &sgd_path_methods;
 
 	rel->pathlist = NIL;
@@ -336,7 +320,6 @@ static Plan *
 sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 					 List *tlist, List *clauses, List *custom_plans)
 {
-	List	   *args = linitial(best_path->custom_private);
 	CpCall		call = (CpCall) intVal(lsecond(best_path->custom_private));
 	RangeTblEntry *rte = planner_rt_fetch(rel->relid, root);
 	FuncExpr   *fexpr = (FuncExpr *) linitial_node(RangeTblFunction, rte->functions)->funcexpr;
@@ -346,20 +329,22 @@ sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	Index		train_rti;
 	CustomScan *block_scan;
 	CustomScan *tuple_scan;
+	Const	   *packed;
 
 	if (intVal(lthird(best_path->custom_private)) != 0)
 		return &cp_call_make_plan(fexpr->args, call == CP_CALL_SHUFFLED_SCAN,
 								  tlist, scan_tlist, quals, rel->relid)->scan.plan;
-	cp_params_from_consts(args, &p);
+	packed = linitial_node(Const, best_path->custom_private);
+	cp_params_unpack(packed, &p);
 	train_rti = add_relation_rte(root, p.relid,
 								 check_training_relation(p.relid, &p,
 														 call == CP_CALL_SHUFFLED_SCAN,
 														 "relation", NULL));
-	block_scan = block_shuffle_make_plan(args, train_rti);
+	block_scan = cp_block_shuffle_make_plan(packed, train_rti);
 
 	if (call == CP_CALL_SHUFFLED_SCAN)
 	{
-		tuple_scan = tuple_shuffle_make_plan(args, true, block_scan, tlist,
+		tuple_scan = cp_tuple_shuffle_make_plan(packed, true, block_scan, tlist,
 											 scan_tlist, rel->relid);
 		tuple_scan->scan.plan.qual = quals;
 		return &tuple_scan->scan.plan;
@@ -369,8 +354,8 @@ sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 		add_relation_rte(root, p.validation_relid,
 						 check_training_relation(p.validation_relid, &p, false,
 												 "validation relation", NULL));
-	tuple_scan = tuple_shuffle_make_plan(args, false, block_scan, NIL, NIL, 0);
-	return &sgd_make_plan(args, tuple_scan, tlist, scan_tlist, quals,
+	tuple_scan = cp_tuple_shuffle_make_plan(packed, false, block_scan, NIL, NIL, 0);
+	return &cp_sgd_make_plan(packed, tuple_scan, tlist, scan_tlist, quals,
 						  rel->relid)->scan.plan;
 }
 

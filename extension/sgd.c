@@ -39,7 +39,6 @@
 
 #include "core/worker.h"
 #include "corgipile.h"
-#include "executor/spi.h"
 #include "models.h"
 #include "sgd.h"
 #include "tupleshuffle.h"
@@ -63,11 +62,13 @@ typedef struct SgdState
 	CustomScanState css;
 	CpTrainParams params;
 	TupleShuffleState *ts;
+	const CpLayout *lo;			/* the child's layout, read-only */
 	int64		seed;
 	char	   *model_name;
 	Datum		model_name_datum;
 
 	MemoryContext train_cxt;	/* buffers and weights */
+	MemoryContext val_row_cxt;	/* reset after every validation row */
 	MemoryContextCallback cleanup;
 	CpWorker	worker;
 	CpBuffer	bufs[2];
@@ -99,7 +100,7 @@ static void sgd_end(CustomScanState *node);
 static void sgd_rescan(CustomScanState *node);
 static void sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es);
 
-CustomScanMethods sgd_scan_methods = {
+CustomScanMethods cp_sgd_scan_methods = {
 	.CustomName = "SGD",
 	.CreateCustomScanState = sgd_create_state,
 };
@@ -120,7 +121,7 @@ static CustomExecMethods sgd_exec_methods = {
  * table entry rti).
  */
 CustomScan *
-sgd_make_plan(List *args, CustomScan *child, List *tlist, List *scan_tlist,
+cp_sgd_make_plan(Const *params, CustomScan *child, List *tlist, List *scan_tlist,
 			  List *quals, Index rti)
 {
 	CustomScan *cscan = makeNode(CustomScan);
@@ -131,8 +132,8 @@ sgd_make_plan(List *args, CustomScan *child, List *tlist, List *scan_tlist,
 	cscan->custom_scan_tlist = scan_tlist;
 	cscan->custom_relids = bms_make_singleton(rti);
 	cscan->custom_plans = list_make1(child);
-	cscan->custom_private = args;
-	cscan->methods = &sgd_scan_methods;
+	cscan->custom_private = list_make1(params);
+	cscan->methods = &cp_sgd_scan_methods;
 	return cscan;
 }
 
@@ -143,7 +144,7 @@ sgd_create_state(CustomScan *cscan)
 
 	NodeSetTag(s, T_CustomScanState);
 	s->css.methods = &sgd_exec_methods;
-	cp_params_from_consts(cscan->custom_private, &s->params);
+	cp_params_unpack(linitial_node(Const, cscan->custom_private), &s->params);
 	return (Node *) s;
 }
 
@@ -167,11 +168,12 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	s->ts = (TupleShuffleState *) ExecInitNode(linitial(cscan->custom_plans),
 											   estate, eflags);
 	node->custom_ps = list_make1(s->ts);
+	s->lo = cp_tuple_shuffle_layout(s->ts);
 
 	/* one seed per training; a random one is recorded with the model */
 	s->seed = s->params.has_seed ? s->params.seed :
 		pg_prng_int64p(&pg_global_prng_state);
-	tuple_shuffle_set_seed(s->ts, (uint64) s->seed);
+	cp_tuple_shuffle_set_seed(s->ts, (uint64) s->seed);
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -188,14 +190,14 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	if (s->params.model_name != NULL)
 		s->model_name = s->params.model_name;
 	else
-		s->model_name = cp_models_new_name(s->ts->child->css.ss.ss_currentRelation,
+		s->model_name = cp_models_new_name(cp_tuple_shuffle_relation(s->ts),
 										   s->params.model);
 	cp_models_check_absent(s->model_name);
 	cp_restore_search_path(nest);
 	if (s->params.n_features > 0)
 		cp_check_model_size(s->params.model, s->params.n_features, 2,
-							s->ts->layout.mode == CP_FEATURES_SPARSE,
-							s->params.batch_size, s->ts->layout.relname);
+							s->lo->mode == CP_FEATURES_SPARSE,
+							s->params.batch_size, s->lo->relname);
 	s->model_name_datum = CStringGetTextDatum(s->model_name);
 
 	s->train_cxt = AllocSetContextCreate(estate->es_query_cxt,
@@ -204,8 +206,11 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	s->cleanup.func = sgd_cleanup;
 	s->cleanup.arg = s;
 	MemoryContextRegisterResetCallback(s->train_cxt, &s->cleanup);
+	s->val_row_cxt = AllocSetContextCreate(s->train_cxt,
+										   "corgipile validation row",
+										   ALLOCSET_DEFAULT_SIZES);
 
-	sparse = (s->ts->layout.mode == CP_FEATURES_SPARSE);
+	sparse = (s->lo->mode == CP_FEATURES_SPARSE);
 	cp_buffer_init(&s->bufs[0], s->train_cxt, sparse);
 	cp_buffer_init(&s->bufs[1], s->train_cxt, sparse);
 	s->results = palloc0(mul_size(sizeof(CpEpochResult), s->params.max_epoch_num));
@@ -219,54 +224,14 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 		/* as BlockShuffle does for the training relation */
 		cp_check_access_at_start(s->vrel, cp_layout_columns(&s->vlayout),
 								 "validation relation");
-		if (s->vlayout.mode != s->ts->layout.mode)
+		if (s->vlayout.mode != s->lo->mode)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("validation relation \"%s\" lays out its features differently from \"%s\"",
 							RelationGetRelationName(s->vrel),
-							s->ts->layout.relname)));
+							s->lo->relname)));
 		cp_buffer_init(&s->vbuf, s->train_cxt, sparse);
 	}
-}
-
-/*
- * For sparse input without n_features, the dimension is one more than the
- * largest index in the table, found by one aggregate query.
- */
-static void
-infer_sparse_dimension(SgdState *s)
-{
-	Relation	rel = s->ts->child->css.ss.ss_currentRelation;
-	CpLayout   *lo = &s->ts->layout;
-	char	   *sql;
-	bool		isnull;
-	Datum		d;
-	int			nest;
-
-	/* pg_catalog's functions, named and under a pinned search_path */
-	sql = psprintf("SELECT pg_catalog.max(i)::pg_catalog.int8 FROM ONLY %s AS t, "
-				   "LATERAL pg_catalog.unnest(t.%s) AS i",
-				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-											  RelationGetRelationName(rel)),
-				   quote_identifier(lo->indices_name));
-	nest = cp_pin_search_path();
-	SPI_connect();
-	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "corgipile: could not find the largest feature index");
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NO_DATA),
-				 errmsg("relation \"%s\" has no feature indices to train on",
-						lo->relname)));
-	if (DatumGetInt64(d) >= PG_INT32_MAX || DatumGetInt64(d) < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("feature index %lld in relation \"%s\" is out of range",
-						(long long) DatumGetInt64(d), lo->relname)));
-	lo->n_features = (int) DatumGetInt64(d) + 1;
-	SPI_finish();
-	cp_restore_search_path(nest);
 }
 
 /* Allocate the weights once the dimension is known (first non-empty buffer). */
@@ -279,12 +244,12 @@ ensure_model(SgdState *s)
 
 	if (s->model_ready)
 		return;
-	n_outputs = s->ts->layout.classes ? s->ts->layout.classes->n_classes : 1;
-	sparse = s->ts->layout.mode == CP_FEATURES_SPARSE;
-	cp_check_model_size(s->params.model, s->ts->layout.n_features, n_outputs,
-						sparse, s->params.batch_size, s->ts->layout.relname);
+	n_outputs = s->lo->classes ? s->lo->classes->n_classes : 1;
+	sparse = s->lo->mode == CP_FEATURES_SPARSE;
+	cp_check_model_size(s->params.model, s->lo->n_features, n_outputs,
+						sparse, s->params.batch_size, s->lo->relname);
 	old = MemoryContextSwitchTo(s->train_cxt);
-	if (!cp_model_init(&s->model, s->params.model, s->ts->layout.n_features,
+	if (!cp_model_init(&s->model, s->params.model, s->lo->n_features,
 					   n_outputs, sparse, s->params.batch_size, s->params.l2,
 					   s->params.l1, palloc0))
 		elog(ERROR, "corgipile: model sizes do not fit");	/* checked above */
@@ -301,7 +266,7 @@ sgd_job_run(void *arg)
 {
 	SgdJob	   *job = (SgdJob *) arg;
 
-	tuple_shuffle_permute(job->ts, job->buf);
+	cp_tuple_shuffle_permute(job->ts, job->buf);
 	job->reached = cp_model_train(job->model, job->buf, 0, job->cancel);
 }
 
@@ -313,14 +278,14 @@ train_single_buffered(SgdState *s)
 
 	/* the main thread trains: the signal handlers' own flag stops it */
 	cp_cancel_init(&cancel, &InterruptPending);
-	while (tuple_shuffle_fill(s->ts, buf))
+	while (cp_tuple_shuffle_fill(s->ts, buf))
 	{
 		int64		pos = 0;
 
 		if (buf->n_rows == 0)
 			continue;
 		ensure_model(s);
-		tuple_shuffle_permute(s->ts, buf);
+		cp_tuple_shuffle_permute(s->ts, buf);
 
 		/*
 		 * Stop at a row boundary whenever an interrupt is pending, serve it,
@@ -360,7 +325,7 @@ train_double_buffered(SgdState *s)
 					 errhint("Train with double_buffer => false.")));
 	}
 
-	have = tuple_shuffle_fill(s->ts, cur);
+	have = cp_tuple_shuffle_fill(s->ts, cur);
 	while (have)
 	{
 		bool		submitted = false;
@@ -379,7 +344,7 @@ train_double_buffered(SgdState *s)
 			submitted = true;
 		}
 		/* load the next buffer while the helper trains on this one */
-		have_next = tuple_shuffle_fill(s->ts, next);
+		have_next = cp_tuple_shuffle_fill(s->ts, next);
 		if (submitted)
 			wait_for_job(s);
 		tmp = cur;
@@ -413,7 +378,7 @@ validate(SgdState *s)
 	v.model = &s->model;
 	s->vlayout.n_features = s->model.n_features;
 	cp_layout_scan(&s->vlayout, s->vrel, s->css.ss.ps.state->es_snapshot, &s->vbuf,
-				   CP_VALIDATION_BATCH, s->ts->row_cxt, validate_batch, &v);
+				   CP_VALIDATION_BATCH, s->val_row_cxt, validate_batch, &v);
 	return v.stats;
 }
 
@@ -423,7 +388,7 @@ no_rows_error(SgdState *s)
 	ereport(ERROR,
 			(errcode(ERRCODE_NO_DATA),
 			 errmsg("relation \"%s\" has no rows with a non-NULL label and features to train on",
-					s->ts->layout.relname)));
+					s->lo->relname)));
 }
 
 /*
@@ -472,20 +437,15 @@ run_epoch(SgdState *s)
 	else
 	{
 		/* what the weights' shape needs, found before the first epoch */
-		if (s->ts->layout.mode == CP_FEATURES_SPARSE && s->ts->layout.n_features == 0)
-			infer_sparse_dimension(s);
+		cp_tuple_shuffle_find_shape(s->ts, s->params.model == CP_MODEL_SOFTMAX);
 		if (s->params.model == CP_MODEL_SOFTMAX)
-		{
-			s->ts->layout.classes =
-				cp_class_map_scan(s->ts->child->css.ss.ss_currentRelation, &s->ts->layout);
-			s->vlayout.classes = s->ts->layout.classes;
-		}
+			s->vlayout.classes = s->lo->classes;
 		/* the dimension may have been inferred: refuse a model too big now */
-		if (s->ts->layout.n_features > 0)
-			cp_check_model_size(s->params.model, s->ts->layout.n_features,
-								s->ts->layout.classes ? s->ts->layout.classes->n_classes : 1,
-								s->ts->layout.mode == CP_FEATURES_SPARSE,
-								s->params.batch_size, s->ts->layout.relname);
+		if (s->lo->n_features > 0)
+			cp_check_model_size(s->params.model, s->lo->n_features,
+								s->lo->classes ? s->lo->classes->n_classes : 1,
+								s->lo->mode == CP_FEATURES_SPARSE,
+								s->params.batch_size, s->lo->relname);
 	}
 
 	s->learning_rate = s->params.learning_rate * pow(s->params.decay, s->n_done);
@@ -544,10 +504,10 @@ run_epoch(SgdState *s)
 	if (s->n_done >= s->params.max_epoch_num)
 		s->finished = true;
 
-	if (s->n_done == 1 && s->ts->layout.n_skipped > 0)
+	if (s->n_done == 1 && s->lo->n_skipped > 0)
 		ereport(NOTICE,
 				(errmsg("corgipile: skipped %lld rows of \"%s\" with a NULL label or NULL features",
-						(long long) s->ts->layout.n_skipped, s->ts->layout.relname)));
+						(long long) s->lo->n_skipped, s->lo->relname)));
 	if (cp_progress_notices)
 	{
 		char		vbuf[64];
@@ -573,9 +533,9 @@ save_model(SgdState *s)
 	memset(&rec, 0, sizeof(rec));
 	rec.model_name = s->model_name;
 	rec.params = &s->params;
-	rec.layout = &s->ts->layout;
-	rec.sizing = &s->ts->child->sizing;
-	rec.rel = s->ts->child->css.ss.ss_currentRelation;
+	rec.layout = s->lo;
+	rec.sizing = cp_tuple_shuffle_sizing(s->ts);
+	rec.rel = cp_tuple_shuffle_relation(s->ts);
 	rec.validation_name = s->vrel ? RelationGetRelationName(s->vrel) : NULL;
 	rec.seed = s->seed;
 	rec.model = &s->model;
@@ -583,7 +543,7 @@ save_model(SgdState *s)
 	rec.n_results = s->n_done;
 	rec.weights = s->best_epoch > 0 ? s->best_w : s->model.w;
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
-	rec.window_rows = s->ts->slots.capacity;
+	rec.held_rows = cp_tuple_shuffle_held_rows(s->ts, &rec.held_rows_key);
 	/* as in sgd_begin: the catalog's queries under a pinned search_path */
 	nest = cp_pin_search_path();
 	cp_models_insert(&rec);

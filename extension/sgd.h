@@ -13,9 +13,9 @@
 
 #include "nodes/extensible.h"
 
-extern CustomScanMethods sgd_scan_methods;
+extern CustomScanMethods cp_sgd_scan_methods;
 
-extern CustomScan *sgd_make_plan(List *args, CustomScan *child, List *tlist,
+extern CustomScan *cp_sgd_make_plan(Const *params, CustomScan *child, List *tlist,
 								 List *scan_tlist, List *quals, Index rti);
 
 #endif							/* CORGIPILE_SGD_H */

@@ -5,7 +5,9 @@
  *	  of a table with the two-pass external shuffle.
  *
  * Pass 1 scans src once and appends each tuple to one of M temporary files
- * ("piles") chosen uniformly at random; pass 2 loads one pile at a time,
+ * ("piles", the pile module shuffle/piles.c that the full-shuffle training
+ * strategies use too) chosen uniformly at random; pass 2 loads one pile at
+ * a time,
  * Fisher-Yates-shuffles it in memory and inserts its tuples into dst.
  * M is chosen so that a pile is expected to fill 80% of work_mem, the
  * budget a sort of the same table would get; a pile that comes out larger
@@ -33,8 +35,6 @@
  */
 #include "postgres.h"
 
-#include <math.h>
-
 #include "access/detoast.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
@@ -59,10 +59,10 @@
 
 #include "core/shuffle.h"
 #include "corgipile.h"
+#include "shuffle/piles.h"
 
 PG_FUNCTION_INFO_V1(corgipile_shuffle_table);
 
-#define CP_PILE_FILL 0.8
 /* tuples handed to table_multi_insert at a time, as COPY does */
 #define CP_INSERT_BATCH 1000
 
@@ -70,17 +70,16 @@ PG_FUNCTION_INFO_V1(corgipile_shuffle_table);
  * A record is the tuple's length (8 bytes) and its bytes, padded so that
  * every tuple starts MAXALIGNed when the pile is loaded whole.
  */
-static int64
-pile_write(BufFile *f, HeapTuple tup)
+static void
+pile_write(CpPileSet *piles, int k, HeapTuple tup)
 {
 	static const char zeros[MAXIMUM_ALIGNOF] = {0};
 	uint64		len = tup->t_len;
 
-	BufFileWrite(f, &len, sizeof(len));
-	BufFileWrite(f, tup->t_data, len);
+	cp_piles_write(piles, k, &len, sizeof(len));
+	cp_piles_write(piles, k, tup->t_data, len);
 	if (MAXALIGN(len) > len)
-		BufFileWrite(f, (void *) zeros, MAXALIGN(len) - len);
-	return sizeof(len) + MAXALIGN(len);
+		cp_piles_write(piles, k, zeros, MAXALIGN(len) - len);
 }
 
 /*
@@ -211,10 +210,7 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 	TableScanDesc scan;
 	TupleTableSlot *in;
 	TupleTableSlot **batch;
-	BufFile   **piles;
-	int64	   *pile_bytes;
-	int			n_piles;
-	double		budget = (double) work_mem * 1024.0 * CP_PILE_FILL;
+	CpPileSet	piles;
 	BulkInsertState bistate;
 	CommandId	cid;
 	MemoryContext pile_cxt;
@@ -258,12 +254,10 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 	dst = table_open(create_destination(src, dst_name), NoLock);
 
 	/* pass 1: scatter the tuples over the piles */
-	n_piles = (int) Min(Max(1.0, ceil((double) RelationGetNumberOfBlocks(src) * BLCKSZ / budget)),
-						(double) CP_MAX_PILES);
-	piles = palloc(sizeof(BufFile *) * n_piles);
-	pile_bytes = palloc0(sizeof(int64) * n_piles);
-	for (int k = 0; k < n_piles; k++)
-		piles[k] = BufFileCreateTemp(false);
+	cp_piles_open(&piles,
+				  cp_piles_count((double) RelationGetNumberOfBlocks(src) * BLCKSZ,
+								 (double) work_mem * 1024.0),
+				  CurrentMemoryContext);
 	scan = table_beginscan(src, GetActiveSnapshot(), 0, NULL);
 	in = table_slot_create(src, NULL);
 	while (table_scan_getnextslot(scan, ForwardScanDirection, in))
@@ -271,9 +265,9 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 		bool		should_free;
 		HeapTuple	tup = ExecFetchSlotHeapTuple(in, false, &should_free);
 
-		int			k = (int) pg_prng_uint64_range(&rng, 0, n_piles - 1);
+		int			k = cp_piles_choose(&piles, &rng);
 
-		pile_bytes[k] += pile_write(piles[k], tup);
+		pile_write(&piles, k, tup);
 		if (should_free)
 			heap_freetuple(tup);
 		if ((++rows & 1023) == 0)
@@ -303,7 +297,7 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 		batch[i] = MakeSingleTupleTableSlot(ddesc, &TTSOpsHeapTuple);
 	pile_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile pile",
 									 ALLOCSET_DEFAULT_SIZES);
-	for (int k = 0; k < n_piles; k++)
+	for (int k = 0; k < piles.n_piles; k++)
 	{
 		HeapTupleData *tuples;
 		uint32	   *order;
@@ -311,8 +305,8 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 		int			filled = 0;
 
 		old = MemoryContextSwitchTo(pile_cxt);
-		n = pile_load(piles[k], pile_bytes[k], &tuples);
-		BufFileClose(piles[k]);
+		n = pile_load(piles.files[k], piles.bytes[k], &tuples);
+		cp_piles_close_one(&piles, k);
 		order = MemoryContextAllocHuge(CurrentMemoryContext,
 									   mul_size(sizeof(uint32), Max(n, 1)));
 		cp_order_identity(order, n);
@@ -359,6 +353,7 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 		}
 		MemoryContextReset(pile_cxt);
 	}
+	cp_piles_close(&piles);
 	for (int i = 0; i < CP_INSERT_BATCH; i++)
 		ExecDropSingleTupleTableSlot(batch[i]);
 	FreeBulkInsertState(bistate);

@@ -42,11 +42,12 @@ PG_FUNCTION_INFO_V1(corgipile_train_support);
 /* set while a fallback's own query is planned or runs, to catch a loop */
 static bool replanning = false;
 
+/* generated from the one list of train()'s parameters (train_args.h) */
+#define CP_ARG_TYPE(id, name, type, isnull, datum, sqldefault) type,
 static const Oid train_argtypes[CP_NUM_ARGS] = {
-	REGCLASSOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, TEXTOID,
-	FLOAT8OID, FLOAT8OID, INT4OID, INT4OID, FLOAT8OID, TEXTOID, TEXTOID,
-	INT8OID, BOOLOID, REGCLASSOID, FLOAT8OID, FLOAT8OID, INT4OID
+	CP_TRAIN_ARGS(CP_ARG_TYPE)
 };
+#undef CP_ARG_TYPE
 
 static const Oid scan_argtypes[5] = {
 	REGCLASSOID, TEXTOID, TEXTOID, TEXTOID, INT8OID

@@ -4,17 +4,18 @@
  *	  TupleShuffle: turn BlockShuffle's rows into buffers of the compact
  *	  layout, in the order the shuffle strategy feeds them to SGD.
  *
- * For corgipile, block_only and no_shuffle a buffer holds the rows of a
- * group of whole blocks (at most blocks_per_buffer of them, the epoch's
- * blocks cut into groups of as equal a size as possible); corgipile then
- * Fisher-Yates-shuffles each buffer with a fresh permutation.  The other
- * strategies of the paper build their buffers from the same groups on the
- * same memory budget: sliding_window and mrs in window.c, shuffle_once and
- * epoch_shuffle (the two-pass shuffle) in piles.c.
+ * This node is the driver of the shuffle strategies (shuffle/strategy.h):
+ * it reads BlockShuffle's rows a group of whole blocks at a time (at most
+ * blocks_per_buffer of them, the epoch's blocks cut into groups of as
+ * equal a size as possible), converting each row once into the compact
+ * layout, and the strategy chosen at plan time makes buffers of them.
+ * The strategy's table entry says whether each buffer is then permuted
+ * (corgipile's Fisher-Yates shuffle of each buffer).  Nothing here names a
+ * strategy.
  *
  * Under SGD this node is driven a buffer at a time: tuple_shuffle_fill()
  * runs on the main thread and pulls rows from BlockShuffle, deforming each
- * once; tuple_shuffle_permute() is plain C and runs on whichever thread
+ * once; cp_tuple_shuffle_permute() is plain C and runs on whichever thread
  * trains on the buffer, which is what lets loading overlap training.  The
  * permutation generator is consumed in buffer order either way, so a seed
  * gives the same tuple order with or without double buffering.
@@ -29,12 +30,16 @@
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "executor/instrument.h"
+#include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "nodes/makefuncs.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "core/shuffle.h"
+#include "corgipile.h"
 #include "tupleshuffle.h"
 
 static Node *tuple_shuffle_create_state(CustomScan *cscan);
@@ -44,8 +49,9 @@ static void tuple_shuffle_end(CustomScanState *node);
 static void tuple_shuffle_rescan(CustomScanState *node);
 static void tuple_shuffle_explain(CustomScanState *node, List *ancestors,
 								  ExplainState *es);
+static bool read_group(void *reader, CpBuffer *dst);
 
-CustomScanMethods tuple_shuffle_scan_methods = {
+CustomScanMethods cp_tuple_shuffle_scan_methods = {
 	.CustomName = "TupleShuffle",
 	.CreateCustomScanState = tuple_shuffle_create_state,
 };
@@ -65,7 +71,7 @@ static CustomExecMethods tuple_shuffle_exec_methods = {
  * does for train().
  */
 CustomScan *
-tuple_shuffle_make_plan(List *args, bool scan_mode, CustomScan *child,
+cp_tuple_shuffle_make_plan(Const *params, bool scan_mode, CustomScan *child,
 						List *tlist, List *scan_tlist, Index rti)
 {
 	CustomScan *cscan = makeNode(CustomScan);
@@ -75,8 +81,8 @@ tuple_shuffle_make_plan(List *args, bool scan_mode, CustomScan *child,
 	cscan->custom_scan_tlist = scan_tlist;
 	cscan->custom_relids = scan_mode ? bms_make_singleton(rti) : NULL;
 	cscan->custom_plans = list_make1(child);
-	cscan->custom_private = list_make2(args, makeInteger(scan_mode ? 1 : 0));
-	cscan->methods = &tuple_shuffle_scan_methods;
+	cscan->custom_private = list_make2(params, makeInteger(scan_mode ? 1 : 0));
+	cscan->methods = &cp_tuple_shuffle_scan_methods;
 	return cscan;
 }
 
@@ -87,7 +93,7 @@ tuple_shuffle_create_state(CustomScan *cscan)
 
 	NodeSetTag(ts, T_CustomScanState);
 	ts->css.methods = &tuple_shuffle_exec_methods;
-	cp_params_from_consts(linitial(cscan->custom_private), &ts->params);
+	cp_params_unpack(linitial_node(Const, cscan->custom_private), &ts->params);
 	ts->scan_mode = intVal(lsecond(cscan->custom_private)) != 0;
 	return (Node *) ts;
 }
@@ -97,16 +103,16 @@ tuple_shuffle_create_state(CustomScan *cscan)
  * own stream of the one seed.
  */
 void
-tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
+cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
 {
 	pg_prng_seed(&ts->rng, cp_derive_seed(seed, 1));
-	pg_prng_seed(&ts->stream_rng, cp_derive_seed(seed, 2));
-	pg_prng_seed(&ts->piles.rng, cp_derive_seed(seed, 3));
-	block_shuffle_set_seed(ts->child, seed);
+	if (ts->strategy->seed)
+		ts->strategy->seed(ts->strategy_state, seed);
+	cp_block_shuffle_set_seed(ts->child, seed);
 }
 
 /* A buffer with this node's layout (and row ids in scan mode). */
-void
+static void
 tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf, MemoryContext cxt)
 {
 	bool		sparse = (ts->layout.mode == CP_FEATURES_SPARSE);
@@ -134,14 +140,9 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	else
 		cp_layout_resolve(&ts->layout, RelationGetDescr(rel),
 						  RelationGetRelationName(rel), &ts->params);
-	ts->shuffle = ts->params.shuffle;
-	ts->shuffle_tuples = (ts->shuffle == CP_SHUFFLE_CORGIPILE ||
-						  ts->shuffle == CP_SHUFFLE_EPOCH_SHUFFLE);
 	ts->blocks_per_buffer = ts->child->sizing.blocks_per_buffer;
 	ts->n_groups = Max(1, ((int64) ts->child->sizing.n_blocks + ts->blocks_per_buffer - 1) /
 					   ts->blocks_per_buffer);
-	tuple_shuffle_set_seed(ts, ts->params.has_seed ? (uint64) ts->params.seed :
-						   pg_prng_uint64(&pg_global_prng_state));
 
 	ts->pending = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
 	ts->row_cxt = AllocSetContextCreate(CurrentMemoryContext,
@@ -150,9 +151,28 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->buf_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										"corgipile tuple shuffle",
 										ALLOCSET_DEFAULT_SIZES);
-	tuple_shuffle_init_buffer(ts, &ts->slots.store, ts->buf_cxt);
-	tuple_shuffle_init_buffer(ts, &ts->staging, ts->buf_cxt);
 	tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
+
+	ts->strategy = cp_strategy_get(ts->params.shuffle);
+	ts->env.layout = &ts->layout;
+	ts->env.sizing = &ts->child->sizing;
+	ts->env.cxt = ts->buf_cxt;
+	ts->env.with_ids = ts->scan_mode;
+	ts->env.perm_rng = &ts->rng;
+	ts->env.read_group = read_group;
+	ts->env.reader = ts;
+	ts->strategy_state = ts->strategy->begin(&ts->env);
+	if (ts->strategy->block_order)
+		cp_block_shuffle_set_order_source(ts->child, ts->strategy->block_order,
+										  ts->strategy_state);
+
+	/*
+	 * The top operator seeds the run, once: this node under shuffled_scan(),
+	 * else SGD (which records the seed it draws with the model).
+	 */
+	if (ts->scan_mode)
+		cp_tuple_shuffle_set_seed(ts, ts->params.has_seed ? (uint64) ts->params.seed :
+								  pg_prng_uint64(&pg_global_prng_state));
 }
 
 /*
@@ -160,9 +180,10 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
  * false when the child had no rows left; true otherwise, even if all the
  * group's rows were skipped for NULLs.
  */
-bool
-tuple_shuffle_read_group(TupleShuffleState *ts, CpBuffer *dst)
+static bool
+read_group(void *reader, CpBuffer *dst)
 {
+	TupleShuffleState *ts = reader;
 	PlanState  *child = &ts->child->css.ss.ps;
 	int64		limit;
 	MemoryContext old;
@@ -218,7 +239,7 @@ tuple_shuffle_read_group(TupleShuffleState *ts, CpBuffer *dst)
  * skipped for NULLs, or a window still filling up).
  */
 bool
-tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
+cp_tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
 {
 	bool		more;
 
@@ -227,20 +248,7 @@ tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
 		InstrStartNode(ts->css.ss.ps.instrument);
 
 	cp_buffer_reset(buf, ts->layout.n_features);
-	switch (ts->shuffle)
-	{
-		case CP_SHUFFLE_SLIDING_WINDOW:
-		case CP_SHUFFLE_MRS:
-			more = window_fill(ts, buf);
-			break;
-		case CP_SHUFFLE_SHUFFLE_ONCE:
-		case CP_SHUFFLE_EPOCH_SHUFFLE:
-			more = piles_fill(ts, buf);
-			break;
-		default:
-			more = tuple_shuffle_read_group(ts, buf);
-			break;
-	}
+	more = ts->strategy->fill(ts->strategy_state, buf);
 	if (more)
 		ts->buffers_filled++;
 	if (ts->css.ss.ps.instrument)
@@ -253,12 +261,103 @@ tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
  * prepared: the helper thread may run this.
  */
 void
-tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf)
+cp_tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf)
 {
+	bool		permute = ts->strategy->permute_buffers;
+
 	cp_order_identity(buf->order, buf->n_rows);
-	buf->order_is_identity = !ts->shuffle_tuples;
-	if (ts->shuffle_tuples)
+	buf->order_is_identity = !permute;
+	if (permute)
 		cp_shuffle_uint32(buf->order, buf->n_rows, &ts->rng);
+}
+
+/*
+ * The rows the strategy holds back (window, reservoir), and the params
+ * JSON key naming them; 0 if it holds none.
+ */
+int64
+cp_tuple_shuffle_held_rows(TupleShuffleState *ts, const char **key)
+{
+	*key = ts->strategy->held_rows_key;
+	if (ts->strategy->held_rows == NULL)
+		return 0;
+	return ts->strategy->held_rows(ts->strategy_state);
+}
+
+/* The table being read. */
+Relation
+cp_tuple_shuffle_relation(TupleShuffleState *ts)
+{
+	return ts->child->css.ss.ss_currentRelation;
+}
+
+/* The layout rows are converted with: SGD reads it, never writes it. */
+const CpLayout *
+cp_tuple_shuffle_layout(TupleShuffleState *ts)
+{
+	return &ts->layout;
+}
+
+/*
+ * For sparse input without n_features, the dimension is one more than the
+ * largest index in the table, found by one aggregate query.
+ */
+static void
+infer_sparse_dimension(TupleShuffleState *ts)
+{
+	Relation	rel = cp_tuple_shuffle_relation(ts);
+	CpLayout   *lo = &ts->layout;
+	char	   *sql;
+	bool		isnull;
+	Datum		d;
+	int			nest;
+
+	/* pg_catalog's functions, named and under a pinned search_path */
+	sql = psprintf("SELECT pg_catalog.max(i)::pg_catalog.int8 FROM ONLY %s AS t, "
+				   "LATERAL pg_catalog.unnest(t.%s) AS i",
+				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+											  RelationGetRelationName(rel)),
+				   quote_identifier(lo->indices_name));
+	nest = cp_pin_search_path();
+	SPI_connect();
+	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "corgipile: could not find the largest feature index");
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA),
+				 errmsg("relation \"%s\" has no feature indices to train on",
+						lo->relname)));
+	if (DatumGetInt64(d) >= PG_INT32_MAX || DatumGetInt64(d) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("feature index %lld in relation \"%s\" is out of range",
+						(long long) DatumGetInt64(d), lo->relname)));
+	lo->n_features = (int) DatumGetInt64(d) + 1;
+	SPI_finish();
+	cp_restore_search_path(nest);
+}
+
+/*
+ * Before the first epoch: find what the weights' shape needs and the
+ * layout does not know yet, the sparse dimension (n_features not given)
+ * and, for softmax, the class set.  Each costs one query over the table
+ * (docs/engine.md measures them).
+ */
+void
+cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes)
+{
+	if (ts->layout.mode == CP_FEATURES_SPARSE && ts->layout.n_features == 0)
+		infer_sparse_dimension(ts);
+	if (classes)
+		ts->layout.classes = cp_class_map_scan(cp_tuple_shuffle_relation(ts), &ts->layout);
+}
+
+/* How the table is cut into blocks and buffers. */
+const CpSizing *
+cp_tuple_shuffle_sizing(TupleShuffleState *ts)
+{
+	return &ts->child->sizing;
 }
 
 /* shuffled_scan(): the next row id in feeding order. */
@@ -273,9 +372,9 @@ tuple_shuffle_next(ScanState *node)
 	ExecClearTuple(slot);
 	while (ts->out_pos >= ts->out.n_rows)
 	{
-		if (!tuple_shuffle_fill(ts, &ts->out))
+		if (!cp_tuple_shuffle_fill(ts, &ts->out))
 			return slot;
-		tuple_shuffle_permute(ts, &ts->out);
+		cp_tuple_shuffle_permute(ts, &ts->out);
 		ts->out_pos = 0;
 	}
 	row = ts->out.order[ts->out_pos++];
@@ -312,14 +411,13 @@ tuple_shuffle_rescan(CustomScanState *node)
 	TupleShuffleState *ts = (TupleShuffleState *) node;
 
 	ts->eof = false;
-	ts->drained = false;
 	ts->has_pending = false;
 	ts->next_group = 0;
 	ts->out_pos = 0;
 	ts->out.n_rows = 0;
 	ExecClearTuple(ts->pending);
-	window_rescan(ts);
-	piles_rescan(ts);
+	if (ts->strategy->rescan)
+		ts->strategy->rescan(ts->strategy_state);
 	ExecReScan(&ts->child->css.ss.ps);
 }
 
@@ -328,7 +426,8 @@ tuple_shuffle_end(CustomScanState *node)
 {
 	TupleShuffleState *ts = (TupleShuffleState *) node;
 
-	piles_end(ts);
+	if (ts->strategy->end)
+		ts->strategy->end(ts->strategy_state);
 	if (ts->pending != NULL)
 		ExecDropSingleTupleTableSlot(ts->pending);
 	ts->pending = NULL;
@@ -339,39 +438,14 @@ static void
 tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
 	TupleShuffleState *ts = (TupleShuffleState *) node;
-	const char *order;
 
-	switch (ts->shuffle)
-	{
-		case CP_SHUFFLE_CORGIPILE:
-			order = "shuffled buffers";
-			break;
-		case CP_SHUFFLE_SLIDING_WINDOW:
-			order = "sliding window";
-			break;
-		case CP_SHUFFLE_MRS:
-			order = "multiplexed reservoir sampling";
-			break;
-		case CP_SHUFFLE_SHUFFLE_ONCE:
-			order = "two-pass shuffle once";
-			break;
-		case CP_SHUFFLE_EPOCH_SHUFFLE:
-			order = "two-pass shuffle every epoch";
-			break;
-		default:
-			order = "as read";
-			break;
-	}
-	ExplainPropertyText("Tuple Order", order, es);
+	ExplainPropertyText("Tuple Order", ts->strategy->tuple_order, es);
 	ExplainPropertyInteger("Blocks per Buffer", NULL, ts->blocks_per_buffer, es);
 	ExplainPropertyText("Features", cp_layout_mode_name(ts->layout.mode), es);
 	if (es->analyze)
 	{
 		ExplainPropertyInteger("Buffers Filled", NULL, ts->buffers_filled, es);
-		if (ts->slots.capacity > 0)
-			ExplainPropertyInteger(ts->shuffle == CP_SHUFFLE_MRS ? "Reservoir Rows" : "Window Rows",
-								   NULL, ts->slots.capacity, es);
-		if (ts->piles.n_piles > 0)
-			ExplainPropertyInteger("Piles", NULL, ts->piles.n_piles, es);
+		if (ts->strategy->explain)
+			ts->strategy->explain(ts->strategy_state, es);
 	}
 }

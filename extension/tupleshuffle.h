@@ -2,7 +2,8 @@
  *
  * tupleshuffle.h
  *	  The TupleShuffle operator: buffers of rows in the compact layout, in
- *	  the order the shuffle strategy feeds them to SGD.
+ *	  the order the shuffle strategy feeds them to SGD.  The driver: it
+ *	  knows no strategy by name (shuffle/strategy.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -13,54 +14,26 @@
 
 #include "common/pg_prng.h"
 #include "nodes/extensible.h"
-#include "storage/buffile.h"
 
 #include "blockshuffle.h"
 #include "core/buffer.h"
 #include "layout.h"
 #include "params.h"
-
-/*
- * The window of sliding_window and the reservoir of mrs: a fixed number of
- * slots, each naming a row of an append-only store.  Replacing a slot
- * appends the new row and leaves the old one dead; the store is compacted
- * when dead rows outnumber live ones, which also works for sparse rows of
- * varying length.
- */
-typedef struct CpSlotStore
-{
-	CpBuffer	store;
-	int64	   *slot_row;		/* slot -> row of store */
-	int64		slot_cap;		/* entries allocated in slot_row */
-	int64		n_slots;		/* slots in use */
-	int64		capacity;		/* slots; 0 until the first blocks set it */
-	int64		seen;			/* rows scanned this epoch (mrs) */
-} CpSlotStore;
-
-/* The piles of the two-pass shuffle (shuffle_once, epoch_shuffle). */
-typedef struct CpPiles
-{
-	int			n_piles;
-	BufFile   **files;			/* pass 1 output, one per pile */
-	int			next_pile;		/* pass 2: the next pile to load */
-	BufFile    *stream;			/* shuffle_once: the whole shuffled copy */
-	bool		stream_done;	/* shuffle_once: the copy is complete */
-	int64		rows;			/* rows written in pass 1 */
-	pg_prng_state rng;			/* pile choices */
-} CpPiles;
+#include "shuffle/strategy.h"
 
 typedef struct TupleShuffleState
 {
 	CustomScanState css;
 	CpTrainParams params;
-	CpShuffle	shuffle;
 	bool		scan_mode;		/* shuffled_scan(): emit row ids */
 	CpLayout	layout;
-	bool		shuffle_tuples; /* permute each buffer (corgipile, and the
-								 * piles of epoch_shuffle) */
-	pg_prng_state rng;			/* permutations: whichever thread permutes */
-	pg_prng_state stream_rng;	/* sliding_window and mrs choices: main
-								 * thread only */
+
+	/* the strategy, chosen once from the table (shuffle/strategy.c) */
+	const CpStrategy *strategy;
+	void	   *strategy_state;
+	CpStrategyEnv env;			/* what the strategy reads through */
+	pg_prng_state rng;			/* buffer permutations: whichever thread
+								 * permutes */
 
 	BlockShuffleState *child;
 	uint32		blocks_per_buffer;
@@ -69,13 +42,8 @@ typedef struct TupleShuffleState
 	TupleTableSlot *pending;	/* first tuple of the next group */
 	bool		has_pending;
 	bool		eof;			/* the child has no more rows this epoch */
-	bool		drained;		/* the strategy has no more rows this epoch */
 	MemoryContext row_cxt;		/* reset after every row */
-	MemoryContext buf_cxt;		/* buffers this node owns */
-
-	CpSlotStore slots;			/* sliding_window, mrs */
-	CpBuffer	staging;		/* rows on their way to a pile */
-	CpPiles		piles;			/* shuffle_once, epoch_shuffle */
+	MemoryContext buf_cxt;		/* buffers this node and its strategy own */
 
 	/* scan mode: the buffer being emitted */
 	CpBuffer	out;
@@ -85,25 +53,20 @@ typedef struct TupleShuffleState
 	int64		buffers_filled;
 } TupleShuffleState;
 
-extern CustomScanMethods tuple_shuffle_scan_methods;
+extern CustomScanMethods cp_tuple_shuffle_scan_methods;
 
-extern CustomScan *tuple_shuffle_make_plan(List *args, bool scan_mode,
-										   CustomScan *child, List *tlist,
-										   List *scan_tlist, Index rti);
-extern void tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed);
-extern bool tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf);
-extern void tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf);
-extern bool tuple_shuffle_read_group(TupleShuffleState *ts, CpBuffer *dst);
-extern void tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf,
-									  MemoryContext cxt);
+extern CustomScan *cp_tuple_shuffle_make_plan(Const *params, bool scan_mode,
+											  CustomScan *child, List *tlist,
+											  List *scan_tlist, Index rti);
 
-/* window.c: sliding_window and mrs */
-extern bool window_fill(TupleShuffleState *ts, CpBuffer *out);
-extern void window_rescan(TupleShuffleState *ts);
-
-/* piles.c: shuffle_once and epoch_shuffle */
-extern bool piles_fill(TupleShuffleState *ts, CpBuffer *out);
-extern void piles_rescan(TupleShuffleState *ts);
-extern void piles_end(TupleShuffleState *ts);
+/* What the SGD operator drives, a buffer at a time. */
+extern void cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed);
+extern bool cp_tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf);
+extern void cp_tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf);
+extern int64 cp_tuple_shuffle_held_rows(TupleShuffleState *ts, const char **key);
+extern Relation cp_tuple_shuffle_relation(TupleShuffleState *ts);
+extern const CpSizing *cp_tuple_shuffle_sizing(TupleShuffleState *ts);
+extern const CpLayout *cp_tuple_shuffle_layout(TupleShuffleState *ts);
+extern void cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes);
 
 #endif							/* CORGIPILE_TUPLESHUFFLE_H */

@@ -1,0 +1,122 @@
+/*-------------------------------------------------------------------------
+ *
+ * strategy.h
+ *	  The shuffle strategies: one module each, behind one small interface,
+ *	  chosen once from one table (docs/engine.md).
+ *
+ * TupleShuffle (the driver) knows no strategy by name.  It hands the
+ * strategy a CpStrategyEnv (the layout, the sizing, a memory context and a
+ * reader of whole groups of blocks, in the order BlockShuffle visits them)
+ * and asks it for buffers.  A strategy keeps its state private, in what its
+ * begin callback returns.
+ *
+ * Adding a strategy: one file here defining a CpStrategy, one line in the
+ * table (strategy.c), one value in CpShuffle (params.h).
+ *
+ * This header depends on nothing of the driver's: the strategies read rows
+ * only through env->read_group, so no strategy includes tupleshuffle.h.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_STRATEGY_H
+#define CORGIPILE_STRATEGY_H
+
+#include "postgres.h"
+
+#include "commands/explain.h"
+#include "common/pg_prng.h"
+
+#include "core/buffer.h"
+#include "layout.h"
+#include "params.h"
+
+/*
+ * Append to dst the rows of the epoch's next group of blocks (at most
+ * blocks_per_buffer blocks).  False when the epoch has no rows left.
+ */
+typedef bool (*CpReadGroupFn) (void *reader, CpBuffer *dst);
+
+/* What the driver gives a strategy. */
+typedef struct CpStrategyEnv
+{
+	const CpLayout *layout;		/* the driver's; n_features may grow after
+								 * the first epoch (sparse, inferred) */
+	const CpSizing *sizing;
+	MemoryContext cxt;			/* for the strategy's state and buffers */
+	bool		with_ids;		/* shuffled_scan(): buffers carry row ids */
+	pg_prng_state *perm_rng;	/* the permutation stream (shuffle_once
+								 * permutes piles with it, on the main
+								 * thread) */
+	CpReadGroupFn read_group;
+	void	   *reader;
+} CpStrategyEnv;
+
+typedef struct CpStrategy
+{
+	CpShuffle	id;
+	const char *name;			/* train(shuffle => ...) */
+	const char *tuple_order;	/* EXPLAIN's "Tuple Order" */
+	bool		random_blocks;	/* BlockShuffle visits blocks in a random
+								 * order (else sequentially) */
+	bool		permute_buffers;	/* the training side permutes each buffer */
+
+	/* Required.  The private state; allocate it in env->cxt. */
+	void	   *(*begin) (const CpStrategyEnv *env);
+	/* Optional.  Seed the strategy's own generators from the run's seed. */
+	void		(*seed) (void *state, uint64 seed);
+
+	/*
+	 * Required.  Append the next rows to feed to out (already reset).  False
+	 * when the epoch has no rows left; a true return may leave out empty.
+	 */
+	bool		(*fill) (void *state, CpBuffer *out);
+	/* Optional.  Start the next epoch. */
+	void		(*rescan) (void *state);
+	/* Optional.  Release what memory contexts do not (temporary files). */
+	void		(*end) (void *state);
+	/* Optional.  EXPLAIN ANALYZE details. */
+	void		(*explain) (void *state, ExplainState *es);
+
+	/*
+	 * Optional.  The rows the strategy holds back (window, reservoir) and
+	 * the params JSON key that records them in the model row.
+	 */
+	int64		(*held_rows) (void *state);
+	const char *held_rows_key;
+
+	/*
+	 * Optional, for GraB and its kin (docs/engine.md): the order of the
+	 * epoch's blocks.  NULL: BlockShuffle's own (random_blocks ? a fresh
+	 * permutation : sequential).  Called on the main thread before each
+	 * epoch's first read; order holds n_blocks entries.
+	 */
+	void		(*block_order) (void *state, uint32 *order, uint32 n_blocks,
+								pg_prng_state *rng);
+
+	/*
+	 * Optional: what the SGD operator learnt of the epoch just trained, per
+	 * block in visiting order (dims doubles a block: e.g. the sum of the
+	 * block's gradients).  block_order reads it for the next epoch.
+	 */
+	void		(*epoch_feedback) (void *state, const uint32 *order, uint32 n_blocks,
+								   const double *per_block, int dims);
+} CpStrategy;
+
+extern const CpStrategy *cp_strategy_get(CpShuffle id);
+extern bool cp_strategy_lookup(const char *name, CpShuffle *id);
+
+/* Shared by the strategies. */
+extern void cp_strategy_init_buffer(const CpStrategyEnv *env, CpBuffer *buf);
+extern bool cp_strategy_fill_group(void *state, CpBuffer *out);
+extern void *cp_strategy_begin_groups(const CpStrategyEnv *env);
+
+/* The table's entries, one file each. */
+extern const CpStrategy cp_strategy_corgipile;
+extern const CpStrategy cp_strategy_block_only;
+extern const CpStrategy cp_strategy_no_shuffle;
+extern const CpStrategy cp_strategy_sliding_window;
+extern const CpStrategy cp_strategy_mrs;
+extern const CpStrategy cp_strategy_shuffle_once;
+extern const CpStrategy cp_strategy_epoch_shuffle;
+
+#endif							/* CORGIPILE_STRATEGY_H */
