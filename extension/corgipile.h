@@ -12,6 +12,7 @@
 
 #include "nodes/extensible.h"
 #include "nodes/pathnodes.h"
+#include "storage/lockdefs.h"
 #include "utils/relcache.h"
 
 /* corgipile.progress: a NOTICE per epoch */
@@ -23,6 +24,7 @@ extern void cp_planner_init(void);
 extern CustomScanMethods cp_call_scan_methods;
 extern CustomScan *cp_call_make_plan(List *args, bool shuffled_scan, List *tlist,
 									 List *scan_tlist, List *quals, Index rti);
+extern Relation cp_open_relation(Oid relid, LOCKMODE lockmode, const char *param);
 extern void cp_check_relation(Relation rel, const char *param);
 extern void cp_check_select(Relation rel, Bitmapset *cols);
 extern void cp_check_access_at_start(Relation rel, Bitmapset *cols, const char *param);

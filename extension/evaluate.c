@@ -246,7 +246,7 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 	memset(&ev, 0, sizeof(ev));
 	ev.stored = cp_models_load(text_to_cstring(PG_GETARG_TEXT_PP(0)));
 
-	rel = relation_open(PG_GETARG_OID(1), AccessShareLock);
+	rel = cp_open_relation(PG_GETARG_OID(1), AccessShareLock, "relation");
 	cp_check_relation(rel, "relation");
 	model_layout(ev.stored, rel, &lo);
 	cp_check_select(rel, cp_layout_columns(&lo));

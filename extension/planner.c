@@ -128,7 +128,7 @@ static Bitmapset *
 check_training_relation(Oid relid, const CpTrainParams *p, bool ids_only,
 						const char *param, BlockNumber *n_pages)
 {
-	Relation	rel = relation_open(relid, AccessShareLock);
+	Relation	rel = cp_open_relation(relid, AccessShareLock, param);
 	CpLayout	layout;
 	Bitmapset  *cols;
 
@@ -190,6 +190,21 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	call = classify_call(fexpr);
 	if (call == CP_CALL_NONE)
 		return;
+
+	/*
+	 * Our nodes emit the function's columns, not its row as one value.  A
+	 * query that needs the whole row (a reference to the alias itself, or
+	 * the row mark of UPDATE/DELETE/MERGE ... FROM the call) is left to a
+	 * function scan, whose implementation plans the call again on its own.
+	 */
+	foreach(lc, rel->reltarget->exprs)
+	{
+		Node	   *expr = lfirst(lc);
+
+		if (IsA(expr, Var) && ((Var *) expr)->varattno == InvalidAttrNumber)
+			return;
+	}
+
 	/*
 	 * Arguments known only at execution (parameters of a generic plan, a
 	 * scalar subquery) give a node that evaluates them then and plans the

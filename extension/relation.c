@@ -21,6 +21,8 @@
  */
 #include "postgres.h"
 
+#include "access/relation.h"
+
 #include "access/sysattr.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
@@ -56,6 +58,23 @@ relkind_description(char relkind)
 		default:
 			return "not a table";
 	}
+}
+
+/*
+ * Open a relation given as a regclass argument.  A regclass may hold any
+ * OID ('0'::regclass, or one of a relation dropped since), which
+ * relation_open() reports as an internal error; this names the argument.
+ */
+Relation
+cp_open_relation(Oid relid, LOCKMODE lockmode, const char *param)
+{
+	Relation	rel = try_relation_open(relid, lockmode);
+
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("%s with OID %u does not exist", param, relid)));
+	return rel;
 }
 
 void

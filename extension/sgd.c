@@ -77,7 +77,8 @@ typedef struct SgdState
 	double		learning_rate;	/* this epoch's */
 	SgdJob		job;
 
-	CpEpochResult *results;
+	CpEpochResult *results;		/* one per epoch trained, grown as they run */
+	int			results_cap;
 	int			n_done;			/* epochs trained */
 	bool		finished;		/* no more epochs: the last, or stopped early */
 
@@ -213,7 +214,13 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	sparse = (s->lo->mode == CP_FEATURES_SPARSE);
 	cp_buffer_init(&s->bufs[0], s->train_cxt, sparse);
 	cp_buffer_init(&s->bufs[1], s->train_cxt, sparse);
-	s->results = palloc0(mul_size(sizeof(CpEpochResult), s->params.max_epoch_num));
+	/*
+	 * max_epoch_num may be any int, and training may stop early: the
+	 * history grows with the epochs actually run.
+	 */
+	s->results_cap = Min(s->params.max_epoch_num, 64);
+	s->results = MemoryContextAllocZero(s->train_cxt,
+										mul_size(sizeof(CpEpochResult), s->results_cap));
 	s->learning_rate = s->params.learning_rate;
 
 	if (OidIsValid(s->params.validation_relid))
@@ -426,9 +433,21 @@ track_best(SgdState *s, const CpEpochResult *res)
 static void
 run_epoch(SgdState *s)
 {
-	CpEpochResult *res = &s->results[s->n_done];
+	CpEpochResult *res;
 	instr_time	start;
 	instr_time	elapsed;
+
+	if (s->n_done >= s->results_cap)
+	{
+		int			cap = (int) Min((int64) s->results_cap * 2,
+									(int64) s->params.max_epoch_num);
+
+		s->results = repalloc_huge(s->results, mul_size(sizeof(CpEpochResult), cap));
+		memset(s->results + s->results_cap, 0,
+			   sizeof(CpEpochResult) * (cap - s->results_cap));
+		s->results_cap = cap;
+	}
+	res = &s->results[s->n_done];
 
 	INSTR_TIME_SET_CURRENT(start);
 

@@ -244,7 +244,7 @@ corgipile_shuffle_table(PG_FUNCTION_ARGS)
 	else
 		pg_prng_seed(&rng, cp_derive_seed((uint64) PG_GETARG_INT64(2), 4));
 
-	src = relation_open(src_oid, AccessShareLock);
+	src = cp_open_relation(src_oid, AccessShareLock, "relation");
 	cp_check_relation(src, "relation");
 	acl = pg_class_aclcheck(src_oid, GetUserId(), ACL_SELECT);
 	if (acl != ACLCHECK_OK)

@@ -11,7 +11,7 @@ input.  The failing cases are printed as SQL.
 Findings that are known and not fixed yet are listed in KNOWN_OPEN: the
 family tests let them pass, and each has its own replay test, marked
 xfail(strict=True), which starts to fail (XPASS) once the bug is fixed;
-then delete its entry.
+then its entry moves to FIXED, whose replays must stay free of findings.
 
 Longer runs: scripts/fuzz_sql.py --seed N --cases M.
 """
@@ -37,9 +37,10 @@ CASES = {
     "model_admin": 60,
 }
 
-# Findings still open on the merge of the hardening branches (h-a + h-b),
-# 2026-11-23: (id, kind, message pattern, reproduction, reason).
-KNOWN_OPEN = [
+# Findings the fuzzer and sqlsmith made on 2026-11-23 and that were fixed
+# since: each replay must stay free of findings.
+# (id, kind, message pattern, reproduction, what was wrong)
+FIXED = [
     ("evaluate_missing_relation", "XX000", r"could not open relation with OID",
      "SELECT * FROM corgipile.evaluate('m_svm', 0::oid::regclass)",
      "evaluate() opens a regclass that names no relation without checking it: XX000"),
@@ -64,6 +65,13 @@ KNOWN_OPEN = [
      "train() allocates its per-epoch history for max_epoch_num epochs up front: "
      "invalid memory alloc request size (XX000) instead of an ordinary error"),
 ]
+
+
+# Findings known and not fixed yet: (id, kind, message pattern,
+# reproduction, reason).  The family tests let them pass; each replay is
+# marked xfail(strict=True), so it fails (XPASS) once the bug is fixed: then
+# move its entry to FIXED.
+KNOWN_OPEN: list[tuple[str, str, str, str, str]] = []
 
 
 def known(finding: Finding) -> bool:
@@ -104,15 +112,24 @@ def test_fuzz(family, conn, dsn, roles, canary):
     assert not new, summary(fuzzer)
 
 
+def replay(case: str, conn, dsn, roles) -> None:
+    """Run one reproduction as the fuzzer's role; fail on any finding."""
+    fuzzer = make_fuzzer(conn, dsn, roles, SEED)
+    try:
+        found = fuzzer.run_case(Case("replay", 0, [case]))
+    finally:
+        close(fuzzer, conn, dsn, roles)
+    assert not found, "\n".join(str(f) for f in found)
+
+
 @pytest.mark.parametrize("case", [
     pytest.param(sql, id=name, marks=pytest.mark.xfail(strict=True, reason=reason))
     for name, _, _, sql, reason in KNOWN_OPEN
 ])
 def test_known_open(case, conn, dsn, roles, canary):
-    """The reproduction of a known finding, as the fuzzer's role."""
-    fuzzer = make_fuzzer(conn, dsn, roles, SEED)
-    try:
-        found = fuzzer.run_case(Case("known", 0, [case]))
-    finally:
-        close(fuzzer, conn, dsn, roles)
-    assert not found, "\n".join(str(f) for f in found)
+    replay(case, conn, dsn, roles)
+
+
+@pytest.mark.parametrize("case", [pytest.param(sql, id=name) for name, _, _, sql, _ in FIXED])
+def test_fixed_finding(case, conn, dsn, roles, canary):
+    replay(case, conn, dsn, roles)
