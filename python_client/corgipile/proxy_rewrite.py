@@ -13,7 +13,7 @@ translator (:func:`corgipile.statements.parse_statement`, the one behind
 
 The two pieces of catalog knowledge this needs (the signature, the models'
 classes) are read by the proxy on the client's own connection (see
-proxy.py); this module only builds the lookup queries and the texts.
+proxy_catalog.py); this module only builds the lookup queries and the texts.
 Values are written as string literals with a cast, never pasted raw.
 """
 
