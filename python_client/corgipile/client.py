@@ -17,8 +17,8 @@ from . import models as _models
 from .errors import ConnectionTypeError, ModelNotFound, ParameterError, StatementError
 from .models import Model, ModelInfo
 from .params import TrainSignature
-from .statements import (Bound, PlainStatement, PredictStatement, TrainStatement,
-                         check_query, filter_query, is_query, parse_statement)
+from .statements import (PlainStatement, PredictStatement, TrainStatement, check_query,
+                         filter_query, is_query, parse_statement, train_arguments)
 from .training import ProgressCallback, Source, run_training, transaction
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -238,22 +238,7 @@ class Client:
     def _execute_train(self, stmt: TrainStatement, progress: bool | None,
                        callback: ProgressCallback | None) -> Result:
         sig = self.signature
-        params: dict[str, Any] = {}
-        for p in stmt.params:
-            if p.name not in sig.types:
-                try:
-                    sig.check_name(p.name)
-                except ParameterError as exc:
-                    raise StatementError(str(exc).split(";")[0], stmt.text, p.position,
-                                         f"valid parameters are: {sig.valid_names_text()}"
-                                         ) from None
-            try:
-                params[p.name] = sig.convert(p.name, p.value)
-            except ParameterError as exc:
-                raise StatementError(str(exc), stmt.text, p.position) from None
-        model = stmt.model.value if isinstance(stmt.model, Bound) else stmt.model
-        if not isinstance(model, str):
-            raise StatementError("the model must be a string", stmt.text, stmt.model_position)
+        model, params = train_arguments(stmt, sig)
         if stmt.source_query is not None:
             try:
                 label = self.connection.execute(_QUALIFIED, (stmt.relation,)

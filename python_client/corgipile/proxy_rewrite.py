@@ -13,7 +13,7 @@ translator (:func:`corgipile.statements.parse_statement`, the one behind
 
 The two pieces of catalog knowledge this needs (the signature, the models'
 classes) are read by the proxy on the client's own connection (see
-proxy.py); this module only builds the lookup queries and the texts.
+proxy_catalog.py); this module only builds the lookup queries and the texts.
 Values are written as string literals with a cast, never pasted raw.
 """
 
@@ -27,10 +27,10 @@ from typing import Any
 from pglast import parser
 
 from . import metrics
-from .errors import ParameterError, StatementError
+from .errors import StatementError
 from .params import _SAFE_TYPE, POSITIONAL, TrainSignature
-from .statements import (Bound, PlainStatement, PredictStatement, TrainStatement,
-                         parse_statement, quote_ident)
+from .statements import (PlainStatement, PredictStatement, TrainStatement, parse_statement,
+                         quote_ident, train_arguments)
 
 __all__ = ["Failure", "Plan", "analyze", "render", "map_position", "literal", "SIGNATURE_QUERY",
            "classes_query", "signature_from_rows", "QUICK_CHECK"]
@@ -166,28 +166,19 @@ def literal(value: Any) -> str:
 
 
 def _train_sql(stmt: TrainStatement, sig: TrainSignature, offset: int) -> str | Failure:
-    """Client._execute_train's checks and SignatureCall.call, with literals."""
-    args = [f"{literal(stmt.relation)}::pg_catalog.regclass"]
-    model = stmt.model.value if isinstance(stmt.model, Bound) else stmt.model
-    if not isinstance(model, str):
-        return Failure(SYNTAX_ERROR, "the model must be a string",
-                       offset + stmt.model_position)
-    args.append(f"{literal(model)}::pg_catalog.text")
-    for p in stmt.params:
-        try:
-            if p.name not in sig.types:
-                try:
-                    sig.check_name(p.name)
-                except ParameterError as exc:
-                    return Failure(SYNTAX_ERROR, str(exc).split(";")[0], offset + p.position,
-                                   f"valid parameters are: {sig.valid_names_text()}")
-            value = sig.convert(p.name, p.value)
-        except ParameterError as exc:
-            return Failure(SYNTAX_ERROR, str(exc), offset + p.position)
-        typ = sig.types[p.name]
+    """Client._execute_train's checks (statements.train_arguments) and
+    SignatureCall.call, with literals."""
+    try:
+        model, params = train_arguments(stmt, sig)
+    except StatementError as exc:
+        return _failure(exc, offset)
+    args = [f"{literal(stmt.relation)}::pg_catalog.regclass",
+            f"{literal(model)}::pg_catalog.text"]
+    for name, value in params.items():
+        typ = sig.types[name]
         if not _SAFE_TYPE.match(typ):  # pragma: no cover - the catalog's own names
-            return Failure(FEATURE_NOT_SUPPORTED, f"unexpected type {typ!r} of {p.name}")
-        args.append(f"{quote_ident(p.name)} => {literal(value)}::{typ}")
+            return Failure(FEATURE_NOT_SUPPORTED, f"unexpected type {typ!r} of {name}")
+        args.append(f"{quote_ident(name)} => {literal(value)}::{typ}")
     return "SELECT * FROM corgipile.train(" + ", ".join(args) + ")"
 
 

@@ -26,12 +26,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from pglast import ast, parser
 from psycopg import sql
 
-from .errors import StatementError
+from .errors import ParameterError, StatementError
+
+if TYPE_CHECKING:  # params.py imports this module
+    from .params import TrainSignature
 
 __all__ = [
     "PlainStatement",
@@ -42,6 +45,7 @@ __all__ = [
     "Name",
     "Bound",
     "parse_statement",
+    "train_arguments",
     "is_query",
     "filter_query",
     "quote_ident",
@@ -601,6 +605,33 @@ def _predict(ctx: _Context, kw_start: int, tail: list[Any], by_end: int,
     return PredictStatement(text=ctx.text, model_name=model, model_position=model_pos,
                             params=params, before=before + comma.lstrip(), after=after,
                             placeholder=placeholder, row=row)
+
+
+# -- TRAIN BY's arguments --------------------------------------------------
+
+def train_arguments(stmt: TrainStatement, sig: TrainSignature) -> tuple[str, dict[str, Any]]:
+    """The model name and the WITH values converted to corgipile.train's
+    argument types, checked against its signature sig; the one check behind
+    Client.execute() and the proxy. Raises StatementError pointing into
+    stmt.text at the offending name."""
+    params: dict[str, Any] = {}
+    for p in stmt.params:
+        if p.name not in sig.types:
+            try:
+                sig.check_name(p.name)
+            except ParameterError as exc:
+                # the list of names goes in the hint, not the message
+                raise StatementError(str(exc).split(";")[0], stmt.text, p.position,
+                                     f"valid parameters are: {sig.valid_names_text()}"
+                                     ) from None
+        try:
+            params[p.name] = sig.convert(p.name, p.value)
+        except ParameterError as exc:
+            raise StatementError(str(exc), stmt.text, p.position) from None
+    model = stmt.model.value if isinstance(stmt.model, Bound) else stmt.model
+    if not isinstance(model, str):
+        raise StatementError("the model must be a string", stmt.text, stmt.model_position)
+    return model, params
 
 
 # -- helpers for client.train(source, where=...) ---------------------------
