@@ -37,6 +37,8 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "core/grab.h"
+#include "core/shuffle.h"
 #include "core/worker.h"
 #include "corgipile.h"
 #include "models.h"
@@ -72,6 +74,7 @@ typedef struct SgdState
 	MemoryContextCallback cleanup;
 	CpWorker	worker;
 	CpBuffer	bufs[2];
+	CpGrabAcc  *grab;			/* shuffle => 'grab': block sums, or NULL */
 	CpModel		model;
 	bool		model_ready;
 	double		learning_rate;	/* this epoch's */
@@ -241,6 +244,31 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	}
 }
 
+/*
+ * shuffle => 'grab': the per-block gradient sums, exact when one
+ * n_weights vector per block fits in maintenance_work_mem, else the core's
+ * random projection (docs/grab.md).
+ */
+static void
+init_grab(SgdState *s)
+{
+	const CpSizing *sz = cp_tuple_shuffle_sizing(s->ts);
+	Size		budget = (Size) maintenance_work_mem * 1024;
+	int32		dim = cp_grab_choose_dim(Max(sz->n_blocks, 1), s->model.n_weights, budget);
+
+	if (dim < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("shuffle \"grab\" needs more memory than maintenance_work_mem (%d kB) for the gradient sums of %u blocks",
+						maintenance_work_mem, sz->n_blocks),
+				 errhint("Raise maintenance_work_mem or block_size.")));
+	s->grab = palloc0(sizeof(CpGrabAcc));
+	if (!cp_grab_acc_init(s->grab, Max(sz->n_blocks, 1), s->model.n_weights, dim,
+						  cp_derive_seed((uint64) s->seed, 7), palloc0))
+		elog(ERROR, "corgipile: GraB sizes do not fit");	/* checked above */
+	s->model.grab = s->grab;
+}
+
 /* Allocate the weights once the dimension is known (first non-empty buffer). */
 static void
 ensure_model(SgdState *s)
@@ -262,6 +290,8 @@ ensure_model(SgdState *s)
 		elog(ERROR, "corgipile: model sizes do not fit");	/* checked above */
 	if (s->params.early_stopping)
 		s->best_w = palloc(mul_size(sizeof(double), s->model.n_weights));
+	if (cp_tuple_shuffle_wants_feedback(s->ts))
+		init_grab(s);
 	MemoryContextSwitchTo(old);
 	s->model.learning_rate = s->learning_rate;
 	s->model_ready = true;
@@ -495,6 +525,13 @@ run_epoch(SgdState *s)
 	cp_model_flush(&s->model);
 	if (s->model.stats.n == 0)
 		no_rows_error(s);
+
+	/* GraB: the epoch's block sums give the next epoch's block order */
+	if (s->grab != NULL)
+	{
+		cp_tuple_shuffle_epoch_feedback(s->ts, s->grab);
+		cp_grab_acc_reset(s->grab);
+	}
 
 	res->epoch = s->n_done + 1;
 	res->tuples = s->model.stats.n;

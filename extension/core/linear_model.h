@@ -91,6 +91,12 @@ typedef struct CpModel
 	double	   *gather_labels;	/* gather_rows */
 
 	CpStats		stats;			/* the current epoch */
+
+	/*
+	 * shuffle => 'grab': per-block gradient sums of the epoch (core/grab.h),
+	 * or NULL.  Rows then come with their block (CpBuffer.row_blocks).
+	 */
+	struct CpGrabAcc *grab;
 } CpModel;
 
 typedef void *(*CpAllocZero) (Size size);
