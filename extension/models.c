@@ -367,6 +367,19 @@ params_json(const CpTrainRecord *rec)
 	json_key_number(&buf, "n_outputs", rec->model->n_outputs);
 	if (rec->held_rows > 0 && rec->held_rows_key != NULL)
 		json_key_number(&buf, rec->held_rows_key, (double) rec->held_rows);
+	if (rec->grab)
+	{
+		json_key_string(&buf, "grab_granularity", "block", true);
+		json_key_string(&buf, "grab_buffer_shuffle",
+						rec->grab_buffer_shuffle ? "true" : "false", true);
+		json_key_number(&buf, "grab_pages_per_block", rec->sizing->pages_per_block);
+		json_key_number(&buf, "grab_n_blocks", rec->sizing->n_blocks);
+		json_key_number(&buf, "grab_n_pages", rec->sizing->n_pages);
+		json_key_number(&buf, "grab_dim", rec->grab_dim);
+		json_key_string(&buf, "grab_projected",
+						rec->grab_dim < rec->grab_n_weights ? "true" : "false", true);
+		json_key_string(&buf, "grab_state", rec->grab_state, true);
+	}
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }

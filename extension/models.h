@@ -48,6 +48,17 @@ typedef struct CpTrainRecord
 	const char *held_rows_key;	/* their params JSON key */
 	const CpEpochResult *results;
 	int			n_results;
+
+	/*
+	 * shuffle => 'grab' only: the run's buffer choice, the length of a
+	 * block sum, and the last walked epoch's order and signs in the form of
+	 * cp_grab_serialize, base64 (NULL when no epoch was walked).
+	 */
+	bool		grab;
+	bool		grab_buffer_shuffle;
+	int32		grab_dim;
+	int32		grab_n_weights;
+	const char *grab_state;
 } CpTrainRecord;
 
 /* A model as predict() needs it. */

@@ -25,6 +25,7 @@
 #include <math.h>
 
 #include "access/heapam.h"
+#include "common/base64.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "commands/explain.h"
@@ -580,6 +581,41 @@ run_epoch(SgdState *s)
 	}
 }
 
+/*
+ * The ordering state a warm start needs (docs/grab.md): the last walked
+ * epoch's order and signs, serialised by the core and stored base64 in the
+ * model's params, with the run's choices.
+ */
+static void
+record_grab(SgdState *s, CpTrainRecord *rec)
+{
+	void	   *state = cp_tuple_shuffle_strategy_state(s->ts);
+	const uint32 *visit;
+	const int8 *signs;
+	uint32		n_blocks;
+	Size		bytes;
+
+	rec->grab = true;
+	rec->grab_buffer_shuffle = strcmp(cp_grab_buffer_choice(state), "shuffled") == 0;
+	rec->grab_dim = s->grab ? s->grab->dim : 0;
+	rec->grab_n_weights = s->model.n_weights;
+	if (cp_grab_last_walk(state, &visit, &signs, &n_blocks) &&
+		cp_grab_serialized_bytes(n_blocks, &bytes) && bytes < MaxAllocSize / 2)
+	{
+		uint8	   *raw = palloc(bytes);
+		int			len = pg_b64_enc_len((int) bytes);
+		char	   *b64 = palloc(len + 1);
+		int			n;
+
+		cp_grab_serialize(visit, signs, n_blocks, raw);
+		n = pg_b64_encode((const char *) raw, (int) bytes, b64, len);
+		if (n < 0)
+			elog(ERROR, "corgipile: could not encode the GraB state");
+		b64[n] = '\0';
+		rec->grab_state = b64;
+	}
+}
+
 static void
 save_model(SgdState *s)
 {
@@ -598,6 +634,8 @@ save_model(SgdState *s)
 	rec.results = s->results;
 	rec.n_results = s->n_done;
 	rec.weights = s->best_epoch > 0 ? s->best_w : s->model.w;
+	if (s->params.shuffle == CP_SHUFFLE_GRAB)
+		record_grab(s, &rec);
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
 	rec.held_rows = cp_tuple_shuffle_held_rows(s->ts, &rec.held_rows_key);
 	/* as in sgd_begin: the catalog's queries under a pinned search_path */

@@ -365,6 +365,13 @@ cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes)
 		ts->layout.classes = cp_class_map_scan(cp_tuple_shuffle_relation(ts), &ts->layout);
 }
 
+/* The strategy's private state, for its own exported accessors. */
+void *
+cp_tuple_shuffle_strategy_state(TupleShuffleState *ts)
+{
+	return ts->strategy_state;
+}
+
 /* Whether SGD should sum gradients per block for the strategy (GraB). */
 bool
 cp_tuple_shuffle_wants_feedback(TupleShuffleState *ts)
