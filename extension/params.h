@@ -66,6 +66,7 @@ typedef struct CpTrainParams
 	char	   *label;
 	char	   *features;
 	char	   *feature_indices;	/* NULL: dense layout */
+	char	   *warm_start;		/* model to start from, or NULL */
 	int32		n_features;		/* 0: infer */
 	CpShuffle	shuffle;
 	double		learning_rate;

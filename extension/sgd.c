@@ -30,6 +30,7 @@
 #include "access/tableam.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
 #include "portability/instr_time.h"
@@ -76,6 +77,7 @@ typedef struct SgdState
 	CpWorker	worker;
 	CpBuffer	bufs[2];
 	CpGrabAcc  *grab;			/* shuffle => 'grab': block sums, or NULL */
+	CpStoredModel *warm;		/* warm_start's model, or NULL */
 	CpModel		model;
 	bool		model_ready;
 	double		learning_rate;	/* this epoch's */
@@ -270,6 +272,171 @@ init_grab(SgdState *s)
 	s->model.grab = s->grab;
 }
 
+/*
+ * warm_start, before the first epoch: load the model (cp_models_load checks
+ * that the caller may use it) and refuse one of another kind or layout.
+ * Its dimension is checked, and its weights copied, once this training's
+ * weights exist (warm_weights).
+ */
+static void warm_grab_order(SgdState *s);
+
+static void
+warm_load(SgdState *s)
+{
+	const char *name = s->params.warm_start;
+	bool		sparse = s->lo->mode == CP_FEATURES_SPARSE;
+
+	s->warm = cp_models_load(name);
+	if (s->warm->kind != s->params.model)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" is a %s model; this training is %s",
+						name, cp_model_kind_name(s->warm->kind),
+						cp_model_kind_name(s->params.model)),
+				 errhint("Train without warm_start, or name a %s model.",
+						 cp_model_kind_name(s->params.model))));
+	if ((s->warm->feature_indices != NULL) != sparse)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" has %s features; this training's are %s",
+						name, s->warm->feature_indices ? "sparse" : "dense",
+						sparse ? "sparse" : "dense"),
+				 errhint("Train without warm_start.")));
+	if (s->params.shuffle == CP_SHUFFLE_GRAB)
+		warm_grab_order(s);
+}
+
+/* The weights must have this training's shape: features and classes. */
+static void
+warm_weights(SgdState *s)
+{
+	const char *name = s->params.warm_start;
+	CpStoredModel *w = s->warm;
+
+	if (w->n_features != s->model.n_features)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" has %d features; the features of \"%s\" have %d",
+						name, w->n_features, s->lo->relname, s->model.n_features),
+				 errhint("Train without warm_start.")));
+	if (w->n_outputs != s->model.n_outputs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" has %d classes; the labels of \"%s\" have %d",
+						name, w->n_outputs, s->lo->relname, s->model.n_outputs),
+				 errhint("Train without warm_start.")));
+	if (s->lo->classes != NULL && w->class_names != NULL)
+	{
+		for (int k = 0; k < s->lo->classes->n_classes; k++)
+			if (strcmp(s->lo->classes->names[k], w->class_names[k]) != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("warm start model \"%s\" has other classes than the labels of \"%s\" (class %d is \"%s\", not \"%s\")",
+								name, s->lo->relname, k + 1, w->class_names[k],
+								s->lo->classes->names[k]),
+						 errhint("Train without warm_start.")));
+	}
+	memcpy(s->model.w, w->weights, sizeof(double) * s->model.n_weights);
+}
+
+/*
+ * grab with warm_start: the first epoch follows the stored model's next
+ * order (the reordering of its last epoch's order and signs), adapted when
+ * the table's block count changed.  A model trained with another strategy
+ * has no stored order: the first epoch is random, as without warm_start.
+ */
+static void
+warm_grab_order(SgdState *s)
+{
+	const char *name = s->params.warm_start;
+	const CpSizing *sz = cp_tuple_shuffle_sizing(s->ts);
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+	char	   *state_b64 = NULL;
+	int64		stored_ppb = 0;
+	uint8	   *raw;
+	int			raw_len;
+	uint32		old_n;
+	uint32	   *visit;
+	int8	   *signs;
+	uint8	   *seen;
+	uint32	   *order;
+	CpGrabLoadStatus st;
+	int			nest;
+
+	args[0] = CStringGetTextDatum(name);
+	nest = cp_pin_search_path();
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT s.params OPERATOR(pg_catalog.->>) 'grab_state', "
+							  "s.params OPERATOR(pg_catalog.->>) 'grab_pages_per_block' "
+							  "FROM corgipile.model_store AS s "
+							  "WHERE s.model_name OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "corgipile: could not read the stored order of model \"%s\"", name);
+	if (SPI_processed == 1)
+	{
+		char	   *a = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		char	   *b = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+
+		if (a != NULL && b != NULL)
+		{
+			MemoryContext spi = MemoryContextSwitchTo(s->train_cxt);
+
+			state_b64 = pstrdup(a);
+			stored_ppb = strtoll(b, NULL, 10);
+			MemoryContextSwitchTo(spi);
+		}
+	}
+	SPI_finish();
+	cp_restore_search_path(nest);
+	if (state_b64 == NULL)
+		return;
+
+	if (stored_ppb != (int64) sz->pages_per_block)
+	{
+		ereport(NOTICE,
+				(errmsg("stored block order of model \"%s\" not used: it orders blocks of %lld pages, this training reads blocks of %u",
+						name, (long long) stored_ppb, sz->pages_per_block),
+				 errdetail("The weights are used; the first epoch visits the blocks in a random order.")));
+		return;
+	}
+
+	raw = palloc(pg_b64_dec_len(strlen(state_b64)));
+	raw_len = pg_b64_decode(state_b64, strlen(state_b64), (char *) raw,
+							pg_b64_dec_len(strlen(state_b64)));
+	st = raw_len < 0 ? CP_GRAB_LOAD_TRUNCATED :
+		cp_grab_stored_blocks(raw, raw_len, &old_n);
+	if (st == CP_GRAB_LOAD_OK)
+	{
+		visit = palloc(mul_size(sizeof(uint32), Max(old_n, 1)));
+		signs = palloc(Max(old_n, 1));
+		seen = palloc0(Max(old_n, 1));
+		st = cp_grab_deserialize(raw, raw_len, visit, signs, seen);
+	}
+	if (st != CP_GRAB_LOAD_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("stored GraB order of model \"%s\" is damaged", name),
+				 errhint("Train it again without warm_start.")));
+
+	order = palloc(mul_size(sizeof(uint32), Max(old_n, 1)));
+	cp_grab_reorder(visit, signs, old_n, order);
+	if (old_n != sz->n_blocks)
+	{
+		uint32	   *adapted = palloc(mul_size(sizeof(uint32), Max(sz->n_blocks, 1)));
+		uint32		changed = cp_grab_adapt_order(order, old_n, sz->n_blocks,
+												  cp_derive_seed((uint64) s->seed, 8),
+												  adapted);
+
+		ereport(NOTICE,
+				(errmsg("stored block order of model \"%s\" adapted: table \"%s\" has %u blocks of %u pages, the model ordered %u; %u blocks %s",
+						name, s->lo->relname, sz->n_blocks, sz->pages_per_block, old_n,
+						changed, sz->n_blocks > old_n ? "appended in random order" : "dropped")));
+		order = adapted;
+	}
+	cp_grab_set_first_order(cp_tuple_shuffle_strategy_state(s->ts), order);
+}
+
 /* Allocate the weights once the dimension is known (first non-empty buffer). */
 static void
 ensure_model(SgdState *s)
@@ -294,6 +461,8 @@ ensure_model(SgdState *s)
 	if (cp_tuple_shuffle_wants_feedback(s->ts))
 		init_grab(s);
 	MemoryContextSwitchTo(old);
+	if (s->warm != NULL)
+		warm_weights(s);
 	s->model.learning_rate = s->learning_rate;
 	s->model_ready = true;
 }
@@ -488,6 +657,8 @@ run_epoch(SgdState *s)
 	{
 		/* what the weights' shape needs, found before the first epoch */
 		cp_tuple_shuffle_find_shape(s->ts, s->params.model == CP_MODEL_SOFTMAX);
+		if (s->params.warm_start != NULL)
+			warm_load(s);
 		if (s->params.model == CP_MODEL_SOFTMAX)
 			s->vlayout.classes = s->lo->classes;
 		/* the dimension may have been inferred: refuse a model too big now */

@@ -159,6 +159,19 @@ cp_grab_last_walk(void *state, const uint32 **visit, const int8 **signs,
 	return true;
 }
 
+/*
+ * warm_start: the first epoch visits the blocks in order (n_blocks entries,
+ * a permutation) instead of a random order.
+ */
+void
+cp_grab_set_first_order(void *state, const uint32 *order)
+{
+	GrabState  *g = state;
+
+	memcpy(g->next, order, sizeof(uint32) * g->n_blocks);
+	g->have_next = true;
+}
+
 const CpStrategy cp_strategy_grab = {
 	.id = CP_SHUFFLE_GRAB,
 	.name = "grab",

@@ -136,5 +136,6 @@ extern const CpStrategy cp_strategy_grab;
 extern const char *cp_grab_buffer_choice(void *state);
 extern bool cp_grab_last_walk(void *state, const uint32 **visit,
 							  const int8 **signs, uint32 *n_blocks);
+extern void cp_grab_set_first_order(void *state, const uint32 *order);
 
 #endif							/* CORGIPILE_STRATEGY_H */
