@@ -86,3 +86,29 @@ SELECT count(*) FROM corgipile.train('grab_many', 'svm', shuffle => 'grab', max_
                                      block_size => '1', feature_indices => 'idx',
                                      n_features => 1000);
 RESET maintenance_work_mem;
+
+-- warm_start: the weights of a stored model (any strategy) ...
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', model_name => 'grab_warm',
+                                     shuffle => 'corgipile', seed => 3, max_epoch_num => 1,
+                                     learning_rate => 1e-12, warm_start => 'grab_m');
+SELECT max(abs(a.w - b.w)) < 1e-6 AS starts_from_the_weights
+FROM unnest((SELECT weights FROM corgipile.models WHERE model_name = 'grab_m')) WITH ORDINALITY AS a(w, i)
+JOIN unnest((SELECT weights FROM corgipile.models WHERE model_name = 'grab_warm')) WITH ORDINALITY AS b(w, i)
+  USING (i);
+-- ... and for grab, its stored block order (same table: no NOTICE).
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', seed => 3,
+                                     max_epoch_num => 1, warm_start => 'grab_m');
+-- Refused: another kind, another layout, another dimension, no such model.
+SELECT count(*) FROM corgipile.train('grab_clu', 'svm', shuffle => 'grab', warm_start => 'grab_m');
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', warm_start => 'grab_m',
+                                     feature_indices => 'idx', n_features => 3);
+CREATE TABLE grab_narrow AS SELECT id, label, features[1:2] AS features FROM grab_clu;
+SELECT count(*) FROM corgipile.train('grab_narrow', 'logistic', warm_start => 'grab_m');
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', warm_start => 'no_such_model');
+-- Another block size: the weights are used, the order is not.
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', seed => 3,
+                                     max_epoch_num => 1, block_size => '2', warm_start => 'grab_m');
+-- The table grew: the stored order is adapted, and a NOTICE says how.
+INSERT INTO grab_clu SELECT * FROM grab_clu WHERE id <= 1000;
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', seed => 3,
+                                     max_epoch_num => 1, warm_start => 'grab_m');
