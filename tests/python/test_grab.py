@@ -71,3 +71,33 @@ def test_grab_same_seed_same_weights(clustered):
         "SELECT params->>'grab_state' FROM corgipile.models "
         "WHERE model_name IN ('grab_s1', 'grab_s2', 'grab_s3')")}
     assert len(states) == 1
+
+
+def test_train_by_with_grab_and_warm_start(clustered):
+    """The client reads train()'s signature from pg_proc: TRAIN BY takes
+    shuffle = 'grab' and warm_start like any other parameter."""
+    import corgipile
+
+    conn = clustered
+    client = corgipile.Client(conn, progress=False)
+    client.execute("SELECT * FROM grab_clustered TRAIN BY logistic "
+                   "WITH shuffle = 'grab', max_epoch_num = 2, seed = 1, model_name = 'gw1'")
+    client.execute("SELECT * FROM grab_clustered TRAIN BY logistic "
+                   "WITH shuffle = 'grab', max_epoch_num = 1, seed = 1, learning_rate = 1e-12, "
+                   "warm_start = 'gw1', model_name = 'gw2'")
+    w1, w2 = weights(conn, "gw1"), weights(conn, "gw2")
+    assert any(w != 0.0 for w in w1)
+    assert max(abs(a - b) for a, b in zip(w1, w2)) < 1e-6
+
+
+def test_estimator_warm_start(clustered, dsn):
+    import corgipile
+
+    conn = clustered
+    train(conn, "gw_est", "grab")
+    clf = corgipile.SGDClassifier(dsn, loss="log_loss", shuffle="grab", warm_start="gw_est",
+                                  max_epoch_num=1, learning_rate=1e-12, seed=1)
+    clf.fit("grab_clustered")
+    start = weights(conn, "gw_est")
+    got = list(clf.coef_.ravel()) + list(clf.intercept_.ravel())
+    assert max(abs(a - b) for a, b in zip(start, got)) < 1e-6
