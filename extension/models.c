@@ -594,7 +594,9 @@ cp_models_load(const char *model_name)
 					"  CASE WHEN pg_catalog.jsonb_typeof(s.classes) OPERATOR(pg_catalog.=) 'array' "
 					"  THEN s.classes END) AS e(v)), "
 					"s.params OPERATOR(pg_catalog.->>) 'layout', s.features, "
-					"s.feature_indices, s.label, s.owner_id, s.usage_roles "
+					"s.feature_indices, s.label, s.owner_id, s.usage_roles, "
+					"s.params OPERATOR(pg_catalog.->>) 'grab_state', "
+					"s.params OPERATOR(pg_catalog.->>) 'grab_pages_per_block' "
 					"FROM corgipile.model_store AS s "
 					"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
 					1, argtypes, args, NULL, true, SPI_OK_SELECT) == 0)
@@ -626,6 +628,13 @@ cp_models_load(const char *model_name)
 				 errmsg("permission denied for model \"%s\"", model_name),
 				 errhint("The model's owner can grant USAGE with corgipile.grant_model('%s', role).",
 						 model_name)));
+
+	m->grab_state = text_or_null(tup, desc, 13);
+	{
+		char	   *ppb = text_or_null(tup, desc, 14);
+
+		m->grab_pages_per_block = ppb ? strtoll(ppb, NULL, 10) : 0;
+	}
 
 	kind = text_or_null(tup, desc, 1);
 	if (kind == NULL || !cp_parse_model_kind(kind, &m->kind))

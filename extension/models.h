@@ -81,6 +81,14 @@ typedef struct CpStoredModel
 	Oid			owner;			/* the owning role's OID */
 	Oid		   *usage;			/* roles granted USAGE */
 	int			n_usage;
+
+	/*
+	 * shuffle => 'grab' models: params->>'grab_state' (base64, unchecked
+	 * here: the caller validates it) and params->>'grab_pages_per_block';
+	 * NULL / 0 for other models.
+	 */
+	char	   *grab_state;
+	int64		grab_pages_per_block;
 } CpStoredModel;
 
 extern char *cp_models_new_name(Relation rel, CpModelKind kind);

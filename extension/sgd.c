@@ -285,8 +285,10 @@ warm_load(SgdState *s)
 {
 	const char *name = s->params.warm_start;
 	bool		sparse = s->lo->mode == CP_FEATURES_SPARSE;
+	MemoryContext old = MemoryContextSwitchTo(s->train_cxt);
 
 	s->warm = cp_models_load(name);
+	MemoryContextSwitchTo(old);
 	if (s->warm->kind != s->params.model)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -350,10 +352,8 @@ warm_grab_order(SgdState *s)
 {
 	const char *name = s->params.warm_start;
 	const CpSizing *sz = cp_tuple_shuffle_sizing(s->ts);
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		args[1];
-	char	   *state_b64 = NULL;
-	int64		stored_ppb = 0;
+	const char *state_b64 = s->warm->grab_state;
+	int64		stored_ppb = s->warm->grab_pages_per_block;
 	uint8	   *raw;
 	int			raw_len;
 	uint32		old_n;
@@ -362,33 +362,7 @@ warm_grab_order(SgdState *s)
 	uint8	   *seen;
 	uint32	   *order;
 	CpGrabLoadStatus st;
-	int			nest;
 
-	args[0] = CStringGetTextDatum(name);
-	nest = cp_pin_search_path();
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT s.params OPERATOR(pg_catalog.->>) 'grab_state', "
-							  "s.params OPERATOR(pg_catalog.->>) 'grab_pages_per_block' "
-							  "FROM corgipile.model_store AS s "
-							  "WHERE s.model_name OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "corgipile: could not read the stored order of model \"%s\"", name);
-	if (SPI_processed == 1)
-	{
-		char	   *a = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		char	   *b = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-
-		if (a != NULL && b != NULL)
-		{
-			MemoryContext spi = MemoryContextSwitchTo(s->train_cxt);
-
-			state_b64 = pstrdup(a);
-			stored_ppb = strtoll(b, NULL, 10);
-			MemoryContextSwitchTo(spi);
-		}
-	}
-	SPI_finish();
-	cp_restore_search_path(nest);
 	if (state_b64 == NULL)
 		return;
 

@@ -108,6 +108,23 @@ SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', warm_start => 'no_s
 -- Another block size: the weights are used, the order is not.
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', seed => 3,
                                      max_epoch_num => 1, block_size => '2', warm_start => 'grab_m');
+-- A role without USAGE on the model may not start from it; with USAGE it
+-- gets the weights and the stored order (read as the storage's owner).
+CREATE ROLE corgipile_grab_user;
+GRANT SELECT ON grab_clu TO corgipile_grab_user;
+SET ROLE corgipile_grab_user;
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab',
+                                     max_epoch_num => 1, warm_start => 'grab_m');
+RESET ROLE;
+SELECT corgipile.grant_model('grab_m', 'corgipile_grab_user');
+SET ROLE corgipile_grab_user;
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', seed => 3,
+                                     model_name => 'grab_user_m', max_epoch_num => 1,
+                                     warm_start => 'grab_m');
+RESET ROLE;
+SELECT corgipile.drop_model('grab_user_m');
+DROP OWNED BY corgipile_grab_user;
+DROP ROLE corgipile_grab_user;
 -- The table grew: the stored order is adapted, and a NOTICE says how.
 INSERT INTO grab_clu SELECT * FROM grab_clu WHERE id <= 1000;
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', seed => 3,
