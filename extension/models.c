@@ -596,7 +596,7 @@ cp_models_load(const char *model_name)
 					"s.params OPERATOR(pg_catalog.->>) 'layout', s.features, "
 					"s.feature_indices, s.label, s.owner_id, s.usage_roles, "
 					"s.params OPERATOR(pg_catalog.->>) 'grab_state', "
-					"s.params OPERATOR(pg_catalog.->>) 'grab_pages_per_block' "
+					"s.params OPERATOR(pg_catalog.->>) 'grab_pages_per_block', s.relid "
 					"FROM corgipile.model_store AS s "
 					"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
 					1, argtypes, args, NULL, true, SPI_OK_SELECT) == 0)
@@ -630,6 +630,8 @@ cp_models_load(const char *model_name)
 						 model_name)));
 
 	m->grab_state = text_or_null(tup, desc, 13);
+	d = SPI_getbinval(tup, desc, 15, &isnull);
+	m->relid = isnull ? InvalidOid : DatumGetObjectId(d);
 	{
 		char	   *ppb = text_or_null(tup, desc, 14);
 

@@ -89,6 +89,8 @@ typedef struct CpStoredModel
 	 */
 	char	   *grab_state;
 	int64		grab_pages_per_block;
+	Oid			relid;			/* the relation it was trained on, or
+								 * InvalidOid (arrays, imported rows) */
 } CpStoredModel;
 
 extern char *cp_models_new_name(Relation rel, CpModelKind kind);

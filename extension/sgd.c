@@ -284,7 +284,6 @@ static void
 warm_load(SgdState *s)
 {
 	const char *name = s->params.warm_start;
-	bool		sparse = s->lo->mode == CP_FEATURES_SPARSE;
 	MemoryContext old = MemoryContextSwitchTo(s->train_cxt);
 
 	s->warm = cp_models_load(name);
@@ -297,12 +296,24 @@ warm_load(SgdState *s)
 						cp_model_kind_name(s->params.model)),
 				 errhint("Train without warm_start, or name a %s model.",
 						 cp_model_kind_name(s->params.model))));
-	if ((s->warm->feature_indices != NULL) != sparse)
+	if (s->warm->mode != s->lo->mode)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("warm start model \"%s\" has %s features; this training's are %s",
-						name, s->warm->feature_indices ? "sparse" : "dense",
-						sparse ? "sparse" : "dense"),
+				 errmsg("warm start model \"%s\" has the %s feature layout; this training's is %s",
+						name, cp_layout_mode_name(s->warm->mode),
+						cp_layout_mode_name(s->lo->mode)),
+				 errhint("Train without warm_start.")));
+	if (OidIsValid(s->warm->relid) && s->warm->relid != s->params.relid)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" was trained on another relation than \"%s\"",
+						name, s->lo->relname),
+				 errhint("Train without warm_start.")));
+	if (strcmp(s->warm->label, s->params.label) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" was trained on label column \"%s\"; this training's is \"%s\"",
+						name, s->warm->label, s->params.label),
 				 errhint("Train without warm_start.")));
 	if (s->params.shuffle == CP_SHUFFLE_GRAB)
 		warm_grab_order(s);

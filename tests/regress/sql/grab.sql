@@ -98,12 +98,18 @@ JOIN unnest((SELECT weights FROM corgipile.models WHERE model_name = 'grab_warm'
 -- ... and for grab, its stored block order (same table: no NOTICE).
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', seed => 3,
                                      max_epoch_num => 1, warm_start => 'grab_m');
--- Refused: another kind, another layout, another dimension, no such model.
+-- Refused: another kind, another layout, another relation, another label
+-- column, another dimension, no such model.
 SELECT count(*) FROM corgipile.train('grab_clu', 'svm', shuffle => 'grab', warm_start => 'grab_m');
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', warm_start => 'grab_m',
                                      feature_indices => 'idx', n_features => 3);
 CREATE TABLE grab_narrow AS SELECT id, label, features[1:2] AS features FROM grab_clu;
 SELECT count(*) FROM corgipile.train('grab_narrow', 'logistic', warm_start => 'grab_m');
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', warm_start => 'grab_m', label => 'id');
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', model_name => 'grab_sp', max_epoch_num => 1,
+                                     feature_indices => 'idx', n_features => 3);
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', warm_start => 'grab_sp',
+                                     feature_indices => 'idx', n_features => 5);
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', warm_start => 'no_such_model');
 -- Another block size: the weights are used, the order is not.
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', seed => 3,
