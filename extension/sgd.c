@@ -280,6 +280,28 @@ init_grab(SgdState *s)
  */
 static void warm_grab_order(SgdState *s);
 
+/* What is wrong with a stored GraB order, for the error's detail. */
+static const char *
+grab_load_problem(CpGrabLoadStatus st)
+{
+	switch (st)
+	{
+		case CP_GRAB_LOAD_OK:
+			break;
+		case CP_GRAB_LOAD_TRUNCATED:
+			return "Its length does not match its header (or it is not base64).";
+		case CP_GRAB_LOAD_BAD_MAGIC:
+			return "It does not start with the header of a stored GraB order.";
+		case CP_GRAB_LOAD_BAD_VERSION:
+			return "It was written by a newer format version.";
+		case CP_GRAB_LOAD_NOT_PERMUTATION:
+			return "Its order is not a permutation of its blocks.";
+		case CP_GRAB_LOAD_BAD_SIGNS:
+			return "Unused sign bits are set.";
+	}
+	return "It is damaged.";
+}
+
 static void
 warm_load(SgdState *s)
 {
@@ -402,6 +424,7 @@ warm_grab_order(SgdState *s)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("stored GraB order of model \"%s\" is damaged", name),
+				 errdetail("%s", grab_load_problem(st)),
 				 errhint("Train it again without warm_start.")));
 
 	order = palloc(mul_size(sizeof(uint32), Max(old_n, 1)));

@@ -135,3 +135,17 @@ DROP ROLE corgipile_grab_user;
 INSERT INTO grab_clu SELECT * FROM grab_clu WHERE id <= 1000;
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab', seed => 3,
                                      max_epoch_num => 1, warm_start => 'grab_m');
+
+-- A damaged stored order is an error, never silently a random order: a
+-- truncated state, and text that is not base64.
+UPDATE corgipile.model_store SET params = jsonb_set(params, '{grab_state}', '"Q1BHQg=="')
+WHERE model_name = 'grab_m';
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab',
+                                     max_epoch_num => 1, warm_start => 'grab_m');
+UPDATE corgipile.model_store SET params = jsonb_set(params, '{grab_state}', '"#not base64#"')
+WHERE model_name = 'grab_m';
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab',
+                                     max_epoch_num => 1, warm_start => 'grab_m');
+-- Other strategies use only the weights: the damaged order does not matter.
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', max_epoch_num => 1,
+                                     warm_start => 'grab_m');
