@@ -146,6 +146,13 @@ UPDATE corgipile.model_store SET params = jsonb_set(params, '{grab_state}', '"#n
 WHERE model_name = 'grab_m';
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab',
                                      max_epoch_num => 1, warm_start => 'grab_m');
+-- Block 0 twice: not a permutation.
+UPDATE corgipile.model_store
+SET params = jsonb_set(params, '{grab_state}',
+                       to_jsonb(encode('\x435047420100000002000000000000000000000001'::bytea, 'base64')))
+WHERE model_name = 'grab_m';
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab',
+                                     max_epoch_num => 1, warm_start => 'grab_m');
 -- Other strategies use only the weights: the damaged order does not matter.
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', max_epoch_num => 1,
                                      warm_start => 'grab_m');
