@@ -625,6 +625,8 @@ train_gathered(CpModel *m, const CpBuffer *buf, int64 start,
 	chunk.n_features = d;
 	chunk.values = m->gather_values;
 	chunk.labels = m->gather_labels;
+	if (m->grab != NULL)
+		chunk.row_blocks = m->gather_blocks;
 
 	for (int64 i = start; i < buf->n_rows;)
 	{
@@ -638,6 +640,8 @@ train_gathered(CpModel *m, const CpBuffer *buf, int64 start,
 
 			memcpy(chunk.values + k * d, cp_buffer_dense_row(buf, row), sizeof(double) * d);
 			chunk.labels[k] = buf->labels[row];
+			if (m->grab != NULL)
+				chunk.row_blocks[k] = buf->row_blocks[row];
 		}
 		for (int64 k = 0; k < n; k++)
 			train_row(m, &chunk, k);
@@ -660,9 +664,9 @@ int64
 cp_model_train(CpModel *m, const CpBuffer *buf, int64 start,
 			   CpCancel *cancel)
 {
-	/* gathered rows do not carry their block: GraB trains in place */
+	/* GraB's rows carry their block: gathered only with room for it */
 	if (!buf->sparse && !buf->order_is_identity && m->gather_rows > 0 &&
-		m->grab == NULL)
+		(m->grab == NULL || m->gather_blocks != NULL))
 		return train_gathered(m, buf, start, cancel);
 
 	for (int64 i = start; i < buf->n_rows; i++)

@@ -89,6 +89,8 @@ typedef struct CpModel
 	int			gather_rows;
 	double	   *gather_values;	/* gather_rows * n_features */
 	double	   *gather_labels;	/* gather_rows */
+	uint32	   *gather_blocks;	/* gather_rows, set by the caller with grab
+								 * (else NULL: GraB then trains in place) */
 
 	CpStats		stats;			/* the current epoch */
 

@@ -101,3 +101,17 @@ def test_estimator_warm_start(clustered, dsn):
     start = weights(conn, "gw_est")
     got = list(clf.coef_.ravel()) + list(clf.intercept_.ravel())
     assert max(abs(a - b) for a, b in zip(start, got)) < 1e-6
+
+
+def test_grab_with_shuffled_buffers_same_seed_same_weights(clustered):
+    """Blocks of 8 pages hold more than 100 rows: the buffers are shuffled
+    (and dense rows gathered, with their blocks, before training)."""
+    conn = clustered
+    for name, db in (("gsb1", True), ("gsb2", True), ("gsb3", False)):
+        train(conn, name, "grab", seed=4, block_size="8", buffer_size="50%",
+              double_buffer=db)
+    params = conn.execute("SELECT params FROM corgipile.models WHERE model_name = 'gsb1'"
+                          ).fetchone()[0]
+    assert params["grab_buffer_shuffle"] == "true"
+    w = weights(conn, "gsb1")
+    assert w == weights(conn, "gsb2") == weights(conn, "gsb3")
