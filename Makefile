@@ -28,14 +28,16 @@ OBJS = \
 	extension/shuffle/two_pass.o \
 	extension/shuffle/shuffle_once.o \
 	extension/shuffle/epoch_shuffle.o \
+	extension/shuffle/grab.o \
 	extension/core/linear_model.o \
 	extension/core/shuffle.o \
-	extension/core/worker.o
+	extension/core/worker.o \
+	extension/core/grab.o
 
 MODULEDIR = extension
 DATA = extension/corgipile.control $(wildcard sql/corgipile--*.sql)
 
-REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade
+REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
 PG_CPPFLAGS = -I$(srcdir)/extension

@@ -267,7 +267,8 @@ block_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
 	BlockShuffleState *bs = (BlockShuffleState *) node;
 
-	ExplainPropertyText("Block Order", bs->random_order ? "random" : "sequential", es);
+	ExplainPropertyText("Block Order", bs->order_fn != NULL ? "set by the strategy" :
+						bs->random_order ? "random" : "sequential", es);
 	ExplainPropertyInteger("Pages per Block", NULL, bs->sizing.pages_per_block, es);
 	ExplainPropertyInteger("Blocks", NULL, bs->sizing.n_blocks, es);
 	if (es->analyze)

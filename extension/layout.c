@@ -343,6 +343,8 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 			buf->row_tids = grow(buf->memcxt, buf->row_tids, mul_size(sizeof(uint64), cap));
 			buf->row_keys = grow(buf->memcxt, buf->row_keys, mul_size(sizeof(int64), cap));
 		}
+		if (buf->with_blocks)
+			buf->row_blocks = grow(buf->memcxt, buf->row_blocks, mul_size(sizeof(uint32), cap));
 		if (buf->sparse)
 		{
 			bool		fresh = (buf->offsets == NULL);

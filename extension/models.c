@@ -367,6 +367,19 @@ params_json(const CpTrainRecord *rec)
 	json_key_number(&buf, "n_outputs", rec->model->n_outputs);
 	if (rec->held_rows > 0 && rec->held_rows_key != NULL)
 		json_key_number(&buf, rec->held_rows_key, (double) rec->held_rows);
+	if (rec->grab)
+	{
+		json_key_string(&buf, "grab_granularity", "block", true);
+		json_key_string(&buf, "grab_buffer_shuffle",
+						rec->grab_buffer_shuffle ? "true" : "false", true);
+		json_key_number(&buf, "grab_pages_per_block", rec->sizing->pages_per_block);
+		json_key_number(&buf, "grab_n_blocks", rec->sizing->n_blocks);
+		json_key_number(&buf, "grab_n_pages", rec->sizing->n_pages);
+		json_key_number(&buf, "grab_dim", rec->grab_dim);
+		json_key_string(&buf, "grab_projected",
+						rec->grab_dim < rec->grab_n_weights ? "true" : "false", true);
+		json_key_string(&buf, "grab_state", rec->grab_state, true);
+	}
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }
@@ -581,7 +594,9 @@ cp_models_load(const char *model_name)
 					"  CASE WHEN pg_catalog.jsonb_typeof(s.classes) OPERATOR(pg_catalog.=) 'array' "
 					"  THEN s.classes END) AS e(v)), "
 					"s.params OPERATOR(pg_catalog.->>) 'layout', s.features, "
-					"s.feature_indices, s.label, s.owner_id, s.usage_roles "
+					"s.feature_indices, s.label, s.owner_id, s.usage_roles, "
+					"s.params OPERATOR(pg_catalog.->>) 'grab_state', "
+					"s.params OPERATOR(pg_catalog.->>) 'grab_pages_per_block', s.relid "
 					"FROM corgipile.model_store AS s "
 					"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
 					1, argtypes, args, NULL, true, SPI_OK_SELECT) == 0)
@@ -613,6 +628,15 @@ cp_models_load(const char *model_name)
 				 errmsg("permission denied for model \"%s\"", model_name),
 				 errhint("The model's owner can grant USAGE with corgipile.grant_model('%s', role).",
 						 model_name)));
+
+	m->grab_state = text_or_null(tup, desc, 13);
+	d = SPI_getbinval(tup, desc, 15, &isnull);
+	m->relid = isnull ? InvalidOid : DatumGetObjectId(d);
+	{
+		char	   *ppb = text_or_null(tup, desc, 14);
+
+		m->grab_pages_per_block = ppb ? strtoll(ppb, NULL, 10) : 0;
+	}
 
 	kind = text_or_null(tup, desc, 1);
 	if (kind == NULL || !cp_parse_model_kind(kind, &m->kind))

@@ -48,6 +48,17 @@ typedef struct CpTrainRecord
 	const char *held_rows_key;	/* their params JSON key */
 	const CpEpochResult *results;
 	int			n_results;
+
+	/*
+	 * shuffle => 'grab' only: the run's buffer choice, the length of a
+	 * block sum, and the last walked epoch's order and signs in the form of
+	 * cp_grab_serialize, base64 (NULL when no epoch was walked).
+	 */
+	bool		grab;
+	bool		grab_buffer_shuffle;
+	int32		grab_dim;
+	int32		grab_n_weights;
+	const char *grab_state;
 } CpTrainRecord;
 
 /* A model as predict() needs it. */
@@ -70,6 +81,16 @@ typedef struct CpStoredModel
 	Oid			owner;			/* the owning role's OID */
 	Oid		   *usage;			/* roles granted USAGE */
 	int			n_usage;
+
+	/*
+	 * shuffle => 'grab' models: params->>'grab_state' (base64, unchecked
+	 * here: the caller validates it) and params->>'grab_pages_per_block';
+	 * NULL / 0 for other models.
+	 */
+	char	   *grab_state;
+	int64		grab_pages_per_block;
+	Oid			relid;			/* the relation it was trained on, or
+								 * InvalidOid (arrays, imported rows) */
 } CpStoredModel;
 
 extern char *cp_models_new_name(Relation rel, CpModelKind kind);

@@ -333,6 +333,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 					 errhint("Leave tolerance NULL to train for max_epoch_num epochs.")));
 	}
 	p->n_iter_no_change = positive_int(values, nulls, CP_ARG_N_ITER_NO_CHANGE);
+	p->warm_start = text_arg(values, nulls, CP_ARG_WARM_START);
 }
 
 /* Parse the argument list of a planned call, all of it constants. */
@@ -482,7 +483,7 @@ cp_check_model_size(CpModelKind kind, int64 n_features, int n_outputs,
  * node).  The strings follow the struct, each NUL-terminated, in the order
  * of the string fields below; their pointers are rebuilt on unpacking.
  */
-#define CP_PACKED_STRINGS 4
+#define CP_PACKED_STRINGS 5
 
 static char **
 packed_string(CpTrainParams *p, int i)
@@ -495,8 +496,10 @@ packed_string(CpTrainParams *p, int i)
 			return &p->label;
 		case 2:
 			return &p->features;
-		default:
+		case 3:
 			return &p->feature_indices;
+		default:
+			return &p->warm_start;
 	}
 }
 

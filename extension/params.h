@@ -38,10 +38,11 @@ typedef enum CpShuffle
 	CP_SHUFFLE_SLIDING_WINDOW,	/* TensorFlow's shuffle buffer */
 	CP_SHUFFLE_MRS,				/* Bismarck's multiplexed reservoir sampling */
 	CP_SHUFFLE_SHUFFLE_ONCE,	/* two-pass full shuffle before training */
-	CP_SHUFFLE_EPOCH_SHUFFLE	/* two-pass full shuffle before every epoch */
+	CP_SHUFFLE_EPOCH_SHUFFLE,	/* two-pass full shuffle before every epoch */
+	CP_SHUFFLE_GRAB				/* blocks in GraB's gradient-balanced order */
 } CpShuffle;
 
-#define CP_NUM_SHUFFLES 7
+#define CP_NUM_SHUFFLES 8
 
 typedef enum CpSizeUnit
 {
@@ -65,6 +66,7 @@ typedef struct CpTrainParams
 	char	   *label;
 	char	   *features;
 	char	   *feature_indices;	/* NULL: dense layout */
+	char	   *warm_start;		/* model to start from, or NULL */
 	int32		n_features;		/* 0: infer */
 	CpShuffle	shuffle;
 	double		learning_rate;

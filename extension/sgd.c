@@ -25,10 +25,12 @@
 #include <math.h>
 
 #include "access/heapam.h"
+#include "common/base64.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
 #include "portability/instr_time.h"
@@ -37,6 +39,8 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "core/grab.h"
+#include "core/shuffle.h"
 #include "core/worker.h"
 #include "corgipile.h"
 #include "models.h"
@@ -72,6 +76,8 @@ typedef struct SgdState
 	MemoryContextCallback cleanup;
 	CpWorker	worker;
 	CpBuffer	bufs[2];
+	CpGrabAcc  *grab;			/* shuffle => 'grab': block sums, or NULL */
+	CpStoredModel *warm;		/* warm_start's model, or NULL */
 	CpModel		model;
 	bool		model_ready;
 	double		learning_rate;	/* this epoch's */
@@ -241,6 +247,207 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	}
 }
 
+/*
+ * shuffle => 'grab': the per-block gradient sums, exact when one
+ * n_weights vector per block fits in maintenance_work_mem, else the core's
+ * random projection (docs/grab.md).
+ */
+static void
+init_grab(SgdState *s)
+{
+	const CpSizing *sz = cp_tuple_shuffle_sizing(s->ts);
+	Size		budget = (Size) maintenance_work_mem * 1024;
+	int32		dim = cp_grab_choose_dim(Max(sz->n_blocks, 1), s->model.n_weights, budget);
+
+	if (dim < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("shuffle \"grab\" needs more memory than maintenance_work_mem (%d kB) for the gradient sums of %u blocks",
+						maintenance_work_mem, sz->n_blocks),
+				 errhint("Raise maintenance_work_mem or block_size.")));
+	s->grab = palloc0(sizeof(CpGrabAcc));
+	if (!cp_grab_acc_init(s->grab, Max(sz->n_blocks, 1), s->model.n_weights, dim,
+						  cp_derive_seed((uint64) s->seed, 7), palloc0))
+		elog(ERROR, "corgipile: GraB sizes do not fit");	/* checked above */
+	s->model.grab = s->grab;
+	/* shuffled dense buffers are gathered before training (core), blocks too */
+	if (s->model.gather_rows > 0)
+		s->model.gather_blocks = palloc0(mul_size(sizeof(uint32), s->model.gather_rows));
+}
+
+/*
+ * warm_start, before the first epoch: load the model (cp_models_load checks
+ * that the caller may use it) and refuse one of another kind or layout.
+ * Its dimension is checked, and its weights copied, once this training's
+ * weights exist (warm_weights).
+ */
+static void warm_grab_order(SgdState *s);
+
+/* What is wrong with a stored GraB order, for the error's detail. */
+static const char *
+grab_load_problem(CpGrabLoadStatus st)
+{
+	switch (st)
+	{
+		case CP_GRAB_LOAD_OK:
+			break;
+		case CP_GRAB_LOAD_TRUNCATED:
+			return "Its length does not match its header (or it is not base64).";
+		case CP_GRAB_LOAD_BAD_MAGIC:
+			return "It does not start with the header of a stored GraB order.";
+		case CP_GRAB_LOAD_BAD_VERSION:
+			return "It was written by a newer format version.";
+		case CP_GRAB_LOAD_NOT_PERMUTATION:
+			return "Its order is not a permutation of its blocks.";
+		case CP_GRAB_LOAD_BAD_SIGNS:
+			return "Unused sign bits are set.";
+	}
+	return "It is damaged.";
+}
+
+static void
+warm_load(SgdState *s)
+{
+	const char *name = s->params.warm_start;
+	MemoryContext old = MemoryContextSwitchTo(s->train_cxt);
+
+	s->warm = cp_models_load(name);
+	MemoryContextSwitchTo(old);
+	if (s->warm->kind != s->params.model)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" is a %s model; this training is %s",
+						name, cp_model_kind_name(s->warm->kind),
+						cp_model_kind_name(s->params.model)),
+				 errhint("Train without warm_start, or name a %s model.",
+						 cp_model_kind_name(s->params.model))));
+	if (s->warm->mode != s->lo->mode)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" has the %s feature layout; this training's is %s",
+						name, cp_layout_mode_name(s->warm->mode),
+						cp_layout_mode_name(s->lo->mode)),
+				 errhint("Train without warm_start.")));
+	if (OidIsValid(s->warm->relid) && s->warm->relid != s->params.relid)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" was trained on another relation than \"%s\"",
+						name, s->lo->relname),
+				 errhint("Train without warm_start.")));
+	if (strcmp(s->warm->label, s->params.label) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" was trained on label column \"%s\"; this training's is \"%s\"",
+						name, s->warm->label, s->params.label),
+				 errhint("Train without warm_start.")));
+	if (s->params.shuffle == CP_SHUFFLE_GRAB)
+		warm_grab_order(s);
+}
+
+/* The weights must have this training's shape: features and classes. */
+static void
+warm_weights(SgdState *s)
+{
+	const char *name = s->params.warm_start;
+	CpStoredModel *w = s->warm;
+
+	if (w->n_features != s->model.n_features)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" has %d features; the features of \"%s\" have %d",
+						name, w->n_features, s->lo->relname, s->model.n_features),
+				 errhint("Train without warm_start.")));
+	if (w->n_outputs != s->model.n_outputs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("warm start model \"%s\" has %d classes; the labels of \"%s\" have %d",
+						name, w->n_outputs, s->lo->relname, s->model.n_outputs),
+				 errhint("Train without warm_start.")));
+	if (s->lo->classes != NULL && w->class_names != NULL)
+	{
+		for (int k = 0; k < s->lo->classes->n_classes; k++)
+			if (strcmp(s->lo->classes->names[k], w->class_names[k]) != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("warm start model \"%s\" has other classes than the labels of \"%s\" (class %d is \"%s\", not \"%s\")",
+								name, s->lo->relname, k + 1, w->class_names[k],
+								s->lo->classes->names[k]),
+						 errhint("Train without warm_start.")));
+	}
+	memcpy(s->model.w, w->weights, sizeof(double) * s->model.n_weights);
+}
+
+/*
+ * grab with warm_start: the first epoch follows the stored model's next
+ * order (the reordering of its last epoch's order and signs), adapted when
+ * the table's block count changed.  A model trained with another strategy
+ * has no stored order: the first epoch is random, as without warm_start.
+ */
+static void
+warm_grab_order(SgdState *s)
+{
+	const char *name = s->params.warm_start;
+	const CpSizing *sz = cp_tuple_shuffle_sizing(s->ts);
+	const char *state_b64 = s->warm->grab_state;
+	int64		stored_ppb = s->warm->grab_pages_per_block;
+	uint8	   *raw;
+	int			raw_len;
+	uint32		old_n;
+	uint32	   *visit;
+	int8	   *signs;
+	uint8	   *seen;
+	uint32	   *order;
+	CpGrabLoadStatus st;
+
+	if (state_b64 == NULL)
+		return;
+
+	if (stored_ppb != (int64) sz->pages_per_block)
+	{
+		ereport(NOTICE,
+				(errmsg("stored block order of model \"%s\" not used: it orders blocks of %lld pages, this training reads blocks of %u",
+						name, (long long) stored_ppb, sz->pages_per_block),
+				 errdetail("The weights are used; the first epoch visits the blocks in a random order.")));
+		return;
+	}
+
+	raw = palloc(pg_b64_dec_len(strlen(state_b64)));
+	raw_len = pg_b64_decode(state_b64, strlen(state_b64), (char *) raw,
+							pg_b64_dec_len(strlen(state_b64)));
+	st = raw_len < 0 ? CP_GRAB_LOAD_TRUNCATED :
+		cp_grab_stored_blocks(raw, raw_len, &old_n);
+	if (st == CP_GRAB_LOAD_OK)
+	{
+		visit = palloc(mul_size(sizeof(uint32), Max(old_n, 1)));
+		signs = palloc(Max(old_n, 1));
+		seen = palloc0(Max(old_n, 1));
+		st = cp_grab_deserialize(raw, raw_len, visit, signs, seen);
+	}
+	if (st != CP_GRAB_LOAD_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("stored GraB order of model \"%s\" is damaged", name),
+				 errdetail("%s", grab_load_problem(st)),
+				 errhint("Train it again without warm_start.")));
+
+	order = palloc(mul_size(sizeof(uint32), Max(old_n, 1)));
+	cp_grab_reorder(visit, signs, old_n, order);
+	if (old_n != sz->n_blocks)
+	{
+		uint32	   *adapted = palloc(mul_size(sizeof(uint32), Max(sz->n_blocks, 1)));
+		uint32		changed = cp_grab_adapt_order(order, old_n, sz->n_blocks,
+												  cp_derive_seed((uint64) s->seed, 8),
+												  adapted);
+
+		ereport(NOTICE,
+				(errmsg("stored block order of model \"%s\" adapted: table \"%s\" has %u blocks of %u pages, the model ordered %u; %u blocks %s",
+						name, s->lo->relname, sz->n_blocks, sz->pages_per_block, old_n,
+						changed, sz->n_blocks > old_n ? "appended in random order" : "dropped")));
+		order = adapted;
+	}
+	cp_grab_set_first_order(cp_tuple_shuffle_strategy_state(s->ts), order);
+}
+
 /* Allocate the weights once the dimension is known (first non-empty buffer). */
 static void
 ensure_model(SgdState *s)
@@ -262,7 +469,11 @@ ensure_model(SgdState *s)
 		elog(ERROR, "corgipile: model sizes do not fit");	/* checked above */
 	if (s->params.early_stopping)
 		s->best_w = palloc(mul_size(sizeof(double), s->model.n_weights));
+	if (cp_tuple_shuffle_wants_feedback(s->ts))
+		init_grab(s);
 	MemoryContextSwitchTo(old);
+	if (s->warm != NULL)
+		warm_weights(s);
 	s->model.learning_rate = s->learning_rate;
 	s->model_ready = true;
 }
@@ -457,6 +668,8 @@ run_epoch(SgdState *s)
 	{
 		/* what the weights' shape needs, found before the first epoch */
 		cp_tuple_shuffle_find_shape(s->ts, s->params.model == CP_MODEL_SOFTMAX);
+		if (s->params.warm_start != NULL)
+			warm_load(s);
 		if (s->params.model == CP_MODEL_SOFTMAX)
 			s->vlayout.classes = s->lo->classes;
 		/* the dimension may have been inferred: refuse a model too big now */
@@ -495,6 +708,13 @@ run_epoch(SgdState *s)
 	cp_model_flush(&s->model);
 	if (s->model.stats.n == 0)
 		no_rows_error(s);
+
+	/* GraB: the epoch's block sums give the next epoch's block order */
+	if (s->grab != NULL)
+	{
+		cp_tuple_shuffle_epoch_feedback(s->ts, s->grab);
+		cp_grab_acc_reset(s->grab);
+	}
 
 	res->epoch = s->n_done + 1;
 	res->tuples = s->model.stats.n;
@@ -543,6 +763,41 @@ run_epoch(SgdState *s)
 	}
 }
 
+/*
+ * The ordering state a warm start needs (docs/grab.md): the last walked
+ * epoch's order and signs, serialised by the core and stored base64 in the
+ * model's params, with the run's choices.
+ */
+static void
+record_grab(SgdState *s, CpTrainRecord *rec)
+{
+	void	   *state = cp_tuple_shuffle_strategy_state(s->ts);
+	const uint32 *visit;
+	const int8 *signs;
+	uint32		n_blocks;
+	Size		bytes;
+
+	rec->grab = true;
+	rec->grab_buffer_shuffle = strcmp(cp_grab_buffer_choice(state), "shuffled") == 0;
+	rec->grab_dim = s->grab ? s->grab->dim : 0;
+	rec->grab_n_weights = s->model.n_weights;
+	if (cp_grab_last_walk(state, &visit, &signs, &n_blocks) &&
+		cp_grab_serialized_bytes(n_blocks, &bytes) && bytes < MaxAllocSize / 2)
+	{
+		uint8	   *raw = palloc(bytes);
+		int			len = pg_b64_enc_len((int) bytes);
+		char	   *b64 = palloc(len + 1);
+		int			n;
+
+		cp_grab_serialize(visit, signs, n_blocks, raw);
+		n = pg_b64_encode((const char *) raw, (int) bytes, b64, len);
+		if (n < 0)
+			elog(ERROR, "corgipile: could not encode the GraB state");
+		b64[n] = '\0';
+		rec->grab_state = b64;
+	}
+}
+
 static void
 save_model(SgdState *s)
 {
@@ -561,6 +816,8 @@ save_model(SgdState *s)
 	rec.results = s->results;
 	rec.n_results = s->n_done;
 	rec.weights = s->best_epoch > 0 ? s->best_w : s->model.w;
+	if (s->params.shuffle == CP_SHUFFLE_GRAB)
+		record_grab(s, &rec);
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
 	rec.held_rows = cp_tuple_shuffle_held_rows(s->ts, &rec.held_rows_key);
 	/* as in sgd_begin: the catalog's queries under a pinned search_path */

@@ -215,6 +215,14 @@ replan(FunctionCallInfo fcinfo, const char *function, int nargs, const Oid *type
 Datum
 corgipile_train(PG_FUNCTION_ARGS)
 {
+	/* an older catalog's signature: reading CP_NUM_ARGS would overrun */
+	if (PG_NARGS() != CP_NUM_ARGS)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the corgipile extension in this database is older than its library"),
+				 errdetail("corgipile.train takes %d arguments; this library's takes %d.",
+						   PG_NARGS(), CP_NUM_ARGS),
+				 errhint("Run ALTER EXTENSION corgipile UPDATE.")));
 	return replan(fcinfo, "train", CP_NUM_ARGS, train_argtypes);
 }
 

@@ -42,6 +42,7 @@
 	X(VALIDATION, validation, REGCLASSOID, true, (Datum) 0, "NULL::regclass") \
 	X(L1, l1, FLOAT8OID, false, Float8GetDatum(0.0), "0") \
 	X(TOLERANCE, tolerance, FLOAT8OID, true, (Datum) 0, "NULL::double precision") \
-	X(N_ITER_NO_CHANGE, n_iter_no_change, INT4OID, false, Int32GetDatum(5), "5")
+	X(N_ITER_NO_CHANGE, n_iter_no_change, INT4OID, false, Int32GetDatum(5), "5") \
+	X(WARM_START, warm_start, TEXTOID, true, (Datum) 0, "NULL::text")
 
 #endif							/* CORGIPILE_TRAIN_ARGS_H */

@@ -161,7 +161,10 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->env.perm_rng = &ts->rng;
 	ts->env.read_group = read_group;
 	ts->env.reader = ts;
+	ts->env.rel = rel;
 	ts->strategy_state = ts->strategy->begin(&ts->env);
+	ts->permute = ts->strategy->permutes ?
+		ts->strategy->permutes(ts->strategy_state) : ts->strategy->permute_buffers;
 	if (ts->strategy->block_order)
 		cp_block_shuffle_set_order_source(ts->child, ts->strategy->block_order,
 										  ts->strategy_state);
@@ -205,7 +208,8 @@ read_group(void *reader, CpBuffer *dst)
 	old = MemoryContextSwitchTo(ts->row_cxt);
 	if (ts->has_pending)
 	{
-		cp_layout_append(&ts->layout, ts->pending, dst);
+		if (cp_layout_append(&ts->layout, ts->pending, dst) && dst->with_blocks)
+			dst->row_blocks[dst->n_rows - 1] = ts->pending_block;
 		ExecClearTuple(ts->pending);
 		ts->has_pending = false;
 		MemoryContextReset(ts->row_cxt);
@@ -224,9 +228,11 @@ read_group(void *reader, CpBuffer *dst)
 			/* first row of the next group: keep it for then */
 			ExecCopySlot(ts->pending, slot);
 			ts->has_pending = true;
+			ts->pending_block = ts->child->order[ts->child->block_seq];
 			break;
 		}
-		cp_layout_append(&ts->layout, slot, dst);
+		if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)
+			dst->row_blocks[dst->n_rows - 1] = ts->child->order[ts->child->block_seq];
 		MemoryContextReset(ts->row_cxt);
 	}
 	MemoryContextSwitchTo(old);
@@ -247,6 +253,12 @@ cp_tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
 	if (ts->css.ss.ps.instrument)
 		InstrStartNode(ts->css.ss.ps.instrument);
 
+	/* a strategy that learns per block gets rows that say their block */
+	if (ts->strategy->epoch_feedback != NULL && !buf->with_blocks)
+	{
+		buf->with_blocks = true;
+		buf->cap_rows = 0;		/* the next reserve allocates row_blocks too */
+	}
 	cp_buffer_reset(buf, ts->layout.n_features);
 	more = ts->strategy->fill(ts->strategy_state, buf);
 	if (more)
@@ -263,7 +275,7 @@ cp_tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
 void
 cp_tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf)
 {
-	bool		permute = ts->strategy->permute_buffers;
+	bool		permute = ts->permute;
 
 	cp_order_identity(buf->order, buf->n_rows);
 	buf->order_is_identity = !permute;
@@ -351,6 +363,27 @@ cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes)
 		infer_sparse_dimension(ts);
 	if (classes)
 		ts->layout.classes = cp_class_map_scan(cp_tuple_shuffle_relation(ts), &ts->layout);
+}
+
+/* The strategy's private state, for its own exported accessors. */
+void *
+cp_tuple_shuffle_strategy_state(TupleShuffleState *ts)
+{
+	return ts->strategy_state;
+}
+
+/* Whether SGD should sum gradients per block for the strategy (GraB). */
+bool
+cp_tuple_shuffle_wants_feedback(TupleShuffleState *ts)
+{
+	return ts->strategy->epoch_feedback != NULL;
+}
+
+/* Hand the strategy the epoch's per-block gradient sums. */
+void
+cp_tuple_shuffle_epoch_feedback(TupleShuffleState *ts, const struct CpGrabAcc *acc)
+{
+	ts->strategy->epoch_feedback(ts->strategy_state, acc);
 }
 
 /* How the table is cut into blocks and buffers. */
@@ -442,6 +475,8 @@ tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyText("Tuple Order", ts->strategy->tuple_order, es);
 	ExplainPropertyInteger("Blocks per Buffer", NULL, ts->blocks_per_buffer, es);
 	ExplainPropertyText("Features", cp_layout_mode_name(ts->layout.mode), es);
+	if (ts->strategy->id == CP_SHUFFLE_GRAB)
+		ExplainPropertyText("GraB Buffer", cp_grab_buffer_choice(ts->strategy_state), es);
 	if (es->analyze)
 	{
 		ExplainPropertyInteger("Buffers Filled", NULL, ts->buffers_filled, es);

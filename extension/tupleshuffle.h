@@ -41,6 +41,9 @@ typedef struct TupleShuffleState
 	int64		next_group;		/* the group the next read takes */
 	TupleTableSlot *pending;	/* first tuple of the next group */
 	bool		has_pending;
+	uint32		pending_block;	/* the block pending was read from */
+	bool		permute;		/* permute each buffer (the strategy's
+								 * entry, or its per-run choice) */
 	bool		eof;			/* the child has no more rows this epoch */
 	MemoryContext row_cxt;		/* reset after every row */
 	MemoryContext buf_cxt;		/* buffers this node and its strategy own */
@@ -68,5 +71,9 @@ extern Relation cp_tuple_shuffle_relation(TupleShuffleState *ts);
 extern const CpSizing *cp_tuple_shuffle_sizing(TupleShuffleState *ts);
 extern const CpLayout *cp_tuple_shuffle_layout(TupleShuffleState *ts);
 extern void cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes);
+extern bool cp_tuple_shuffle_wants_feedback(TupleShuffleState *ts);
+extern void *cp_tuple_shuffle_strategy_state(TupleShuffleState *ts);
+extern void cp_tuple_shuffle_epoch_feedback(TupleShuffleState *ts,
+											const struct CpGrabAcc *acc);
 
 #endif							/* CORGIPILE_TUPLESHUFFLE_H */

@@ -186,3 +186,51 @@ AS 'MODULE_PATHNAME', 'corgipile_annotate_model'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION corgipile.annotate_model IS 'Record where a model''s training rows came from (relation text shown, new params keys); its owner or a superuser.';
+
+-- train() gains warm_start (a model to start from: its weights, and for
+-- shuffle => 'grab' its stored block order).  A new parameter changes the
+-- signature, so the function is dropped and created again.
+DROP FUNCTION corgipile.train(regclass, text, text, text, text, text, integer, text,
+                              float8, float8, integer, integer, float8, text, text,
+                              bigint, boolean, regclass, float8, float8, integer);
+
+CREATE FUNCTION corgipile.train(
+    relation        regclass,
+    model           text,
+    model_name      text DEFAULT NULL,
+    label           text DEFAULT 'label',
+    features        text DEFAULT 'features',
+    feature_indices text DEFAULT NULL,
+    n_features      integer DEFAULT NULL,
+    shuffle         text DEFAULT 'corgipile',
+    learning_rate   float8 DEFAULT 0.1,
+    decay           float8 DEFAULT 0.95,
+    max_epoch_num   integer DEFAULT 20,
+    batch_size      integer DEFAULT 1,
+    l2              float8 DEFAULT 0,
+    block_size      text DEFAULT NULL,
+    buffer_size     text DEFAULT '10%',
+    seed            bigint DEFAULT NULL,
+    double_buffer   boolean DEFAULT true,
+    validation      regclass DEFAULT NULL,
+    l1              float8 DEFAULT 0,
+    tolerance       float8 DEFAULT NULL,
+    n_iter_no_change integer DEFAULT 5,
+    warm_start      text DEFAULT NULL)
+RETURNS TABLE (
+    model_name       text,
+    epoch            integer,
+    tuples           bigint,
+    loss             float8,
+    score            float8,
+    validation_score float8,
+    seconds          float8)
+AS 'MODULE_PATHNAME', 'corgipile_train'
+-- not STRICT: NULL means "the default" for model_name, n_features,
+-- feature_indices, block_size, seed, validation, tolerance and warm_start;
+-- other NULLs are errors.
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+ROWS 20
+SUPPORT corgipile.train_support;
+
+COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order).';

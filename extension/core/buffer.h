@@ -38,6 +38,14 @@ typedef struct CpBuffer
 	bool		with_ids;
 	uint64	   *row_tids;		/* ctid packed as block << 16 | offset */
 	int64	   *row_keys;		/* the table's id column, if it has one */
+
+	/*
+	 * with_blocks (shuffle => 'grab'): the block each row was read from, so
+	 * that SGD can add the row's gradient to its block's sum.  Per-buffer
+	 * data, not per-tuple state that outlives the buffer.
+	 */
+	bool		with_blocks;
+	uint32	   *row_blocks;
 } CpBuffer;
 
 /* Pointer to the dense feature row i. */

@@ -26,6 +26,7 @@
 
 #include "common/int.h"
 
+#include "grab.h"
 #include "linear_model.h"
 
 /* how many rows the training loop runs between looks at the cancel flag */
@@ -532,6 +533,38 @@ cp_model_flush(CpModel *m)
 	m->batch_fill = 0;
 }
 
+/*
+ * GraB: add the row's loss gradient, at the weights it was computed with,
+ * to its block's sum (docs/grab.md: the l2 and l1 terms are left out, the
+ * walk's centring removes the l2 term).
+ */
+static void
+add_to_block_sum(CpModel *m, const CpBuffer *buf, int64 row)
+{
+	static const double one = 1.0;
+	int64		block = buf->row_blocks[row];
+
+	for (int k = 0; k < m->n_outputs; k++)
+	{
+		int32		offset = k * m->stride;
+		double		g = m->g[k];
+
+		if (buf->sparse)
+		{
+			int64		start = buf->offsets[row];
+
+			cp_grab_add_sparse(m->grab, block, offset, buf->indices + start,
+							   buf->values + start,
+							   (int32) (buf->offsets[row + 1] - start), g);
+		}
+		else
+			cp_grab_add_dense(m->grab, block, offset,
+							  cp_buffer_dense_row(buf, row), m->n_features, g);
+		cp_grab_add_dense(m->grab, block, offset + m->n_features, &one, 1, g);
+	}
+	cp_grab_count(m->grab, block, 1);
+}
+
 /* Train on one row: score it with the current weights, then update. */
 static inline void
 train_row(CpModel *m, const CpBuffer *buf, int64 row)
@@ -555,6 +588,9 @@ train_row(CpModel *m, const CpBuffer *buf, int64 row)
 		cp_stats_add(&m->stats, m->kind, z, y);
 		m->g[0] = cp_dloss(m->kind, z, y);
 	}
+
+	if (m->grab != NULL)
+		add_to_block_sum(m, buf, row);
 
 	if (m->batch_size <= 1)
 	{
@@ -589,6 +625,8 @@ train_gathered(CpModel *m, const CpBuffer *buf, int64 start,
 	chunk.n_features = d;
 	chunk.values = m->gather_values;
 	chunk.labels = m->gather_labels;
+	if (m->grab != NULL)
+		chunk.row_blocks = m->gather_blocks;
 
 	for (int64 i = start; i < buf->n_rows;)
 	{
@@ -602,6 +640,8 @@ train_gathered(CpModel *m, const CpBuffer *buf, int64 start,
 
 			memcpy(chunk.values + k * d, cp_buffer_dense_row(buf, row), sizeof(double) * d);
 			chunk.labels[k] = buf->labels[row];
+			if (m->grab != NULL)
+				chunk.row_blocks[k] = buf->row_blocks[row];
 		}
 		for (int64 k = 0; k < n; k++)
 			train_row(m, &chunk, k);
@@ -624,7 +664,9 @@ int64
 cp_model_train(CpModel *m, const CpBuffer *buf, int64 start,
 			   CpCancel *cancel)
 {
-	if (!buf->sparse && !buf->order_is_identity && m->gather_rows > 0)
+	/* GraB's rows carry their block: gathered only with room for it */
+	if (!buf->sparse && !buf->order_is_identity && m->gather_rows > 0 &&
+		(m->grab == NULL || m->gather_blocks != NULL))
 		return train_gathered(m, buf, start, cancel);
 
 	for (int64 i = start; i < buf->n_rows; i++)

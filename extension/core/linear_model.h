@@ -89,8 +89,16 @@ typedef struct CpModel
 	int			gather_rows;
 	double	   *gather_values;	/* gather_rows * n_features */
 	double	   *gather_labels;	/* gather_rows */
+	uint32	   *gather_blocks;	/* gather_rows, set by the caller with grab
+								 * (else NULL: GraB then trains in place) */
 
 	CpStats		stats;			/* the current epoch */
+
+	/*
+	 * shuffle => 'grab': per-block gradient sums of the epoch (core/grab.h),
+	 * or NULL.  Rows then come with their block (CpBuffer.row_blocks).
+	 */
+	struct CpGrabAcc *grab;
 } CpModel;
 
 typedef void *(*CpAllocZero) (Size size);

@@ -21,6 +21,7 @@ static const CpStrategy *const strategies[CP_NUM_SHUFFLES] = {
 	[CP_SHUFFLE_MRS] = &cp_strategy_mrs,
 	[CP_SHUFFLE_SHUFFLE_ONCE] = &cp_strategy_shuffle_once,
 	[CP_SHUFFLE_EPOCH_SHUFFLE] = &cp_strategy_epoch_shuffle,
+	[CP_SHUFFLE_GRAB] = &cp_strategy_grab,
 };
 
 const CpStrategy *

@@ -25,6 +25,7 @@
 
 #include "commands/explain.h"
 #include "common/pg_prng.h"
+#include "utils/relcache.h"
 
 #include "core/buffer.h"
 #include "layout.h"
@@ -34,6 +35,8 @@
  * Append to dst the rows of the epoch's next group of blocks (at most
  * blocks_per_buffer blocks).  False when the epoch has no rows left.
  */
+struct CpGrabAcc;
+
 typedef bool (*CpReadGroupFn) (void *reader, CpBuffer *dst);
 
 /* What the driver gives a strategy. */
@@ -49,6 +52,7 @@ typedef struct CpStrategyEnv
 								 * thread) */
 	CpReadGroupFn read_group;
 	void	   *reader;
+	Relation	rel;			/* the table read (its statistics) */
 } CpStrategyEnv;
 
 typedef struct CpStrategy
@@ -94,12 +98,20 @@ typedef struct CpStrategy
 								pg_prng_state *rng);
 
 	/*
-	 * Optional: what the SGD operator learnt of the epoch just trained, per
-	 * block in visiting order (dims doubles a block: e.g. the sum of the
-	 * block's gradients).  block_order reads it for the next epoch.
+	 * Optional: what the SGD operator learnt of the epoch just trained: per
+	 * block (indexed by block number) the sum of its rows' gradients and its
+	 * row count (core/grab.h).  block_order reads it for the next epoch.
+	 * A strategy with this hook gets buffers whose rows carry their block
+	 * (CpBuffer.row_blocks).
 	 */
-	void		(*epoch_feedback) (void *state, const uint32 *order, uint32 n_blocks,
-								   const double *per_block, int dims);
+	void		(*epoch_feedback) (void *state, const struct CpGrabAcc *acc);
+
+	/*
+	 * Optional: whether this run permutes its buffers, when the strategy
+	 * decides it per run (GraB: by the rows per block); else
+	 * permute_buffers.
+	 */
+	bool		(*permutes) (void *state);
 } CpStrategy;
 
 extern const CpStrategy *cp_strategy_get(CpShuffle id);
@@ -118,5 +130,12 @@ extern const CpStrategy cp_strategy_sliding_window;
 extern const CpStrategy cp_strategy_mrs;
 extern const CpStrategy cp_strategy_shuffle_once;
 extern const CpStrategy cp_strategy_epoch_shuffle;
+extern const CpStrategy cp_strategy_grab;
+
+/* grab's per-run choices and stored state (shuffle/grab.c) */
+extern const char *cp_grab_buffer_choice(void *state);
+extern bool cp_grab_last_walk(void *state, const uint32 **visit,
+							  const int8 **signs, uint32 *n_blocks);
+extern void cp_grab_set_first_order(void *state, const uint32 *order);
 
 #endif							/* CORGIPILE_STRATEGY_H */

@@ -73,7 +73,7 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
      "sparse layout: int[] column of 0-based indices; --features is then the values"),
     (["--n-features"], "n_features", int, "number of features (default: inferred)"),
     (["--shuffle"], "shuffle", str,
-     "corgipile (default), block_only, no_shuffle, or another strategy of the engine"),
+     "corgipile (default), block_only, no_shuffle, grab, or another strategy of the engine"),
     (["--learning-rate", "--lr"], "learning_rate", float, "first epoch's step size (0.1)"),
     (["--decay"], "decay", float, "learning rate multiplier after each epoch (0.95)"),
     (["--epochs", "--max-epoch-num"], "max_epoch_num", int, "number of epochs (20)"),
@@ -89,6 +89,8 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
      "early stopping: stop when the loss improves by less than this"),
     (["--n-iter-no-change"], "n_iter_no_change", int,
      "early stopping: epochs without improvement before stopping (5)"),
+    (["--warm-start"], "warm_start", str,
+     "start from this stored model's weights (and, with --shuffle grab, its block order)"),
 ]
 
 

@@ -67,7 +67,7 @@ __all__ = ["SGDClassifier", "SGDRegressor", "TRAIN_PARAMS"]
 TRAIN_PARAMS = ("model_name", "label", "features", "feature_indices", "n_features",
                 "shuffle", "learning_rate", "decay", "max_epoch_num", "batch_size", "l2",
                 "block_size", "buffer_size", "seed", "double_buffer", "validation", "l1",
-                "tolerance", "n_iter_no_change")
+                "tolerance", "n_iter_no_change", "warm_start")
 
 # parameters that say where the data is in a table; fit(X, y) on arrays
 # writes its own table and sets them
@@ -91,6 +91,13 @@ class _SGDBase(BaseEstimator):
 
     def _train_params(self, table_fit: bool) -> dict[str, Any]:
         params = {name: getattr(self, name) for name in TRAIN_PARAMS}
+        # warm_start names a stored model; scikit-learn's own checks set the
+        # boolean False ("no warm start"), which means the same as None
+        if params["warm_start"] is False:
+            params["warm_start"] = None
+        elif not (params["warm_start"] is None or isinstance(params["warm_start"], str)):
+            raise ValueError("warm_start takes the name of a stored model to start from, "
+                             f"not {params['warm_start']!r}")
         if not table_fit:
             for name in _TABLE_PARAMS:
                 params.pop(name)
@@ -289,7 +296,7 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
                  buffer_size: str = "10%", seed: int | None = None,
                  double_buffer: bool = True, validation: str | None = None, l1: float = 0.0,
                  tolerance: float | None = None, n_iter_no_change: int = 5,
-                 verbose: bool = False) -> None:
+                 warm_start: str | None = None, verbose: bool = False) -> None:
         self.dsn = dsn
         self.loss = loss
         self.model_name = model_name
@@ -311,6 +318,7 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
         self.l1 = l1
         self.tolerance = tolerance
         self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
         self.verbose = verbose
 
     def _model_kind(self, n_classes: int | None) -> str:
@@ -453,7 +461,7 @@ class SGDRegressor(RegressorMixin, _SGDBase):
                  buffer_size: str = "10%", seed: int | None = None,
                  double_buffer: bool = True, validation: str | None = None, l1: float = 0.0,
                  tolerance: float | None = None, n_iter_no_change: int = 5,
-                 verbose: bool = False) -> None:
+                 warm_start: str | None = None, verbose: bool = False) -> None:
         self.dsn = dsn
         self.loss = loss
         self.model_name = model_name
@@ -475,6 +483,7 @@ class SGDRegressor(RegressorMixin, _SGDBase):
         self.l1 = l1
         self.tolerance = tolerance
         self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
         self.verbose = verbose
 
     def _encode_y(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
