@@ -61,7 +61,7 @@ $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 CORE_SRCS = extension/core/linear_model.c extension/core/shuffle.c extension/core/worker.c \
 	extension/core/grab.c extension/core/preprocess.c
 UNIT_TESTS = tests/unit/test_core tests/unit/test_grab tests/unit/test_preprocess
-tests/unit/test_%: tests/unit/test_%.c $(CORE_SRCS) $(wildcard extension/core/*.h)
+tests/unit/test_%: tests/unit/test_%.c $(CORE_SRCS) $(wildcard extension/core/*.h) tests/unit/unit_check.h
 	$(CC) $(CFLAGS) -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir-server) \
 		-o $@ $< $(CORE_SRCS) \
 		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -pthread -lm

@@ -18,21 +18,7 @@
 #include "core/shuffle.h"
 #include "core/worker.h"
 
-static int	n_passed = 0;
-static int	n_failed = 0;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (cond) \
-			n_passed++; \
-		else \
-		{ \
-			n_failed++; \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-			printf(__VA_ARGS__); \
-			printf("\n"); \
-		} \
-	} while (0)
+#include "unit_check.h"
 
 /*
  * Every allocation of the tests goes through here and is freed at exit, so

@@ -18,21 +18,7 @@
 #include "common/pg_prng.h"
 #include "core/preprocess.h"
 
-static int	n_passed = 0;
-static int	n_failed = 0;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (cond) \
-			n_passed++; \
-		else \
-		{ \
-			n_failed++; \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-			printf(__VA_ARGS__); \
-			printf("\n"); \
-		} \
-	} while (0)
+#include "unit_check.h"
 
 /* every allocation is remembered so that main() can free it */
 #define MAX_ALLOCATIONS 20000
