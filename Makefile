@@ -8,7 +8,10 @@ OBJS = \
 	extension/datum_convert.o \
 	extension/evaluate.o \
 	extension/layout.o \
-	extension/models.o \
+	extension/model_admin.o \
+	extension/model_insert.o \
+	extension/model_load.o \
+	extension/model_store.o \
 	extension/params.o \
 	extension/planner.o \
 	extension/predict.o \

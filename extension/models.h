@@ -2,7 +2,9 @@
  *
  * models.h
  *	  The model catalog: corgipile.model_store, read by roles through the
- *	  view corgipile.models and written only by the functions of models.c.
+ *	  view corgipile.models and written only by the functions of the
+ *	  model_*.c files, which run their queries as the storage's owner
+ *	  (model_store.c).
  *
  *-------------------------------------------------------------------------
  */
