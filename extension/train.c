@@ -138,7 +138,7 @@ static HeapTuple
 fetch_row(const char *function, const char *name)
 {
 	Portal		portal;
-	HeapTuple	tuple = NULL;
+	HeapTuple	tuple;
 	int			nest;
 
 	nest = cp_pin_search_path();
@@ -157,7 +157,10 @@ fetch_row(const char *function, const char *name)
 	}
 	PG_END_TRY();
 	if (SPI_processed == 0)
+	{
 		SPI_cursor_close(portal);
+		tuple = NULL;
+	}
 	else
 		tuple = SPI_copytuple(SPI_tuptable->vals[0]);	/* caller's memory */
 	SPI_finish();
