@@ -388,13 +388,6 @@ cmp_string(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* Integer class keys stay exact int64: a double would merge labels above 2^53. */
-static int64
-class_key(Datum d, Oid type)
-{
-	return cp_datum_to_int64(d, type);
-}
-
 /* The class number of a label, or an error if it is not a class. */
 static double
 class_of(const CpLayout *lo, Datum d, const CpRowContext *where)
@@ -412,7 +405,8 @@ class_of(const CpLayout *lo, Datum d, const CpRowContext *where)
 	}
 	else
 	{
-		int64		key = class_key(d, lo->label_type);
+		/* exact int64: a double would merge labels above 2^53 */
+		int64		key = cp_datum_to_int64(d, lo->label_type);
 
 		hit = bsearch(&key, cm->keys, cm->n_classes, sizeof(int64), cmp_int64);
 		if (hit != NULL)

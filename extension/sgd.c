@@ -218,8 +218,8 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 										   ALLOCSET_DEFAULT_SIZES);
 
 	sparse = (s->lo->mode == CP_FEATURES_SPARSE);
-	cp_buffer_init(&s->bufs[0], s->train_cxt, sparse);
-	cp_buffer_init(&s->bufs[1], s->train_cxt, sparse);
+	cp_tuple_shuffle_init_buffer(s->ts, &s->bufs[0], s->train_cxt);
+	cp_tuple_shuffle_init_buffer(s->ts, &s->bufs[1], s->train_cxt);
 	/*
 	 * max_epoch_num may be any int, and training may stop early: the
 	 * history grows with the epochs actually run.

@@ -111,16 +111,19 @@ cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
 	cp_block_shuffle_set_seed(ts->child, seed);
 }
 
-/* A buffer with this node's layout (and row ids in scan mode). */
-static void
-tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf, MemoryContext cxt)
+/*
+ * A buffer for what the strategy feeds: the driver's layout, row ids under
+ * shuffled_scan(), and each row's block for a strategy that learns per
+ * block (GraB).  The caller owns it, in cxt.
+ */
+void
+cp_tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf, MemoryContext cxt)
 {
-	bool		sparse = (ts->layout.mode == CP_FEATURES_SPARSE);
+	CpStrategyEnv env = ts->env;
 
-	if (ts->scan_mode)
-		cp_buffer_init_with_ids(buf, cxt, sparse);
-	else
-		cp_buffer_init(buf, cxt, sparse);
+	env.cxt = cxt;
+	cp_strategy_init_buffer(&env, buf);
+	buf->with_blocks = (ts->strategy->epoch_feedback != NULL);
 }
 
 static void
@@ -151,7 +154,6 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->buf_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										"corgipile tuple shuffle",
 										ALLOCSET_DEFAULT_SIZES);
-	tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
 
 	ts->strategy = cp_strategy_get(ts->params.shuffle);
 	ts->env.layout = &ts->layout;
@@ -168,6 +170,7 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	if (ts->strategy->block_order)
 		cp_block_shuffle_set_order_source(ts->child, ts->strategy->block_order,
 										  ts->strategy_state);
+	cp_tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
 
 	/*
 	 * The top operator seeds the run, once: this node under shuffled_scan(),
@@ -253,12 +256,6 @@ cp_tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
 	if (ts->css.ss.ps.instrument)
 		InstrStartNode(ts->css.ss.ps.instrument);
 
-	/* a strategy that learns per block gets rows that say their block */
-	if (ts->strategy->epoch_feedback != NULL && !buf->with_blocks)
-	{
-		buf->with_blocks = true;
-		buf->cap_rows = 0;		/* the next reserve allocates row_blocks too */
-	}
 	cp_buffer_reset(buf, ts->layout.n_features);
 	more = ts->strategy->fill(ts->strategy_state, buf);
 	if (more)

@@ -64,6 +64,8 @@ extern CustomScan *cp_tuple_shuffle_make_plan(Const *params, bool scan_mode,
 
 /* What the SGD operator drives, a buffer at a time. */
 extern void cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed);
+extern void cp_tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf,
+										 MemoryContext cxt);
 extern bool cp_tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf);
 extern void cp_tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf);
 extern int64 cp_tuple_shuffle_held_rows(TupleShuffleState *ts, const char **key);
