@@ -27,6 +27,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "executor/instrument.h"
@@ -147,7 +148,15 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->n_groups = Max(1, ((int64) ts->child->sizing.n_blocks + ts->blocks_per_buffer - 1) /
 					   ts->blocks_per_buffer);
 
-	ts->pending = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
+	/*
+	 * Rows are deformed up to the last column the layout reads, into a
+	 * virtual slot of that many columns.  The descriptor keeps the table's
+	 * constraints: a row written before ADD COLUMN ... DEFAULT reads the
+	 * column's stored default.
+	 */
+	ts->read_desc = CreateTupleDescCopyConstr(RelationGetDescr(rel));
+	ts->read_desc->natts = Min(ts->read_desc->natts, ts->layout.max_attno);
+	ts->read_slot = MakeSingleTupleTableSlot(ts->read_desc, &TTSOpsVirtual);
 	ts->row_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										"corgipile row",
 										ALLOCSET_DEFAULT_SIZES);
@@ -182,20 +191,56 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 }
 
 /*
- * Append to dst the rows of the next blocks_per_buffer blocks.  Returns
- * false when the child had no rows left; true otherwise, even if all the
+ * Append the rows of the block BlockShuffle has just started to dst.
+ *
+ * Each tuple is deformed straight from its pinned page into the read
+ * slot's arrays (heap_deform_tuple over a descriptor cut at the last
+ * column the layout reads), so there is no executor call, buffer pin or
+ * slot store per row.  The slot is virtual: cp_layout_append reads it as
+ * it would any slot, and detoasts only what is toasted or compressed.
+ */
+static int64
+read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
+{
+	TupleTableSlot *slot = ts->read_slot;
+	HeapTupleData tup;
+	int64		n = 0;
+
+	while (cp_block_shuffle_next_tuple(ts->child, &tup))
+	{
+		n++;
+		heap_deform_tuple(&tup, ts->read_desc, slot->tts_values, slot->tts_isnull);
+		ExecStoreVirtualTuple(slot);
+		slot->tts_tid = tup.t_self;
+		if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)
+			dst->row_blocks[dst->n_rows - 1] = block;
+		ExecClearTuple(slot);
+		MemoryContextReset(ts->row_cxt);
+	}
+	return n;
+}
+
+/*
+ * Append to dst the rows of the epoch's next group of blocks.  Returns
+ * false when the epoch had no blocks left; true otherwise, even if all the
  * group's rows were skipped for NULLs.
  */
 static bool
 read_group(void *reader, CpBuffer *dst)
 {
 	TupleShuffleState *ts = reader;
-	PlanState  *child = &ts->child->css.ss.ps;
+	Instrumentation *instr = ts->child->css.ss.ps.instrument;
 	int64		limit;
+	uint32		block;
+	int64		n_read = 0;
 	MemoryContext old;
 
-	if (ts->eof && !ts->has_pending)
+	if (ts->eof)
 		return false;
+
+	/* BlockShuffle's rows, counted for EXPLAIN ANALYZE as if it returned them */
+	if (instr)
+		InstrStartNode(instr);
 
 	/*
 	 * The epoch's blocks are cut into n_groups groups of as equal a size as
@@ -209,36 +254,16 @@ read_group(void *reader, CpBuffer *dst)
 	ts->next_group++;
 
 	old = MemoryContextSwitchTo(ts->row_cxt);
-	if (ts->has_pending)
+	while (cp_block_shuffle_next_block(ts->child, limit, &block))
 	{
-		if (cp_layout_append(&ts->layout, ts->pending, dst) && dst->with_blocks)
-			dst->row_blocks[dst->n_rows - 1] = ts->pending_block;
-		ExecClearTuple(ts->pending);
-		ts->has_pending = false;
-		MemoryContextReset(ts->row_cxt);
-	}
-	while (!ts->eof)
-	{
-		TupleTableSlot *slot = ExecProcNode(child);
-
-		if (TupIsNull(slot))
-		{
-			ts->eof = true;
-			break;
-		}
-		if (ts->child->block_seq >= limit)
-		{
-			/* first row of the next group: keep it for then */
-			ExecCopySlot(ts->pending, slot);
-			ts->has_pending = true;
-			ts->pending_block = ts->child->order[ts->child->block_seq];
-			break;
-		}
-		if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)
-			dst->row_blocks[dst->n_rows - 1] = ts->child->order[ts->child->block_seq];
-		MemoryContextReset(ts->row_cxt);
+		/* the OS reads the next block's pages while we convert this one */
+		cp_block_shuffle_prefetch(ts->child, ts->child->next_block);
+		n_read += read_block(ts, block, dst);
 	}
 	MemoryContextSwitchTo(old);
+	if (instr)
+		InstrStopNode(instr, (double) n_read);
+	ts->eof = cp_block_shuffle_epoch_done(ts->child);
 	return true;
 }
 
@@ -441,11 +466,9 @@ tuple_shuffle_rescan(CustomScanState *node)
 	TupleShuffleState *ts = (TupleShuffleState *) node;
 
 	ts->eof = false;
-	ts->has_pending = false;
 	ts->next_group = 0;
 	ts->out_pos = 0;
 	ts->out.n_rows = 0;
-	ExecClearTuple(ts->pending);
 	if (ts->strategy->rescan)
 		ts->strategy->rescan(ts->strategy_state);
 	ExecReScan(&ts->child->css.ss.ps);
@@ -458,9 +481,9 @@ tuple_shuffle_end(CustomScanState *node)
 
 	if (ts->strategy->end)
 		ts->strategy->end(ts->strategy_state);
-	if (ts->pending != NULL)
-		ExecDropSingleTupleTableSlot(ts->pending);
-	ts->pending = NULL;
+	if (ts->read_slot != NULL)
+		ExecDropSingleTupleTableSlot(ts->read_slot);
+	ts->read_slot = NULL;
 	ExecEndNode(&ts->child->css.ss.ps);
 }
 

@@ -39,12 +39,12 @@ typedef struct TupleShuffleState
 	uint32		blocks_per_buffer;
 	int64		n_groups;		/* groups of blocks an epoch is cut into */
 	int64		next_group;		/* the group the next read takes */
-	TupleTableSlot *pending;	/* first tuple of the next group */
-	bool		has_pending;
-	uint32		pending_block;	/* the block pending was read from */
+	TupleDesc	read_desc;		/* the table's, cut at the layout's last
+								 * column */
+	TupleTableSlot *read_slot;	/* virtual slot rows are deformed into */
 	bool		permute;		/* permute each buffer (the strategy's
 								 * entry, or its per-run choice) */
-	bool		eof;			/* the child has no more rows this epoch */
+	bool		eof;			/* the epoch's blocks have all been read */
 	MemoryContext row_cxt;		/* reset after every row */
 	MemoryContext buf_cxt;		/* buffers this node and its strategy own */
 
