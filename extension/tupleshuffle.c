@@ -39,6 +39,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "block_cache.h"
 #include "core/shuffle.h"
 #include "corgipile.h"
 #include "tupleshuffle.h"
@@ -182,6 +183,17 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	cp_tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
 
 	/*
+	 * Later epochs take the blocks the first one converted from memory
+	 * (block_cache.c), unless the strategy reads the table only once or
+	 * this is shuffled_scan(), whose rows carry ids the cache does not keep.
+	 */
+	if (!ts->scan_mode && !ts->strategy->reads_table_once &&
+		ts->params.max_epoch_num > 1 && cp_block_cache_kb > 0 &&
+		!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+		ts->cache = cp_block_cache_create(ts->buf_cxt, ts->child->sizing.n_blocks,
+										  (Size) cp_block_cache_kb * 1024);
+
+	/*
 	 * The top operator seeds the run, once: this node under shuffled_scan(),
 	 * else SGD (which records the seed it draws with the model).
 	 */
@@ -256,9 +268,21 @@ read_group(void *reader, CpBuffer *dst)
 	old = MemoryContextSwitchTo(ts->row_cxt);
 	while (cp_block_shuffle_next_block(ts->child, limit, &block))
 	{
+		int64		first_row = dst->n_rows;
+		int64		next = ts->child->next_block;
+
+		if (ts->cache != NULL && cp_block_cache_has(ts->cache, block))
+		{
+			n_read += cp_block_cache_read(ts->cache, block, dst);
+			continue;
+		}
 		/* the OS reads the next block's pages while we convert this one */
-		cp_block_shuffle_prefetch(ts->child, ts->child->next_block);
+		if (next < ts->child->sizing.n_blocks &&
+			!(ts->cache != NULL && cp_block_cache_has(ts->cache, ts->child->order[next])))
+			cp_block_shuffle_prefetch(ts->child, next);
 		n_read += read_block(ts, block, dst);
+		if (ts->cache != NULL)
+			cp_block_cache_add(ts->cache, block, dst, first_row);
 	}
 	MemoryContextSwitchTo(old);
 	if (instr)
@@ -500,6 +524,12 @@ tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	if (es->analyze)
 	{
 		ExplainPropertyInteger("Buffers Filled", NULL, ts->buffers_filled, es);
+		if (es->verbose && ts->cache != NULL)
+		{
+			ExplainPropertyInteger("Cached Blocks", NULL, ts->cache->n_cached, es);
+			ExplainPropertyInteger("Cache Memory", "kB", (int64) (ts->cache->used / 1024), es);
+			ExplainPropertyInteger("Blocks Read from Cache", NULL, ts->cache->hits, es);
+		}
 		if (ts->strategy->explain)
 			ts->strategy->explain(ts->strategy_state, es);
 	}

@@ -45,6 +45,7 @@ typedef struct TupleShuffleState
 	bool		permute;		/* permute each buffer (the strategy's
 								 * entry, or its per-run choice) */
 	bool		eof;			/* the epoch's blocks have all been read */
+	struct CpBlockCache *cache; /* the first epoch's blocks, or NULL */
 	MemoryContext row_cxt;		/* reset after every row */
 	MemoryContext buf_cxt;		/* buffers this node and its strategy own */
 
