@@ -27,6 +27,7 @@
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/spccache.h"
 
 #include "blockshuffle.h"
 #include "corgipile.h"
@@ -138,6 +139,16 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		n_pages = ((HeapScanDesc) bs->scan)->rs_nblocks;
 	}
 	cp_resolve_sizing(&bs->params, n_pages, &bs->sizing);
+
+	/*
+	 * Blocks visited at random defeat the kernel's read-ahead, so the next
+	 * block's pages are prefetched, unless the tablespace's
+	 * effective_io_concurrency is 0, which turns prefetching off as it does
+	 * for bitmap heap scans.  A prefetch costs a buffer-mapping lookup and a
+	 * system call per page even when the page is already in memory.
+	 */
+	bs->prefetch = bs->random_order &&
+		get_tablespace_io_concurrency(rel->rd_rel->reltablespace) > 0;
 	bs->order = MemoryContextAllocHuge(CurrentMemoryContext,
 									   mul_size(sizeof(uint32), Max(bs->sizing.n_blocks, 1)));
 	bs->next_block = 0;
@@ -215,7 +226,7 @@ cp_block_shuffle_prefetch(BlockShuffleState *bs, int64 pos)
 	BlockNumber first;
 	BlockNumber end;
 
-	if (!bs->random_order || pos >= bs->sizing.n_blocks)
+	if (!bs->prefetch || pos >= bs->sizing.n_blocks)
 		return;
 	first = bs->order[pos] * bs->sizing.pages_per_block;
 	end = Min(first + bs->sizing.pages_per_block, bs->sizing.n_pages);

@@ -28,6 +28,7 @@ typedef struct BlockShuffleState
 	CpTrainParams params;
 	CpSizing	sizing;
 	bool		random_order;	/* else sequential (no_shuffle) */
+	bool		prefetch;		/* prefetch the next block's pages */
 	pg_prng_state rng;
 
 	/*

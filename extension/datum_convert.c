@@ -199,16 +199,29 @@ copy_doubles_nonfinite(double *out, const char *src, int n)
 		const __m128i exp_bits = _mm_set1_epi64x((long long) CP_EXP_BITS);
 		const __m128i exp_one = _mm_set1_epi64x((long long) CP_EXP_ONE);
 		__m128i		acc = _mm_setzero_si128();
+		__m128i		acc2 = _mm_setzero_si128();
 		uint64		lanes[2];
 
-		for (; i + 2 <= n; i += 2)
+		/* four values an iteration, two independent accumulators */
+		for (; i + 4 <= n; i += 4)
+		{
+			__m128i		v = _mm_loadu_si128((const __m128i *) (src + i * sizeof(double)));
+			__m128i		w = _mm_loadu_si128((const __m128i *) (src + (i + 2) * sizeof(double)));
+
+			_mm_storeu_si128((__m128i *) (out + i), v);
+			_mm_storeu_si128((__m128i *) (out + i + 2), w);
+			acc = _mm_or_si128(acc, _mm_add_epi64(_mm_and_si128(v, exp_bits), exp_one));
+			acc2 = _mm_or_si128(acc2, _mm_add_epi64(_mm_and_si128(w, exp_bits), exp_one));
+		}
+		if (i + 2 <= n)
 		{
 			__m128i		v = _mm_loadu_si128((const __m128i *) (src + i * sizeof(double)));
 
 			_mm_storeu_si128((__m128i *) (out + i), v);
 			acc = _mm_or_si128(acc, _mm_add_epi64(_mm_and_si128(v, exp_bits), exp_one));
+			i += 2;
 		}
-		_mm_storeu_si128((__m128i *) lanes, acc);
+		_mm_storeu_si128((__m128i *) lanes, _mm_or_si128(acc, acc2));
 		bad = lanes[0] | lanes[1];
 	}
 #endif

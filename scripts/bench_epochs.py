@@ -98,14 +98,15 @@ def train_cpu(conn, table, name, shuffle, double, epochs, extra=""):
 
 
 def cold_section(conn, table, block_sizes, repeat):
-    """A plain scan and one corgipile epoch per block size, each after
-    dropping the OS page cache; wall seconds (a cold epoch waits for the
-    disk, so CPU seconds miss the point)."""
+    """A plain scan and one corgipile epoch per block size, with the next
+    block's pages prefetched (effective_io_concurrency 1, the default) and
+    without (0), each after dropping the OS page cache; wall seconds (a cold
+    epoch waits for the disk, so CPU seconds miss the point)."""
     lines = ["", "Cold OS page cache (dropped before each run; the table is read through "
              "a ring of shared buffers, so shared_buffers holds none of it): wall seconds, "
-             f"median of {repeat}.", "",
-             "| what | block_size | pages per block | seconds | ratio to cold scan |",
-             "|---|---|---:|---:|---:|"]
+             f"median of {repeat}; one epoch (`max_epoch_num => 1`, double-buffered).", "",
+             "| what | block_size | pages per block | prefetch | seconds | ratio to cold scan |",
+             "|---|---|---:|---|---:|---:|"]
     scans = []
     for _ in range(repeat):
         if not drop_os_cache():
@@ -113,20 +114,24 @@ def cold_section(conn, table, block_sizes, repeat):
                     "on the server's machine)."]
         scans.append(timed(conn, SCAN.format(t=table, d=DIMS[0])))
     scan = statistics.median(scans)
-    lines.append(f"| plain scan | - | - | {scan:.3f} | 1.00 |")
+    lines.append(f"| plain scan | - | - | kernel read-ahead | {scan:.3f} | 1.00 |")
     for bs in block_sizes:
         extra = "" if bs == "default" else f", block_size => '{bs}'"
-        walls = []
-        for _ in range(repeat):
-            drop_os_cache()
-            t0 = time.perf_counter()
-            train_cpu(conn, table, "bench_cold", "corgipile", True, 1, extra)
-            walls.append(time.perf_counter() - t0)
-        ppb = conn.execute("SELECT params->>'pages_per_block' FROM corgipile.models "
-                           "WHERE model_name = 'bench_cold'").fetchone()[0]
-        wall = statistics.median(walls)
-        lines.append(f"| epoch, `corgipile` double | {bs} | {ppb} | {wall:.3f} | {wall / scan:.2f} |")
-        print(f"cold {bs}: {wall:.3f} s", file=sys.stderr, flush=True)
+        for eic in (1, 0):
+            conn.execute(f"SET effective_io_concurrency = {eic}")
+            walls = []
+            for _ in range(repeat):
+                drop_os_cache()
+                t0 = time.perf_counter()
+                train_cpu(conn, table, "bench_cold", "corgipile", True, 1, extra)
+                walls.append(time.perf_counter() - t0)
+            ppb = conn.execute("SELECT params->>'pages_per_block' FROM corgipile.models "
+                               "WHERE model_name = 'bench_cold'").fetchone()[0]
+            wall = statistics.median(walls)
+            lines.append(f"| epoch, `corgipile` | {bs} | {ppb} | {'on' if eic else 'off'} "
+                         f"| {wall:.3f} | {wall / scan:.2f} |")
+            print(f"cold {bs} prefetch {eic}: {wall:.3f} s", file=sys.stderr, flush=True)
+    conn.execute("RESET effective_io_concurrency")
     return lines
 
 
@@ -143,7 +148,7 @@ def main() -> int:
     parser.add_argument("--cold", action="store_true",
                         help="also time cold-cache runs (drops the OS page cache: root, local server)")
     parser.add_argument("--cold-block-sizes", default="default,64kB,1MB,10MB")
-    parser.add_argument("--cold-repeat", type=int, default=2)
+    parser.add_argument("--cold-repeat", type=int, default=3)
     parser.add_argument("--output", help="also write the Markdown table to this file")
     args = parser.parse_args()
     table = f"bench_{args.rows}_{args.dims}"
