@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
 """Per-epoch cost of each shuffle, as ratios to a plain scan, in one run.
 
-Generates a table larger than shared_buffers (default 2M rows x 28 float8
-features, about 600 MB), then measures on the same server, one after the
-other:
-  - a plain sequential scan reading the same columns (label, features);
-  - an epoch of corgipile, block_only and no_shuffle, each single- and
-    double-buffered;
-  - predicting every row with a stored model, against the same scan.
+Generates a label-clustered table (--rows, default 2M, x --dims float8
+features: about 560 MB, larger than the default shared_buffers), then
+measures on the same server, one after the other:
+  - a plain scan reading every row's features,
+    SELECT sum(features[1] + features[28]), taken between the other runs;
+  - epochs of no_shuffle, block_only and corgipile, each single- and
+    double-buffered: the first epoch (which reads the heap and fills the
+    block cache) and the later ones (which read the cached blocks);
+  - predict() on every row with a stored model;
+  - with --cold (root, server on this machine): a plain scan and a
+    corgipile epoch per block size, with and without prefetch, each after
+    dropping the OS page cache.
 Prints a Markdown table of seconds and ratios; --output writes it to a file.
 The figures are ratios measured in one run, so they hold on a noisy machine;
 the absolute seconds are only for orientation.  When the server runs on this
 machine, the backend's CPU seconds (user + system, from /proc, the helper
 thread of double buffering included) are reported too: on a machine shared
 with other work they vary far less than wall-clock seconds.
+
+  .venv/bin/python scripts/bench_epochs.py --rows 2000000 --cold --output out.md
 """
 
 from __future__ import annotations
@@ -145,6 +152,8 @@ def main() -> int:
     parser.add_argument("--dims", type=int, default=28)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=5, help="scans and predicts to take the median of")
+    parser.add_argument("--first-repeat", type=int, default=3,
+                        help="one-epoch runs whose CPU seconds are averaged")
     parser.add_argument("--cold", action="store_true",
                         help="also time cold-cache runs (drops the OS page cache: root, local server)")
     parser.add_argument("--cold-block-sizes", default="default,64kB,1MB,10MB")
@@ -179,7 +188,10 @@ def main() -> int:
             for double in (False, True):
                 name = f"bench_{shuffle}_{'db' if double else 'sb'}"
                 walls, cpu_all = train_cpu(conn, table, name, shuffle, double, args.epochs)
-                _, cpu_one = train_cpu(conn, table, name + "_1", shuffle, double, 1)
+                # /proc counts CPU in 10 ms ticks: the mean of a few one-epoch runs
+                ones = [train_cpu(conn, table, name + "_1", shuffle, double, 1)[1]
+                        for _ in range(args.first_repeat)]
+                cpu_one = None if None in ones else statistics.mean(ones)
                 later_cpu = (None if cpu_all is None or cpu_one is None
                              else (cpu_all - cpu_one) / (args.epochs - 1))
                 results.append((shuffle, double, walls[0], statistics.median(walls[1:]),
