@@ -211,6 +211,47 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
  * slot store per row.  The slot is virtual: cp_layout_append reads it as
  * it would any slot, and detoasts only what is toasted or compressed.
  */
+/*
+ * Deform the columns the layout reads (read_desc's) into values/isnull.
+ * When the tuple has no NULLs and holds every column read, and each of
+ * them lies at an offset heap_deform_tuple has found to be the same in
+ * every tuple (attcacheoff: no variable-length column before it), each is
+ * fetched from there; otherwise heap_deform_tuple walks the tuple.  The
+ * offsets are known once heap_deform_tuple has walked a tuple without
+ * NULLs.
+ */
+static inline void
+deform_row(TupleShuffleState *ts, HeapTuple tup, Datum *values, bool *isnull)
+{
+	TupleDesc	desc = ts->read_desc;
+	HeapTupleHeader hdr = tup->t_data;
+
+	if (ts->offsets_fixed && !HeapTupleHasNulls(tup) &&
+		HeapTupleHeaderGetNatts(hdr) >= desc->natts)
+	{
+		char	   *tp = (char *) hdr + hdr->t_hoff;
+
+		for (int i = 0; i < desc->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+
+			values[i] = fetchatt(att, tp + att->attcacheoff);
+			isnull[i] = false;
+		}
+		return;
+	}
+	heap_deform_tuple(tup, desc, values, isnull);
+	if (!ts->offsets_known && !HeapTupleHasNulls(tup) &&
+		HeapTupleHeaderGetNatts(hdr) >= desc->natts)
+	{
+		ts->offsets_known = true;
+		ts->offsets_fixed = true;
+		for (int i = 0; i < desc->natts; i++)
+			if (TupleDescAttr(desc, i)->attcacheoff < 0)
+				ts->offsets_fixed = false;
+	}
+}
+
 static int64
 read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
 {
@@ -221,7 +262,7 @@ read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
 	while (cp_block_shuffle_next_tuple(ts->child, &tup))
 	{
 		n++;
-		heap_deform_tuple(&tup, ts->read_desc, slot->tts_values, slot->tts_isnull);
+		deform_row(ts, &tup, slot->tts_values, slot->tts_isnull);
 		ExecStoreVirtualTuple(slot);
 		slot->tts_tid = tup.t_self;
 		if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)

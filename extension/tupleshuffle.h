@@ -42,6 +42,8 @@ typedef struct TupleShuffleState
 	TupleDesc	read_desc;		/* the table's, cut at the layout's last
 								 * column */
 	TupleTableSlot *read_slot;	/* virtual slot rows are deformed into */
+	bool		offsets_known;	/* read_desc's attcacheoff have been set */
+	bool		offsets_fixed;	/* every column read has one */
 	bool		permute;		/* permute each buffer (the strategy's
 								 * entry, or its per-run choice) */
 	bool		eof;			/* the epoch's blocks have all been read */
