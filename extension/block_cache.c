@@ -58,6 +58,28 @@ cp_block_cache_create(MemoryContext parent, uint32 n_blocks, Size budget)
 	return cache;
 }
 
+/*
+ * Forget every cached block, for a caller whose conversion of rows has
+ * changed (a pass before the first epoch that read rows through the same
+ * path with other settings): the next reads refill the cache.
+ */
+void
+cp_block_cache_reset(CpBlockCache *cache)
+{
+	CpCachedBlock **blocks;
+
+	MemoryContextReset(cache->cxt);
+	blocks = MemoryContextAllocExtended(cache->cxt,
+										mul_size(sizeof(CpCachedBlock *),
+												 Max(cache->n_blocks, 1)),
+										MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	cache->blocks = blocks;
+	cache->used = sizeof(CpCachedBlock *) * (Size) cache->n_blocks;
+	cache->full = false;
+	cache->n_cached = 0;
+	cache->hits = 0;
+}
+
 bool
 cp_block_cache_has(const CpBlockCache *cache, uint32 block)
 {

@@ -452,6 +452,18 @@ cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes)
 		ts->layout.classes = cp_class_map_scan(cp_tuple_shuffle_relation(ts), &ts->layout);
 }
 
+/*
+ * Empty the block cache: for a pass over the table before the first epoch
+ * that converts rows otherwise than training will (block_cache.c).  The
+ * next epoch reads the heap and fills the cache again.
+ */
+void
+cp_tuple_shuffle_reset_cache(TupleShuffleState *ts)
+{
+	if (ts->cache != NULL)
+		cp_block_cache_reset(ts->cache);
+}
+
 /* The strategy's private state, for its own exported accessors. */
 void *
 cp_tuple_shuffle_strategy_state(TupleShuffleState *ts)
