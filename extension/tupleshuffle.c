@@ -203,15 +203,6 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 }
 
 /*
- * Append the rows of the block BlockShuffle has just started to dst.
- *
- * Each tuple is deformed straight from its pinned page into the read
- * slot's arrays (heap_deform_tuple over a descriptor cut at the last
- * column the layout reads), so there is no executor call, buffer pin or
- * slot store per row.  The slot is virtual: cp_layout_append reads it as
- * it would any slot, and detoasts only what is toasted or compressed.
- */
-/*
  * Deform the columns the layout reads (read_desc's) into values/isnull.
  * When the tuple has no NULLs and holds every column read, and each of
  * them lies at an offset heap_deform_tuple has found to be the same in
@@ -252,6 +243,15 @@ deform_row(TupleShuffleState *ts, HeapTuple tup, Datum *values, bool *isnull)
 	}
 }
 
+/*
+ * Append the rows of the block BlockShuffle has just started to dst.
+ *
+ * Each tuple is deformed straight from its pinned page into the read
+ * slot's arrays (deform_row, over a descriptor cut at the last column
+ * the layout reads), so there is no executor call, buffer pin or
+ * slot store per row.  The slot is virtual: cp_layout_append reads it as
+ * it would any slot, and detoasts only what is toasted or compressed.
+ */
 static int64
 read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
 {
