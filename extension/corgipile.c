@@ -36,12 +36,17 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	/*
+	 * Superuser-set: the cache is memory a training holds for its whole run,
+	 * and in a shared database the DBA, not each role, decides how much of
+	 * it any session may take.
+	 */
 	DefineCustomIntVariable("corgipile.block_cache_size",
 							"Memory for the rows of blocks converted in a training's first epoch, read from memory in later epochs.",
 							"Blocks beyond it are read from the table every epoch; 0 turns the cache off.",
 							&cp_block_cache_kb,
 							512 * 1024, 0, MAX_KILOBYTES,
-							PGC_USERSET,
+							PGC_SUSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("corgipile");
