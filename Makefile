@@ -15,6 +15,8 @@ OBJS = \
 	extension/params.o \
 	extension/planner.o \
 	extension/predict.o \
+	extension/preprocess_model.o \
+	extension/preprocess_pass.o \
 	extension/relation.o \
 	extension/sgd.o \
 	extension/shuffle_table.o \
