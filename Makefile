@@ -9,6 +9,7 @@ OBJS = \
 	extension/evaluate.o \
 	extension/layout.o \
 	extension/model_admin.o \
+	extension/model_coefficients.o \
 	extension/model_insert.o \
 	extension/model_load.o \
 	extension/model_store.o \
@@ -43,7 +44,7 @@ OBJS = \
 MODULEDIR = extension
 DATA = extension/corgipile.control $(wildcard sql/corgipile--*.sql)
 
-REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab
+REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
 PG_CPPFLAGS = -I$(srcdir)/extension

@@ -102,6 +102,10 @@ params_json(const CpTrainRecord *rec)
 	json_key_number(&buf, "n_iter_no_change", p->n_iter_no_change);
 	json_key_number(&buf, "best_epoch", rec->best_epoch);
 	json_key_number(&buf, "n_outputs", rec->model->n_outputs);
+	/* whether preprocess holds a transform: the models view may hide it */
+	json_key_string(&buf, "standardize", rec->layout->prep && rec->layout->prep->transform ?
+					cp_standardize_name(rec->layout->prep->standardize) : "off", true);
+	json_key_number(&buf, "max_categories", p->max_categories);
 	if (rec->held_rows > 0 && rec->held_rows_key != NULL)
 		json_key_number(&buf, rec->held_rows_key, (double) rec->held_rows);
 	if (rec->grab)

@@ -469,5 +469,24 @@ cp_prep_from_jsonb(Jsonb *jb, const char *model_name, int32 n_features,
 	}
 	if (at != n_features)
 		damaged(model_name, "The features fill %d positions; the model has %d.", at, n_features);
+	/* figures for information, kept through a warm start */
+	v = get_key(root, "constant_features");
+	if (v != NULL)
+	{
+		double		c = value_double(v, model_name, "constant_features");
+
+		if (c < 0 || c > n_features || c != floor(c))
+			damaged(model_name, "constant_features is not a count of features.");
+		prep->n_constant = (int32) c;
+	}
+	v = get_key(root, "rows");
+	if (v != NULL)
+	{
+		double		r = value_double(v, model_name, "rows");
+
+		if (r < 0 || r > (double) PG_INT64_MAX || r != floor(r))
+			damaged(model_name, "rows is not a count of rows.");
+		prep->n_rows = (int64) r;
+	}
 	return prep;
 }
