@@ -72,6 +72,18 @@ typedef struct PassState
 	int64		n_rows;			/* rows the statistics saw */
 } PassState;
 
+/* What cp_prep_dict_init allocates for max_categories, before any value. */
+static uint64
+dict_table_bytes(int32 max_categories)
+{
+	uint64		slots = 4;
+
+	while (slots < 2 * (uint64) max_categories)
+		slots <<= 1;
+	return slots * sizeof(int32) +
+		(uint64) max_categories * (sizeof(CpPrepDictEntry) + sizeof(int32));
+}
+
 /* auto is on for dense features, scale_only for sparse ones */
 static CpStandardize
 resolve_standardize(const CpLayout *lo, CpStandardize s)
@@ -663,6 +675,17 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 			{
 				if (!ps.want_dicts)
 					continue;
+				/* the dictionary's tables are sized for max_categories now */
+				ps.dict_bytes += dict_table_bytes(p->max_categories);
+				if (ps.dict_bytes > ps.byte_budget)
+					ereport(ERROR,
+							(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+							 errmsg("the category dictionaries of relation \"%s\" would take more than work_mem (%d kB)",
+									lo->relname, work_mem),
+							 errdetail("Each text or boolean feature column takes %llu bytes for max_categories %d, before its values.",
+									   (unsigned long long) dict_table_bytes(p->max_categories),
+									   p->max_categories),
+							 errhint("Lower max_categories, name fewer category columns, or raise work_mem.")));
 				ps.dicts[i] = palloc0(sizeof(CpPrepDict));
 				if (!cp_prep_dict_init(ps.dicts[i], p->max_categories, cp_prep_palloc0))
 					ereport(ERROR,
