@@ -423,7 +423,12 @@ static void
 read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 {
 	CpLayout   *lo = ps->lo;
-	TableScanDesc scan = table_beginscan(rel, snapshot, 0, NULL);
+	/*
+	 * From the first page, never joining a synchronized scan mid-table: the
+	 * statistics' last bits depend on the order rows are added in, and a
+	 * seed must give the same model whatever else reads the table.
+	 */
+	TableScanDesc scan = table_beginscan_strat(rel, snapshot, 0, NULL, true, false);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext,
 												  "corgipile first pass row",
