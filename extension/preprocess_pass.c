@@ -576,8 +576,12 @@ build_prep(PassState *ps)
 	/* sparse rows may not have reached the last indices: size them now */
 	if (lo->mode != CP_FEATURES_COLUMNS && at > 0 && ps->want_stats)
 		ensure_stats(ps, at);
-	if (at <= 0 || ps->standardize == CP_STANDARDIZE_OFF || ps->stats_too_big)
+	if (at <= 0 || !ps->want_stats || ps->stats_too_big)
+	{
+		/* nothing scaled (e.g. only category columns): say so */
+		prep->standardize = CP_STANDARDIZE_OFF;
 		return prep;
+	}
 
 	prep->transform = palloc0(sizeof(CpPrepTransform));
 	if (!cp_prep_transform_init(prep->transform, at,

@@ -210,8 +210,25 @@ FROM corgipile.models WHERE model_name = 'ch_auto';
 SELECT * FROM corgipile.model_coefficients('ch_auto');
 RESET ROLE;
 
+-- only categories: nothing to scale; scale_only on dense features keeps
+-- the means out of the transform
+SELECT count(*) FROM corgipile.train('churn', 'svm', model_name => 'ch_only_cat',
+                                     label => 'churned', features => 'contract, senior',
+                                     seed => 1, max_epoch_num => 1);
+SELECT n_features, preprocess->>'standardize' AS standardize, params->>'standardize' AS params
+FROM corgipile.models WHERE model_name = 'ch_only_cat';
+SELECT count(*) FROM corgipile.train('churn', 'svm', model_name => 'ch_scale',
+                                     label => 'churned', features => 'amount, age',
+                                     seed => 1, max_epoch_num => 1, standardize => 'scale_only');
+SELECT preprocess->>'standardize' AS standardize,
+       abs(c.weight - m.weights[3]) < 1e-12 AS intercept_unchanged
+FROM corgipile.models AS m, corgipile.model_coefficients('ch_scale') AS c
+WHERE m.model_name = 'ch_scale' AND c.feature IS NULL;
+SELECT * FROM corgipile.train('churn', 'svm', label => 'churned', features => 'amount',
+                              standardize => 'sometimes');
+
 SELECT corgipile.drop_model(model_name) FROM corgipile.models
-WHERE model_name IN ('ch_auto', 'ch_off', 'ch_cat', 'ch_seed2', 'ch_seed3', 'many_ok',
+WHERE model_name IN ('ch_only_cat', 'ch_scale', 'ch_auto', 'ch_off', 'ch_cat', 'ch_seed2', 'ch_seed3', 'many_ok',
                      'sp_auto', 'arr_auto', 'ch_warm', 'ch_val') ORDER BY model_name;
 DROP TABLE churn, churn_new, churn_num, churn3, churn1, many, nullcat, sp, arr, saved;
 DROP ROLE prep_reader;
