@@ -224,28 +224,38 @@ learn_label(PassState *ps, Datum d, const CpRowContext *where)
 	MemoryContext old;
 	CpPrepDictStatus st;
 
-	if (lo->label_type == BOOLOID)
-		s = DatumGetBool(d) ? CP_PREP_TRUE : CP_PREP_FALSE;
-	else if (lo->label_type == TEXTOID || lo->label_type == VARCHAROID)
+	if (lo->label_type == TEXTOID || lo->label_type == VARCHAROID)
 	{
 		text	   *t = DatumGetTextPP(d);
 
-		/* a dictionary entry is known by its bytes: no copy needed here */
+		/* the dictionary copies what it learns: no copy needed here */
 		len = VARSIZE_ANY_EXHDR(t);
 		s = VARDATA_ANY(t);
-		goto add;
 	}
 	else
-		s = psprintf(INT64_FORMAT, cp_datum_to_int64(d, lo->label_type));
-	len = (int32) strlen(s);
-add:
+	{
+		if (lo->label_type == BOOLOID)
+			s = DatumGetBool(d) ? CP_PREP_TRUE : CP_PREP_FALSE;
+		else
+			s = psprintf(INT64_FORMAT, cp_datum_to_int64(d, lo->label_type));
+		len = (int32) strlen(s);
+	}
 	old = MemoryContextSwitchTo(ps->cxt);
 	st = cp_prep_dict_add(dict, s, len);
 	MemoryContextSwitchTo(old);
 	switch (st)
 	{
 		case CP_PREP_DICT_FOUND:
+			return;
 		case CP_PREP_DICT_ADDED:
+			/* as the category dictionaries: the labels' text within work_mem */
+			if (dict->total_bytes > ps->byte_budget)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("the values of label column \"%s\" of relation \"%s\" take more than work_mem (%d kB)",
+								lo->label_name, lo->relname, work_mem),
+						 errdetail("%d distinct values so far.", dict->n_entries),
+						 errhint("Use shorter labels, or raise work_mem.")));
 			return;
 		case CP_PREP_DICT_FULL:
 			if (dict == ps->labels)

@@ -78,6 +78,11 @@ def test_very_long_values(roles, conn):
     n = s.execute("SELECT count(DISTINCT corgipile.predict_class('longlabel_m', t)) FROM longlabel t"
                   ).fetchone()[0]
     assert n >= 1
+    # softmax classes of 1 MB each: held to work_mem like the categories
+    s.execute("CREATE TABLE longclasses AS SELECT g::text || repeat('c', 1024 * 1024) AS label, "
+              "ARRAY[g::float8] AS features FROM generate_series(1, 10) g")
+    with pytest.raises(errors.ProgramLimitExceeded, match='label column "label".*work_mem'):
+        s.execute("SELECT * FROM corgipile.train('longclasses', 'softmax')")
 
 
 def _export(conn, name):
