@@ -35,6 +35,7 @@
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -731,7 +732,19 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 
 	if (ps.want_stats || ps.want_dicts || ps.want_classes || ps.want_dim ||
 		lo->label_is_text)
+	{
+		instr_time	start;
+		instr_time	elapsed;
+
+		INSTR_TIME_SET_CURRENT(start);
 		read_table(&ps, rel, snapshot, seed);
+		INSTR_TIME_SET_CURRENT(elapsed);
+		INSTR_TIME_SUBTRACT(elapsed, start);
+		/* scripts/bench_first_pass.py reads this */
+		ereport(DEBUG1,
+				(errmsg_internal("corgipile: first pass over \"%s\": %.6f s, " INT64_FORMAT " rows learnt from",
+								 lo->relname, INSTR_TIME_GET_DOUBLE(elapsed), ps.n_rows)));
+	}
 
 	if (ps.want_dim)
 	{
