@@ -667,11 +667,14 @@ run_epoch(SgdState *s)
 	else
 	{
 		/* what the weights' shape needs, found before the first epoch */
-		cp_tuple_shuffle_find_shape(s->ts, s->params.model == CP_MODEL_SOFTMAX);
+		cp_tuple_shuffle_find_shape(s->ts, (uint64) s->seed);
 		if (s->params.warm_start != NULL)
 			warm_load(s);
 		if (s->params.model == CP_MODEL_SOFTMAX)
 			s->vlayout.classes = s->lo->classes;
+		/* preprocessing: validation rows are encoded as training rows are */
+		if (s->vrel != NULL)
+			cp_layout_share_encoding(&s->vlayout, s->lo, s->model_name);
 		/* the dimension may have been inferred: refuse a model too big now */
 		if (s->lo->n_features > 0)
 			cp_check_model_size(s->params.model, s->lo->n_features,

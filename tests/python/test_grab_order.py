@@ -98,7 +98,10 @@ def test_estimator_warm_start(clustered, dsn):
     clf = corgipile.SGDClassifier(dsn, loss="log_loss", shuffle="grab", warm_start="gw_est",
                                   max_epoch_num=1, learning_rate=1e-12, seed=1)
     clf.fit("grab_clustered")
-    start = weights(conn, "gw_est")
+    # coef_ and intercept_ are in the features' original units
+    start = [r[0] for r in conn.execute(
+        "SELECT weight FROM corgipile.model_coefficients('gw_est') WITH ORDINALITY "
+        "AS c(o, f, weight, n) ORDER BY n")]
     got = list(clf.coef_.ravel()) + list(clf.intercept_.ravel())
     assert max(abs(a - b) for a, b in zip(start, got)) < 1e-6
 

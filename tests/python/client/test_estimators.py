@@ -80,8 +80,8 @@ def test_classifier_on_a_table(client, points, conn, dsn):
     # the same training through the client gives bit-identical weights
     stored = client.train("points", "svm", model_name="ref", max_epoch_num=5, seed=1,
                           learning_rate=0.05)
-    assert np.array_equal(clf.coef_[0], stored.weights[:-1])
-    assert clf.intercept_[0] == stored.weights[-1]
+    assert np.array_equal(clf.coef_[0], stored.coef[0])
+    assert clf.intercept_[0] == stored.intercept[0]
     # in the database (the model re-created in a rolled-back transaction)...
     pred = clf.predict("heldout")
     expected = [r[0] for r in conn.execute(
@@ -236,7 +236,8 @@ def test_softmax_with_integer_and_text_classes(client, conn, dsn):
 def test_binary_text_labels_on_arrays_and_probabilities(dsn, conn):
     x, y = linear_task(600, 4, seed=5)
     words = np.where(y > 0, "yes", "no")
-    clf = corgipile.SGDClassifier(dsn, loss="log_loss", max_epoch_num=5, seed=1)
+    clf = corgipile.SGDClassifier(dsn, loss="log_loss", max_epoch_num=5, seed=1,
+                                  standardize="off")
     clf.fit(x[:500], words[:500])
     assert list(clf.classes_) == ["no", "yes"] and clf.model_.model == "logistic"
     pred = clf.predict(x[500:])
