@@ -30,13 +30,17 @@
 
 PG_FUNCTION_INFO_V1(corgipile_model_coefficients);
 
-/* What the models view checks before it shows preprocess. */
+/*
+ * What the models view checks before it shows preprocess: original-unit
+ * weights reveal the means and stds, and the features' names the category
+ * values of text columns (with or without a transform).
+ */
 static void
 check_may_see_preprocess(const CpStoredModel *m)
 {
 	Oid			user = GetUserId();
 
-	if (m->prep == NULL || m->prep->transform == NULL)
+	if (m->prep == NULL)
 		return;
 	if (OidIsValid(m->relid) && get_rel_name(m->relid) != NULL &&
 		pg_class_aclcheck(m->relid, user, ACL_SELECT) == ACLCHECK_OK)
@@ -47,7 +51,7 @@ check_may_see_preprocess(const CpStoredModel *m)
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("permission denied for the preprocessing of model \"%s\"",
 					m->model_name),
-			 errdetail("Its original-unit weights reveal statistics of the rows it was trained on."),
+			 errdetail("Its original-unit weights and category names reveal the rows it was trained on."),
 			 errhint("Ask for SELECT on the relation the model was trained on.")));
 }
 

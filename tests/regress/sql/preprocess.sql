@@ -217,6 +217,11 @@ SELECT count(*) FROM corgipile.train('churn', 'svm', model_name => 'ch_only_cat'
                                      seed => 1, max_epoch_num => 1);
 SELECT n_features, preprocess->>'standardize' AS standardize, params->>'standardize' AS params
 FROM corgipile.models WHERE model_name = 'ch_only_cat';
+-- category names are the table's values: hidden without a transform too
+SELECT corgipile.grant_model('ch_only_cat', 'prep_reader');
+SET ROLE prep_reader;
+SELECT * FROM corgipile.model_coefficients('ch_only_cat');
+RESET ROLE;
 SELECT count(*) FROM corgipile.train('churn', 'svm', model_name => 'ch_scale',
                                      label => 'churned', features => 'amount, age',
                                      seed => 1, max_epoch_num => 1, standardize => 'scale_only');
