@@ -14,6 +14,7 @@
 #include "blockshuffle.h"
 #include "corgipile.h"
 #include "sgd.h"
+#include "shuffle/strategy.h"
 #include "tupleshuffle.h"
 
 PG_MODULE_MAGIC;
@@ -35,6 +36,7 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	cp_grab_define_gucs();
 	MarkGUCPrefixReserved("corgipile");
 
 	RegisterCustomScanMethods(&cp_sgd_scan_methods);

@@ -31,6 +31,8 @@
 #define CP_GRAB_PROJ_NNZ 4
 /* a projection narrower than this orders blocks little better than random */
 #define CP_GRAB_MIN_PROJ_DIM 64
+/* the projection's (row, sign) table is kept when it takes at most this */
+#define CP_GRAB_PROJ_MAP_MAX_BYTES ((Size) 16 * 1024 * 1024)
 
 /* Per-epoch accumulator: one dim-vector and one tuple count per block. */
 typedef struct CpGrabAcc
@@ -43,6 +45,13 @@ typedef struct CpGrabAcc
 	double		proj_scale;		/* 1 / sqrt(proj_nnz) */
 	double	   *sums;			/* n_blocks * dim, block-major */
 	int64	   *counts;			/* n_blocks tuples */
+
+	/*
+	 * Projected only: the hash's output for every (coordinate, segment), as
+	 * (row << 1) | sign, n_weights * proj_nnz entries; NULL when that would
+	 * exceed CP_GRAB_PROJ_MAP_MAX_BYTES (the hash is then computed per add).
+	 */
+	int32	   *proj_map;
 } CpGrabAcc;
 
 /* Why a stored order was refused (cp_grab_deserialize). */

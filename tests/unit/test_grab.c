@@ -530,7 +530,8 @@ test_projection(void)
 				k = 512;
 	CpGrabAcc	a,
 				b,
-				c;
+				c,
+				e;
 	double	   *x = calloc(d, sizeof(double));
 	double	   *y = calloc(d, sizeof(double));
 	double	   *px = calloc(k, sizeof(double));
@@ -586,6 +587,16 @@ test_projection(void)
 	cp_grab_add_dense(&c, 0, 0, x, d, 1.0);
 	CHECK(memcmp(a.sums, b.sums, sizeof(double) * k) == 0, "projection is deterministic");
 	CHECK(memcmp(a.sums, c.sums, sizeof(double) * k) != 0, "another seed, another projection");
+
+	/* the projection's table adds exactly what its hash computes */
+	CHECK(a.proj_map != NULL, "a projection of %d weights keeps its table", d);
+	CHECK(cp_grab_acc_init(&e, 2, d, k, 42, alloc_zero), "init e");
+	e.proj_map = NULL;
+	cp_grab_add_dense(&e, 0, 0, x, d, 1.0);
+	CHECK(memcmp(a.sums, e.sums, sizeof(double) * k) == 0, "table and hash add the same sums");
+	CHECK(cp_grab_acc_init(&e, 1, 5 * 1000 * 1000, 64, 42, alloc_zero), "init wide");
+	CHECK(e.proj_nnz > 0 && e.proj_map == NULL,
+		  "5M weights project without a table (it would take 80 MB)");
 
 	/* a sparse add of every other coordinate equals the dense add of those */
 	memset(y, 0, sizeof(double) * d);
