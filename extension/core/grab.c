@@ -98,9 +98,9 @@ cp_grab_acc_bytes(int64 n_blocks, int32 dim, Size *bytes)
 
 /*
  * The length of a stored block sum: the gradient's own length when all the
- * sums fit in budget bytes, else the widest projection that fits.  Returns
- * -1 when not even a CP_GRAB_MIN_PROJ_DIM projection fits (the caller asks
- * for larger blocks or more memory).
+ * sums fit in budget bytes, else a projection, as wide as fits but at most
+ * CP_GRAB_MAX_PROJ_DIM.  Returns -1 when not even a CP_GRAB_MIN_PROJ_DIM
+ * projection fits (the caller asks for larger blocks or more memory).
  */
 int32
 cp_grab_choose_dim(int64 n_blocks, int32 n_weights, Size budget)
@@ -122,7 +122,7 @@ cp_grab_choose_dim(int64 n_blocks, int32 n_weights, Size budget)
 		per_block = (uint64) n_weights - 1;	/* cannot happen; be safe */
 	if (per_block < CP_GRAB_MIN_PROJ_DIM)
 		return -1;
-	return (int32) per_block;
+	return (int32) Min(per_block, CP_GRAB_MAX_PROJ_DIM);
 }
 
 /*

@@ -645,8 +645,8 @@ static void
 grab_block_done(CpModel *m, int64 block, int64 rows)
 {
 	double	   *snap = m->grab_snap;
-	double		lr = m->learning_rate;
-	double		sk = pow(1.0 - lr * m->l2, (double) rows);
+	double		inv_lr = 1.0 / m->learning_rate;
+	double		sk = pow(1.0 - m->learning_rate * m->l2, (double) rows);
 
 	for (int o = 0; o < m->n_outputs; o++)
 	{
@@ -654,8 +654,8 @@ grab_block_done(CpModel *m, int64 block, int64 rows)
 		const double *w = m->w + (int64) o * m->stride;
 
 		for (int j = 0; j < m->n_features; j++)
-			w0[j] = (sk * w0[j] - w[j]) / lr;
-		w0[m->n_features] = (w0[m->n_features] - w[m->n_features]) / lr;
+			w0[j] = (sk * w0[j] - w[j]) * inv_lr;
+		w0[m->n_features] = (w0[m->n_features] - w[m->n_features]) * inv_lr;
 	}
 	cp_grab_add_dense(m->grab, block, 0, snap, m->n_weights, 1.0);
 	cp_grab_count(m->grab, block, rows);

@@ -643,10 +643,16 @@ test_sizes(void)
 
 	/* the engine's default sizes fit: exact sums */
 	CHECK(cp_grab_choose_dim(2500, 21, 64 * 1024 * 1024) == 21, "2500 x 21 exact");
-	/* Fashion-MNIST softmax: 1500 blocks x 7850 weights = 94 MB > 64 MB */
-	CHECK(cp_grab_choose_dim(1500, 7850, 64 * 1024 * 1024) ==
-		  (int32) ((64 * 1024 * 1024 / 1500 - 8) / 8),
+	/*
+	 * Fashion-MNIST softmax: 1500 blocks x 7850 weights = 94 MB > 64 MB:
+	 * projected, to at most CP_GRAB_MAX_PROJ_DIM; with less room, as wide as
+	 * fits
+	 */
+	CHECK(cp_grab_choose_dim(1500, 7850, 64 * 1024 * 1024) == CP_GRAB_MAX_PROJ_DIM,
 		  "projected to %d", cp_grab_choose_dim(1500, 7850, 64 * 1024 * 1024));
+	CHECK(cp_grab_choose_dim(30000, 7850, 64 * 1024 * 1024) ==
+		  (int32) ((64 * 1024 * 1024 / 30000 - 8) / 8),
+		  "30000 blocks: projected to %d", cp_grab_choose_dim(30000, 7850, 64 * 1024 * 1024));
 	CHECK(cp_grab_choose_dim(1000000, 7850, 64 * 1024 * 1024) == -1,
 		  "too many blocks for the budget");
 	CHECK(cp_grab_choose_dim(PG_INT64_MAX, 7850, 64 * 1024 * 1024) == -1,
