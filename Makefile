@@ -35,7 +35,8 @@ OBJS = \
 	extension/core/linear_model.o \
 	extension/core/shuffle.o \
 	extension/core/worker.o \
-	extension/core/grab.o
+	extension/core/grab.o \
+	extension/core/preprocess.o
 
 MODULEDIR = extension
 DATA = extension/corgipile.control $(wildcard sql/corgipile--*.sql)

@@ -13,7 +13,7 @@ FROM python:3.11-slim-bookworm
 
 LABEL org.opencontainers.image.title="corgipile-client" \
       org.opencontainers.image.description="corgipile Python client and the Fashion-MNIST demo" \
-      org.opencontainers.image.version="0.2.0" \
+      org.opencontainers.image.version="0.3.0" \
       org.opencontainers.image.base.name="docker.io/library/python:3.11-slim-bookworm"
 
 # Fashion-MNIST as Debian packages it, where the demo reads it

@@ -13,6 +13,7 @@
 
 #include <math.h>
 
+#include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
@@ -21,7 +22,9 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/regproc.h"
 
+#include "core/preprocess.h"
 #include "params.h"
 #include "shuffle/strategy.h"
 
@@ -156,6 +159,81 @@ text_arg(const Datum *values, const bool *nulls, CpArg arg)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("corgipile.train: %s must not be empty", arg_names[arg])));
 	return s;
+}
+
+/*
+ * validation => a relation (resolved with the caller's search_path, as the
+ * regclass parameter of 0.2.0 was) or a percentage of the training table's
+ * rows held out ('20%').
+ */
+static void
+parse_validation(const char *s, CpTrainParams *p)
+{
+	p->validation_relid = InvalidOid;
+	p->validation_fraction = 0.0;
+	if (s == NULL)
+		return;
+	if (strchr(s, '%') != NULL)
+	{
+		if (!cp_prep_parse_percent(s, &p->validation_fraction))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("corgipile.train: validation \"%s\" is not a valid percentage", s),
+					 errhint("Give a percentage strictly between 0%% and 100%%, such as '20%%', or the name of a table.")));
+		return;
+	}
+	p->validation_relid =
+		RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(s)),
+						 NoLock, false);
+}
+
+/*
+ * The validation argument of a call that is planned again under the pinned
+ * search_path (train.c's cursor): a relation name is resolved now, with the
+ * caller's search_path, and handed on schema-qualified.
+ */
+Datum
+cp_qualify_validation(Datum value)
+{
+	char	   *s = TextDatumGetCString(value);
+	Oid			relid;
+
+	if (s[0] == '\0' || strchr(s, '%') != NULL)
+		return value;
+	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(s)),
+							 NoLock, false);
+	return CStringGetTextDatum(quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+														  get_rel_name(relid)));
+}
+
+static const char *const standardize_names[] = {
+	[CP_STANDARDIZE_AUTO] = "auto",
+	[CP_STANDARDIZE_ON] = "on",
+	[CP_STANDARDIZE_SCALE_ONLY] = "scale_only",
+	[CP_STANDARDIZE_OFF] = "off",
+};
+
+const char *
+cp_standardize_name(CpStandardize standardize)
+{
+	return standardize_names[standardize];
+}
+
+static void
+parse_standardize(const char *s, CpTrainParams *p)
+{
+	for (int i = 0; i < lengthof(standardize_names); i++)
+	{
+		if (pg_strcasecmp(s, standardize_names[i]) == 0)
+		{
+			p->standardize = (CpStandardize) i;
+			return;
+		}
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("corgipile.train: unknown standardize \"%s\"", s),
+			 errhint("Use auto, on, scale_only or off.")));
 }
 
 /*
@@ -310,8 +388,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	require_not_null(nulls, CP_ARG_DOUBLE_BUFFER);
 	p->double_buffer = DatumGetBool(values[CP_ARG_DOUBLE_BUFFER]);
 
-	p->validation_relid = nulls[CP_ARG_VALIDATION] ? InvalidOid :
-		DatumGetObjectId(values[CP_ARG_VALIDATION]);
+	parse_validation(text_arg(values, nulls, CP_ARG_VALIDATION), p);
 
 	require_not_null(nulls, CP_ARG_L1);
 	p->l1 = DatumGetFloat8(values[CP_ARG_L1]);
@@ -334,6 +411,22 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	}
 	p->n_iter_no_change = positive_int(values, nulls, CP_ARG_N_ITER_NO_CHANGE);
 	p->warm_start = text_arg(values, nulls, CP_ARG_WARM_START);
+
+	require_not_null(nulls, CP_ARG_STANDARDIZE);
+	parse_standardize(text_arg(values, nulls, CP_ARG_STANDARDIZE), p);
+	p->max_categories = positive_int(values, nulls, CP_ARG_MAX_CATEGORIES);
+	p->workers = positive_int(values, nulls, CP_ARG_WORKERS);
+
+	/* the 0.3.0 signature is ahead of the engine in these two (work in progress) */
+	if (p->validation_fraction > 0.0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("corgipile.train: a held-out percentage as validation is not available yet"),
+				 errhint("Give the name of a validation table.")));
+	if (p->workers > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("corgipile.train: workers > 1 is not available yet")));
 }
 
 /* Parse the argument list of a planned call, all of it constants. */

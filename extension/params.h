@@ -58,6 +58,15 @@ typedef struct CpSize
 	double		value;
 } CpSize;
 
+/* standardize => ...: how numeric features are scaled before training */
+typedef enum CpStandardize
+{
+	CP_STANDARDIZE_AUTO,		/* on for dense features, scale_only for sparse */
+	CP_STANDARDIZE_ON,			/* centre and scale */
+	CP_STANDARDIZE_SCALE_ONLY,	/* scale, keep zeros (sparsity) */
+	CP_STANDARDIZE_OFF			/* raw features, as before 0.3.0 */
+} CpStandardize;
+
 typedef struct CpTrainParams
 {
 	Oid			relid;
@@ -80,10 +89,14 @@ typedef struct CpTrainParams
 	int64		seed;
 	bool		double_buffer;
 	Oid			validation_relid;	/* InvalidOid: none */
+	double		validation_fraction;	/* 0: none; else rows held out, (0, 1) */
 	double		l1;
 	bool		early_stopping; /* tolerance given */
 	double		tolerance;
 	int32		n_iter_no_change;
+	CpStandardize standardize;
+	int32		max_categories;
+	int32		workers;			/* processes that train, leader included */
 } CpTrainParams;
 
 /* How a table is cut into blocks and buffers. */
@@ -111,6 +124,7 @@ typedef struct CpSizing
 extern void cp_params_from_datums(const Datum *values, const bool *nulls,
 								  CpTrainParams *p);
 extern void cp_params_from_consts(List *args, CpTrainParams *p);
+extern Datum cp_qualify_validation(Datum value);
 extern Const *cp_params_pack(const CpTrainParams *p);
 extern void cp_params_unpack(const Const *packed, CpTrainParams *p);
 extern List *cp_default_train_args(void);
@@ -119,6 +133,7 @@ extern void cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages,
 extern const char *cp_model_kind_name(CpModelKind kind);
 extern bool cp_parse_model_kind(const char *name, CpModelKind *kind);
 extern const char *cp_shuffle_name(CpShuffle shuffle);
+extern const char *cp_standardize_name(CpStandardize standardize);
 extern bool cp_shuffle_random_blocks(CpShuffle shuffle);
 extern char *cp_size_to_string(const CpSize *size);
 extern void cp_check_model_size(CpModelKind kind, int64 n_features, int n_outputs,

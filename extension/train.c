@@ -103,6 +103,10 @@ open_cursor(const char *function, int nargs, const Oid *types,
 	}
 	appendStringInfoChar(&sql, ')');
 
+	/* a validation relation's name means what it means to the caller */
+	if (strcmp(function, "train") == 0 && !isnull[CP_ARG_VALIDATION])
+		values[CP_ARG_VALIDATION] = cp_qualify_validation(values[CP_ARG_VALIDATION]);
+
 	nest = cp_pin_search_path();
 	/* the arguments must reach the planner as constants, whatever the setting */
 	(void) set_config_option("plan_cache_mode", "force_custom_plan",

@@ -39,10 +39,13 @@
 	X(BUFFER_SIZE, buffer_size, TEXTOID, false, CStringGetTextDatum("10%"), "'10%'::text") \
 	X(SEED, seed, INT8OID, true, (Datum) 0, "NULL::bigint") \
 	X(DOUBLE_BUFFER, double_buffer, BOOLOID, false, BoolGetDatum(true), "true") \
-	X(VALIDATION, validation, REGCLASSOID, true, (Datum) 0, "NULL::regclass") \
+	X(VALIDATION, validation, TEXTOID, true, (Datum) 0, "NULL::text") \
 	X(L1, l1, FLOAT8OID, false, Float8GetDatum(0.0), "0") \
 	X(TOLERANCE, tolerance, FLOAT8OID, true, (Datum) 0, "NULL::double precision") \
 	X(N_ITER_NO_CHANGE, n_iter_no_change, INT4OID, false, Int32GetDatum(5), "5") \
-	X(WARM_START, warm_start, TEXTOID, true, (Datum) 0, "NULL::text")
+	X(WARM_START, warm_start, TEXTOID, true, (Datum) 0, "NULL::text") \
+	X(STANDARDIZE, standardize, TEXTOID, false, CStringGetTextDatum("auto"), "'auto'::text") \
+	X(MAX_CATEGORIES, max_categories, INT4OID, false, Int32GetDatum(1000), "1000") \
+	X(WORKERS, workers, INT4OID, false, Int32GetDatum(1), "1")
 
 #endif							/* CORGIPILE_TRAIN_ARGS_H */

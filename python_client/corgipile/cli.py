@@ -83,7 +83,8 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
     (["--buffer-size"], "buffer_size", str, "buffer size: 10%% of the table (default), a "
                                             "size, or pages"),
     (["--seed"], "seed", int, "random seed, for reproducible runs"),
-    (["--validation"], "validation", str, "held-out table scored after each epoch"),
+    (["--validation"], "validation", str,
+     "held-out table scored after each epoch, or a percentage of this table (20%%)"),
     (["--l1"], "l1", float, "L1 penalty (0)"),
     (["--tolerance"], "tolerance", float,
      "early stopping: stop when the loss improves by less than this"),
@@ -91,6 +92,11 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
      "early stopping: epochs without improvement before stopping (5)"),
     (["--warm-start"], "warm_start", str,
      "start from this stored model's weights (and, with --shuffle grab, its block order)"),
+    (["--standardize"], "standardize", str,
+     "scale numeric features: auto (default), on, scale_only or off"),
+    (["--max-categories"], "max_categories", int,
+     "most distinct values of a text column that is one-hot encoded (1000)"),
+    (["--workers"], "workers", int, "processes that train, the leader included (1)"),
 ]
 
 

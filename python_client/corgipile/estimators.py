@@ -67,7 +67,8 @@ __all__ = ["SGDClassifier", "SGDRegressor", "TRAIN_PARAMS"]
 TRAIN_PARAMS = ("model_name", "label", "features", "feature_indices", "n_features",
                 "shuffle", "learning_rate", "decay", "max_epoch_num", "batch_size", "l2",
                 "block_size", "buffer_size", "seed", "double_buffer", "validation", "l1",
-                "tolerance", "n_iter_no_change", "warm_start")
+                "tolerance", "n_iter_no_change", "warm_start", "standardize",
+                "max_categories", "workers")
 
 # parameters that say where the data is in a table; fit(X, y) on arrays
 # writes its own table and sets them
@@ -296,7 +297,9 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
                  buffer_size: str = "10%", seed: int | None = None,
                  double_buffer: bool = True, validation: str | None = None, l1: float = 0.0,
                  tolerance: float | None = None, n_iter_no_change: int = 5,
-                 warm_start: str | None = None, verbose: bool = False) -> None:
+                 warm_start: str | None = None, standardize: str = "auto",
+                 max_categories: int = 1000, workers: int = 1,
+                 verbose: bool = False) -> None:
         self.dsn = dsn
         self.loss = loss
         self.model_name = model_name
@@ -319,6 +322,9 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
         self.tolerance = tolerance
         self.n_iter_no_change = n_iter_no_change
         self.warm_start = warm_start
+        self.standardize = standardize
+        self.max_categories = max_categories
+        self.workers = workers
         self.verbose = verbose
 
     def _model_kind(self, n_classes: int | None) -> str:
@@ -461,7 +467,9 @@ class SGDRegressor(RegressorMixin, _SGDBase):
                  buffer_size: str = "10%", seed: int | None = None,
                  double_buffer: bool = True, validation: str | None = None, l1: float = 0.0,
                  tolerance: float | None = None, n_iter_no_change: int = 5,
-                 warm_start: str | None = None, verbose: bool = False) -> None:
+                 warm_start: str | None = None, standardize: str = "auto",
+                 max_categories: int = 1000, workers: int = 1,
+                 verbose: bool = False) -> None:
         self.dsn = dsn
         self.loss = loss
         self.model_name = model_name
@@ -484,6 +492,9 @@ class SGDRegressor(RegressorMixin, _SGDBase):
         self.tolerance = tolerance
         self.n_iter_no_change = n_iter_no_change
         self.warm_start = warm_start
+        self.standardize = standardize
+        self.max_categories = max_categories
+        self.workers = workers
         self.verbose = verbose
 
     def _encode_y(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:

@@ -26,6 +26,9 @@ POSITIONAL = ("relation", "model")
 # text parameters the engine reads as SQL identifiers (unquoted names fold
 # to lower case there); a bare name given for them is passed quoted
 IDENTIFIER_PARAMS = frozenset({"label", "features", "feature_indices"})
+# text parameters whose value may be a relation name (validation: a table or
+# '20%'); written as a bare name in SQL it is quoted, qualified or not
+RELATION_PARAMS = frozenset({"validation"})
 
 _SAFE_TYPE = re.compile(r"^[a-z][a-z0-9_ ]*(\[\])?$")
 _INTEGER = {"integer", "bigint", "smallint"}
@@ -95,7 +98,8 @@ class TrainSignature:
         if value is None:
             return None
         if isinstance(value, Name):
-            if typ == "regclass" or (name in IDENTIFIER_PARAMS and len(value.parts) == 1):
+            if (typ == "regclass" or name in RELATION_PARAMS
+                    or (name in IDENTIFIER_PARAMS and len(value.parts) == 1)):
                 # a name written in SQL keeps its meaning: "Y" is the column Y
                 return value.quoted()
             if len(value.parts) != 1:

@@ -44,10 +44,8 @@ def _train(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle: str,
         params["block_size"] = cfg.block_size
     if validation is not None:
         params["validation"] = validation
-    casts = {"validation": "::regclass"}
     args = sql.SQL(", ").join(
-        sql.SQL("{} => {}" + casts.get(k, "")).format(sql.Identifier(k), sql.Placeholder(k))
-        for k in params)
+        sql.SQL("{} => {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in params)
     q = sql.SQL("SELECT epoch, tuples, loss, score, validation_score, seconds "
                 "FROM corgipile.train({rel}::regclass, {model}, {args})").format(
         rel=sql.Placeholder("relation"), model=sql.Placeholder("model"), args=args)

@@ -1,4 +1,5 @@
--- Upgrading a database that holds 0.1.0 models to 0.2.0, in a database of
+-- Upgrading a database that holds 0.1.0 models to the current version (0.2.0,
+-- then 0.3.0), in a database of
 -- its own.
 \set regress_db :DBNAME
 CREATE DATABASE corgipile_upgrade;
@@ -14,7 +15,7 @@ SELECT i AS id, CASE WHEN i % 2 = 0 THEN 1 ELSE -1 END AS label,
 FROM generate_series(1, 200) AS i;
 GRANT SELECT ON upgrade_pts TO corgipile_old_owner;
 
--- This library needs 0.2.0's catalog and says so.
+-- This library needs the current catalog (0.3.0) and says so.
 SELECT * FROM corgipile.train('upgrade_pts', 'svm', model_name => 'too_early');
 
 -- Rows as 0.1.0's train() stored them, each role inserting its own (0.1.0
