@@ -796,7 +796,8 @@ def engine_train(conn: psycopg.Connection, run: dict, epochs: int,
     rows = conn.execute(
         "SELECT epoch, loss, validation_score, seconds FROM corgipile.train("
         "%s::regclass, %s, model_name => %s, shuffle => %s, learning_rate => %s, "
-        "decay => %s, l2 => %s, max_epoch_num => %s, seed => %s, validation => %s::regclass)",
+        "decay => %s, l2 => %s, max_epoch_num => %s, seed => %s, validation => %s, "
+        "standardize => 'off')",
         (run["table"], run["model"], name, run["strategy"], run["learning_rate"],
          run["decay"], run["l2"], epochs, run["seed"], validation)).fetchall()
     weights, params = conn.execute(

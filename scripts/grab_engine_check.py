@@ -73,7 +73,8 @@ def engine(conn, table, shuffle, lr, seed, epochs, block=None, buffer_mode="auto
     hist = conn.execute(
         "SELECT seconds FROM corgipile.train(%s::regclass, 'logistic', model_name => %s, "
         "shuffle => %s, seed => %s, learning_rate => %s, decay => 1.0, max_epoch_num => %s, "
-        "block_size => %s)", (table, name, shuffle, seed, lr, epochs, block)).fetchall()
+        "block_size => %s, standardize => 'off')",
+        (table, name, shuffle, seed, lr, epochs, block)).fetchall()
     w, params = conn.execute("SELECT weights, params FROM corgipile.models "
                              "WHERE model_name = %s", (name,)).fetchone()
     conn.execute("SELECT corgipile.drop_model(%s)", (name,))
