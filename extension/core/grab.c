@@ -155,8 +155,8 @@ cp_grab_acc_init(CpGrabAcc *acc, int64 n_blocks, int32 n_weights, int32 dim,
 	if (acc->sums == NULL || acc->counts == NULL)
 		return false;
 	/*
-	 * n_weights <= INT32_MAX and proj_nnz <= 4: the product fits a Size; a
-	 * table within the cap has n_weights < 2^20, so row << 1 fits an int32.
+	 * n_weights <= INT32_MAX and proj_nnz <= 4: the product fits a Size;
+	 * row < dim <= CP_GRAB_MAX_PROJ_DIM, so row << 1 fits an int32.
 	 */
 	if (acc->proj_nnz > 0 &&
 		(Size) n_weights * acc->proj_nnz * sizeof(int32) <= CP_GRAB_PROJ_MAP_MAX_BYTES)
@@ -194,7 +194,8 @@ grab_proj_add(const CpGrabAcc *acc, double *sum, int64 j, double v)
 	v *= acc->proj_scale;
 	for (int t = 0; t < s; t++)
 	{
-		int64		e = acc->proj_map ? acc->proj_map[j * s + t] : grab_proj_entry(acc, j, t);
+		int64		e = acc->proj_map ? acc->proj_map[j * s + t] :
+			grab_proj_entry(acc, j, t);
 
 		sum[e >> 1] += (e & 1) ? v : -v;
 	}

@@ -640,7 +640,10 @@ grab_by_blocks(const CpModel *m, const CpBuffer *buf)
 		!buf->sparse && m->batch_size <= 1 && m->l1 == 0.0 && m->learning_rate > 0.0;
 }
 
-/* Add to block the gradient sum of the `rows` rows trained since grab_snap was taken. */
+/*
+ * Add to block's sum the gradients of the `rows` rows trained since the
+ * weights were copied to grab_snap.
+ */
 static void
 grab_block_done(CpModel *m, int64 block, int64 rows)
 {

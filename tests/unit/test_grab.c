@@ -596,7 +596,7 @@ test_projection(void)
 	CHECK(memcmp(a.sums, e.sums, sizeof(double) * k) == 0, "table and hash add the same sums");
 	CHECK(cp_grab_acc_init(&e, 1, 5 * 1000 * 1000, 64, 42, alloc_zero), "init wide");
 	CHECK(e.proj_nnz > 0 && e.proj_map == NULL,
-		  "5M weights project without a table (it would take 80 MB)");
+		  "5M weights project without a table (it would take 20 MB)");
 
 	/* a sparse add of every other coordinate equals the dense add of those */
 	memset(y, 0, sizeof(double) * d);
