@@ -156,9 +156,10 @@ cp_grab_acc_init(CpGrabAcc *acc, int64 n_blocks, int32 n_weights, int32 dim,
 		return false;
 	/*
 	 * n_weights <= INT32_MAX and proj_nnz <= 4: the product fits a Size;
-	 * row < dim <= CP_GRAB_MAX_PROJ_DIM, so row << 1 fits an int32.
+	 * row < dim (at most CP_GRAB_MAX_PROJ_DIM from cp_grab_choose_dim), and
+	 * row << 1 must fit an int32.
 	 */
-	if (acc->proj_nnz > 0 &&
+	if (acc->proj_nnz > 0 && dim <= PG_INT32_MAX / 2 &&
 		(Size) n_weights * acc->proj_nnz * sizeof(int32) <= CP_GRAB_PROJ_MAP_MAX_BYTES)
 	{
 		acc->proj_map = alloc((Size) n_weights * acc->proj_nnz * sizeof(int32));
