@@ -270,6 +270,7 @@ init_grab(SgdState *s)
 						  cp_derive_seed((uint64) s->seed, 7), palloc0))
 		elog(ERROR, "corgipile: GraB sizes do not fit");	/* checked above */
 	s->model.grab = s->grab;
+	s->model.grab_snap = palloc(mul_size(sizeof(double), s->model.n_weights));
 	/* shuffled dense buffers are gathered before training (core), blocks too */
 	if (s->model.gather_rows > 0)
 		s->model.gather_blocks = palloc0(mul_size(sizeof(uint32), s->model.gather_rows));
