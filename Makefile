@@ -12,6 +12,7 @@ OBJS = \
 	extension/model_insert.o \
 	extension/model_load.o \
 	extension/model_store.o \
+	extension/parallel.o \
 	extension/params.o \
 	extension/planner.o \
 	extension/predict.o \

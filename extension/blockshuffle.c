@@ -140,7 +140,9 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	cp_resolve_sizing(&bs->params, n_pages, &bs->sizing);
 	bs->order = MemoryContextAllocHuge(CurrentMemoryContext,
 									   mul_size(sizeof(uint32), Max(bs->sizing.n_blocks, 1)));
+	bs->own_order = bs->order;
 	bs->next_block = 0;
+	bs->end_block = bs->sizing.n_blocks;
 	bs->block_seq = -1;
 	bs->tuple.t_tableOid = RelationGetRelid(rel);
 
@@ -155,6 +157,8 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 static void
 make_order(BlockShuffleState *bs)
 {
+	bs->order = bs->own_order;
+	bs->end_block = bs->sizing.n_blocks;
 	if (bs->order_fn != NULL)
 		bs->order_fn(bs->order_arg, bs->order, bs->sizing.n_blocks, &bs->rng);
 	else
@@ -178,7 +182,7 @@ prefetch_block(BlockShuffleState *bs, int64 pos)
 	BlockNumber first;
 	BlockNumber end;
 
-	if (pos >= bs->sizing.n_blocks)
+	if (pos >= bs->end_block)
 		return;
 	first = bs->order[pos] * bs->sizing.pages_per_block;
 	end = Min(first + bs->sizing.pages_per_block, bs->sizing.n_pages);
@@ -197,7 +201,7 @@ advance_page(BlockShuffleState *bs)
 	{
 		BlockNumber first;
 
-		if (bs->next_block >= bs->sizing.n_blocks)
+		if (bs->next_block >= bs->end_block)
 			return false;
 		bs->block_seq = bs->next_block++;
 		first = bs->order[bs->block_seq] * bs->sizing.pages_per_block;
@@ -211,6 +215,36 @@ advance_page(BlockShuffleState *bs)
 	bs->page_loaded = true;
 	bs->tuple_idx = 0;
 	return true;
+}
+
+/*
+ * Parallel training (parallel.c): draw the epoch's block order now, for
+ * the leader to copy into shared memory.
+ */
+const uint32 *
+cp_block_shuffle_draw_order(BlockShuffleState *bs)
+{
+	make_order(bs);
+	return bs->order;
+}
+
+/*
+ * Parallel training: read the blocks at positions first .. end - 1 of
+ * order (the epoch's order in shared memory), then report the end of the
+ * scan.  order must outlive the reads; the next make_order() goes back to
+ * this node's own array.
+ */
+void
+cp_block_shuffle_read_range(BlockShuffleState *bs, const uint32 *order,
+							int64 first, int64 end)
+{
+	ExecClearTuple(bs->slot);
+	bs->order = (uint32 *) order;
+	bs->need_order = false;
+	bs->next_block = first;
+	bs->end_block = Min(end, (int64) bs->sizing.n_blocks);
+	bs->block_seq = -1;
+	bs->page_loaded = false;
 }
 
 static TupleTableSlot *

@@ -38,6 +38,9 @@ typedef struct BlockShuffleState
 
 	TableScanDesc scan;			/* NULL under EXPLAIN without ANALYZE */
 	uint32	   *order;			/* block ids in visiting order */
+	uint32	   *own_order;		/* this node's array; order points into
+								 * shared memory during a parallel epoch */
+	int64		end_block;		/* stop before this position of order[] */
 	bool		need_order;		/* draw a fresh order before reading */
 	int64		next_block;		/* position in order[] of the next block */
 	int64		block_seq;		/* position of the block being read */
@@ -56,5 +59,10 @@ extern CustomScan *cp_block_shuffle_make_plan(Const *params, Index scanrelid);
 extern void cp_block_shuffle_set_seed(BlockShuffleState *bs, uint64 seed);
 extern void cp_block_shuffle_set_order_source(BlockShuffleState *bs,
 											  CpBlockOrderFn fn, void *arg);
+
+/* Parallel training (parallel.c): the epoch's order, then ranges of it. */
+extern const uint32 *cp_block_shuffle_draw_order(BlockShuffleState *bs);
+extern void cp_block_shuffle_read_range(BlockShuffleState *bs, const uint32 *order,
+										int64 first, int64 end);
 
 #endif							/* CORGIPILE_BLOCKSHUFFLE_H */

@@ -13,6 +13,7 @@
 
 #include "blockshuffle.h"
 #include "corgipile.h"
+#include "parallel.h"
 #include "sgd.h"
 #include "tupleshuffle.h"
 
@@ -35,6 +36,7 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	cp_parallel_init();
 	MarkGUCPrefixReserved("corgipile");
 
 	RegisterCustomScanMethods(&cp_sgd_scan_methods);

@@ -44,6 +44,7 @@
 #include "core/worker.h"
 #include "corgipile.h"
 #include "models.h"
+#include "parallel.h"
 #include "sgd.h"
 #include "tupleshuffle.h"
 
@@ -94,6 +95,10 @@ typedef struct SgdState
 	double	   *best_w;
 	int			since_best;		/* epochs without enough improvement */
 	int			replay_pos;		/* rows returned since the last rescan */
+
+	/* workers => N (parallel.c): processes planned, and the leader's side */
+	int			n_procs;
+	CpParallel *par;
 
 	Relation	vrel;			/* validation relation, or NULL */
 	CpLayout	vlayout;
@@ -181,6 +186,8 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	s->seed = s->params.has_seed ? s->params.seed :
 		pg_prng_int64p(&pg_global_prng_state);
 	cp_tuple_shuffle_set_seed(s->ts, (uint64) s->seed);
+	s->n_procs = cp_parallel_choose(&s->params, cp_tuple_shuffle_sizing(s->ts),
+									cp_tuple_shuffle_n_groups(s->ts));
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -228,6 +235,14 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	s->results = MemoryContextAllocZero(s->train_cxt,
 										mul_size(sizeof(CpEpochResult), s->results_cap));
 	s->learning_rate = s->params.learning_rate;
+	if (s->n_procs > 1)
+	{
+		MemoryContext old = MemoryContextSwitchTo(s->train_cxt);
+
+		s->par = cp_parallel_create(s->ts, estate, s->n_procs, (uint64) s->seed,
+									s->model_name);
+		MemoryContextSwitchTo(old);
+	}
 
 	if (OidIsValid(s->params.validation_relid))
 	{
@@ -572,6 +587,20 @@ train_double_buffered(SgdState *s)
 	}
 }
 
+/*
+ * workers => N: the epoch is trained by the leader and the workers
+ * (parallel.c).  The leader's first buffer is filled before the workers
+ * start, so that the weights have their shape.
+ */
+static void
+train_parallel(SgdState *s)
+{
+	if (!cp_parallel_prefill(s->par, &s->bufs[0]) && !s->model_ready)
+		return;					/* no rows at all: run_epoch says so */
+	ensure_model(s);
+	cp_parallel_run_epoch(s->par, &s->model, &s->bufs[0], s->n_done);
+}
+
 typedef struct ValidationPass
 {
 	const CpModel *model;
@@ -687,7 +716,9 @@ run_epoch(SgdState *s)
 		memset(&s->model.stats, 0, sizeof(CpStats));
 	}
 
-	if (s->params.double_buffer)
+	if (s->par != NULL)
+		train_parallel(s);
+	else if (s->params.double_buffer)
 	{
 		PG_TRY();
 		{
@@ -900,6 +931,10 @@ sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyFloat("Learning Rate", NULL, s->params.learning_rate, 4, es);
 	ExplainPropertyInteger("Batch Size", NULL, s->params.batch_size, es);
 	ExplainPropertyText("Double Buffering", s->params.double_buffer ? "on" : "off", es);
+	if (s->n_procs > 1)
+		ExplainPropertyInteger("Workers Planned", NULL, s->n_procs - 1, es);
 	if (es->analyze)
 		ExplainPropertyInteger("Epochs Trained", NULL, s->n_done, es);
+	if (es->analyze && s->par != NULL)
+		cp_parallel_explain(s->par, es);
 }
