@@ -55,6 +55,7 @@
 #include "optimizer/cost.h"
 #include "optimizer/paths.h"
 #include "pgstat.h"
+#include "postmaster/bgworker.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/spin.h"
@@ -88,6 +89,7 @@ typedef struct CpParallelProc
 {
 	int64		buffers;
 	int64		tuples;
+	pg_atomic_uint64 holding;	/* 1 + the item it trains, or 0 */
 } CpParallelProc;
 
 typedef struct CpParallelShared
@@ -152,6 +154,7 @@ typedef struct Participant
 	CpModel    *model;
 	CpBuffer   *buf;
 	CpParallelProc *me;
+	ParallelContext *pcxt;		/* the leader's, to watch its workers */
 } Participant;
 
 static const struct config_enum_entry sync_options[] = {
@@ -325,15 +328,48 @@ stats_add(CpStats *to, const CpStats *from)
 	to->sse += from->sse;
 }
 
+/*
+ * The leader, while it waits: a worker that is gone while it still held an
+ * item would leave its round open for ever.  A worker's error or FATAL
+ * normally reaches the leader first (and is raised by CHECK_FOR_INTERRUPTS
+ * in the sleep); this catches one that died without a word.
+ */
+static void
+check_workers_alive(Participant *pt)
+{
+	ParallelContext *pcxt = pt->pcxt;
+
+	for (int i = 0; i < pcxt->nworkers_launched; i++)
+	{
+		pid_t		pid;
+
+		if (pg_atomic_read_u64(&pt->sh->procs[1 + i].holding) == 0)
+			continue;
+		if (pcxt->worker[i].bgwhandle != NULL &&
+			GetBackgroundWorkerPid(pcxt->worker[i].bgwhandle, &pid) == BGWH_STOPPED &&
+			pg_atomic_read_u64(&pt->sh->procs[1 + i].holding) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_ADMIN_SHUTDOWN),
+					 errmsg("corgipile: parallel worker %d exited in the middle of a buffer", i)));
+	}
+}
+
 /* average: wait until the shared weights hold the result of round - 1. */
 static void
-wait_for_round(CpParallelShared *sh, uint64 round)
+wait_for_round(Participant *pt, uint64 round)
 {
+	CpParallelShared *sh = pt->sh;
+
 	if (pg_atomic_read_u64(&sh->published) < round)
 	{
 		ConditionVariablePrepareToSleep(&sh->cv);
 		while (pg_atomic_read_u64(&sh->published) < round)
-			ConditionVariableSleep(&sh->cv, PG_WAIT_EXTENSION);
+		{
+			if (pt->pcxt == NULL)
+				ConditionVariableSleep(&sh->cv, PG_WAIT_EXTENSION);
+			else if (ConditionVariableTimedSleep(&sh->cv, 100, PG_WAIT_EXTENSION))
+				check_workers_alive(pt);
+		}
 		ConditionVariableCancelSleep();
 	}
 	pg_read_barrier();
@@ -411,12 +447,14 @@ train_item(Participant *pt, uint64 item)
 {
 	CpParallelShared *sh = pt->sh;
 
+	pg_atomic_write_u64(&pt->me->holding, item + 1);
+
 	if (sh->sync == CP_SYNC_AVERAGE)
 	{
 		int			slot = (int) (item % sh->n_slots);
 		CpModel    *m = pt->model;
 
-		wait_for_round(sh, item / sh->n_slots);
+		wait_for_round(pt, item / sh->n_slots);
 		memcpy(m->w, pt->global, sizeof(double) * (Size) sh->n_weights);
 		memset(&m->stats, 0, sizeof(CpStats));
 		if (pt->buf->n_rows > 0)
@@ -430,6 +468,7 @@ train_item(Participant *pt, uint64 item)
 		train_buffer(pt, item);
 	pt->me->buffers++;
 	pt->me->tuples += pt->buf->n_rows;
+	pg_atomic_write_u64(&pt->me->holding, 0);
 }
 
 /* Claim groups until the epoch has none left; first is already filled. */
@@ -581,6 +620,8 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	pg_atomic_init_u64(&sh->published, 0);
 	ConditionVariableInit(&sh->cv);
 	SpinLockInit(&sh->mutex);
+	for (int i = 0; i < par->n_procs; i++)
+		pg_atomic_init_u64(&sh->procs[i].holding, 0);
 	shm_toc_insert(pcxt->toc, CP_KEY_SHARED, sh);
 
 	space = shm_toc_allocate(pcxt->toc, order_len);
@@ -617,6 +658,7 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	pt.model = &lm;
 	pt.buf = buf;
 	pt.me = &sh->procs[0];
+	pt.pcxt = pcxt;
 
 	/* groups the first epoch passed over while looking for rows: empty */
 	if (sync == CP_SYNC_AVERAGE)
@@ -729,6 +771,7 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	pt.model = &model;
 	pt.buf = &buf;
 	pt.me = &sh->procs[1 + ParallelWorkerNumber];
+	pt.pcxt = NULL;
 	if (sh->sync == CP_SYNC_HOGWILD)
 		model.w = pt.global;
 
