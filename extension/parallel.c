@@ -97,20 +97,29 @@ typedef struct CpParallelShared
 	/* set by the leader before the launch, read-only afterwards */
 	CpParallelSync sync;
 	uint64		seed;
-	int32		epoch;
 	int32		n_slots;
-	int64		n_items;		/* the epoch's groups of blocks */
+	int64		n_items;		/* groups of blocks an epoch has */
 	CpSizing	sizing;
 	int32		n_features;
 	int32		n_outputs;
 	int32		n_weights;
-	double		learning_rate;
 	int32		n_procs;		/* entries of procs: leader, then workers */
 
-	pg_atomic_uint64 next_item; /* the claim cursor */
+	/* set by the leader when it opens an epoch, before the cursor */
+	double		learning_rate;
+
+	/*
+	 * The claim cursor: the open epoch in the high 32 bits, the next group
+	 * in the low ones.  A claim past the epoch's groups, or of an epoch
+	 * already closed, tells a process to wait for the next epoch.
+	 */
+	pg_atomic_uint64 cursor;
+	pg_atomic_uint32 opened;	/* epochs opened so far */
+	pg_atomic_uint32 finished;	/* the training ends: workers exit */
 	pg_atomic_uint32 done_in_round; /* average: items of the round done */
-	pg_atomic_uint64 published; /* average: rounds merged into the weights */
-	ConditionVariable cv;		/* broadcast when a round is published */
+	pg_atomic_uint64 published; /* average: rounds of the epoch merged */
+	pg_atomic_uint64 items_done;	/* hogwild: items of the epoch done */
+	ConditionVariable cv;		/* a round merged, an epoch opened, done */
 
 	/* average: written by the process that completes a round */
 	CpStats		epoch_stats;
@@ -124,23 +133,6 @@ typedef struct CpParallelShared
 
 	CpParallelProc procs[FLEXIBLE_ARRAY_MEMBER];
 } CpParallelShared;
-
-/* The leader's side, across epochs. */
-struct CpParallel
-{
-	TupleShuffleState *ts;
-	EState	   *estate;
-	int			n_procs;		/* planned: leader + workers */
-	uint64		seed;
-	const char *model_name;
-	char	   *plan;			/* the serialized TupleShuffle subtree */
-	const uint32 *order;		/* this epoch's block order (the node's) */
-	int64		first_item;		/* the prefilled group */
-	int			launched_min;	/* over the epochs; -1 before the first */
-	int			launched_noticed;
-	int64	   *buffers;		/* per process, summed over the epochs */
-	int64	   *tuples;
-};
 
 /* What a process trains with, leader or worker. */
 typedef struct Participant
@@ -156,6 +148,28 @@ typedef struct Participant
 	CpParallelProc *me;
 	ParallelContext *pcxt;		/* the leader's, to watch its workers */
 } Participant;
+
+/* The leader's side, across epochs. */
+struct CpParallel
+{
+	TupleShuffleState *ts;
+	EState	   *estate;
+	int			n_procs;		/* planned: leader + workers */
+	uint64		seed;
+	const char *model_name;
+	char	   *plan;			/* the serialized TupleShuffle subtree */
+	const uint32 *order;		/* this epoch's block order (the node's) */
+	int64		first_item;		/* the prefilled group */
+
+	ParallelContext *pcxt;		/* NULL before the first epoch and after
+								 * cp_parallel_finish */
+	Participant pt;				/* the leader's share of the work */
+	CpModel		lm;				/* the leader's model, on pt's arrays */
+	uint32	   *shared_order;
+	int			launched;		/* -1 before the launch */
+	int64	   *buffers;		/* per process, over the epochs */
+	int64	   *tuples;
+};
 
 static const struct config_enum_entry sync_options[] = {
 	{"average", CP_SYNC_AVERAGE, false},
@@ -270,8 +284,7 @@ cp_parallel_create(TupleShuffleState *ts, EState *estate, int n_procs, uint64 se
 	par->n_procs = n_procs;
 	par->seed = seed;
 	par->model_name = model_name;
-	par->launched_min = -1;
-	par->launched_noticed = n_procs - 1;
+	par->launched = -1;
 	par->buffers = palloc0(sizeof(int64) * n_procs);
 	par->tuples = palloc0(sizeof(int64) * n_procs);
 
@@ -328,9 +341,44 @@ stats_add(CpStats *to, const CpStats *from)
 	to->sse += from->sse;
 }
 
+/* softmax: the class names, NUL-separated, after the type and the count */
+static char *
+pack_classes(const CpClassMap *cm, Size *len)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendBinaryStringInfo(&b, (const char *) &cm->type, sizeof(Oid));
+	appendBinaryStringInfo(&b, (const char *) &cm->n_classes, sizeof(int));
+	for (int k = 0; k < cm->n_classes; k++)
+		appendBinaryStringInfo(&b, cm->names[k], strlen(cm->names[k]) + 1);
+	*len = b.len;
+	return b.data;
+}
+
+static CpClassMap *
+unpack_classes(const char *p)
+{
+	Oid			type;
+	int			n;
+	char	  **names;
+
+	memcpy(&type, p, sizeof(Oid));
+	p += sizeof(Oid);
+	memcpy(&n, p, sizeof(int));
+	p += sizeof(int);
+	names = palloc(sizeof(char *) * Max(n, 1));
+	for (int k = 0; k < n; k++)
+	{
+		names[k] = pstrdup(p);
+		p += strlen(p) + 1;
+	}
+	return cp_class_map_from_names(type, names, n);
+}
+
 /*
  * The leader, while it waits: a worker that is gone while it still held an
- * item would leave its round open for ever.  A worker's error or FATAL
+ * item would leave its epoch open for ever.  A worker's error or FATAL
  * normally reaches the leader first (and is raised by CHECK_FOR_INTERRUPTS
  * in the sleep); this catches one that died without a word.
  */
@@ -354,16 +402,21 @@ check_workers_alive(Participant *pt)
 	}
 }
 
-/* average: wait until the shared weights hold the result of round - 1. */
+/*
+ * Sleep until done(sh, arg).  Interrupts are served by the sleep; the
+ * leader also watches its workers.
+ */
+typedef bool (*DoneFn) (CpParallelShared *sh, uint64 arg);
+
 static void
-wait_for_round(Participant *pt, uint64 round)
+wait_until(Participant *pt, DoneFn done, uint64 arg)
 {
 	CpParallelShared *sh = pt->sh;
 
-	if (pg_atomic_read_u64(&sh->published) < round)
+	if (!done(sh, arg))
 	{
 		ConditionVariablePrepareToSleep(&sh->cv);
-		while (pg_atomic_read_u64(&sh->published) < round)
+		while (!done(sh, arg))
 		{
 			if (pt->pcxt == NULL)
 				ConditionVariableSleep(&sh->cv, PG_WAIT_EXTENSION);
@@ -373,6 +426,28 @@ wait_for_round(Participant *pt, uint64 round)
 		ConditionVariableCancelSleep();
 	}
 	pg_read_barrier();
+}
+
+static bool
+round_published(CpParallelShared *sh, uint64 round)
+{
+	return pg_atomic_read_u64(&sh->published) >= round;
+}
+
+static bool
+epoch_opened_or_finished(CpParallelShared *sh, uint64 epochs)
+{
+	return pg_atomic_read_u32(&sh->opened) >= epochs ||
+		pg_atomic_read_u32(&sh->finished) != 0;
+}
+
+static bool
+epoch_complete(CpParallelShared *sh, uint64 unused)
+{
+	if (sh->sync == CP_SYNC_AVERAGE)
+		return pg_atomic_read_u64(&sh->published) ==
+			(uint64) ((sh->n_items + sh->n_slots - 1) / sh->n_slots);
+	return pg_atomic_read_u64(&sh->items_done) == (uint64) sh->n_items;
 }
 
 /*
@@ -422,9 +497,29 @@ finish_item(Participant *pt, uint64 item)
 		merge_round(pt, round, in_round);
 }
 
+/*
+ * What the buffer's rows taught this process's layout (label convention,
+ * skipped rows), added to the epoch's before the item counts as done, so
+ * the leader sees all of it once the epoch is complete.
+ */
+static void
+report_layout(Participant *pt, int64 *skipped)
+{
+	CpParallelShared *sh = pt->sh;
+	const CpLayout *lo = &pt->ts->layout;
+
+	SpinLockAcquire(&sh->mutex);
+	sh->seen_minus_one |= lo->seen_minus_one;
+	sh->seen_zero |= lo->seen_zero;
+	sh->seen_one |= lo->seen_one;
+	sh->n_skipped += lo->n_skipped - *skipped;
+	SpinLockRelease(&sh->mutex);
+	*skipped = lo->n_skipped;
+}
+
 /* Permute the buffer with the group's own stream, train, flush the batch. */
 static void
-train_buffer(Participant *pt, uint64 item)
+train_buffer(Participant *pt, uint32 epoch, uint64 item)
 {
 	CpParallelShared *sh = pt->sh;
 	CpBuffer   *buf = pt->buf;
@@ -432,7 +527,7 @@ train_buffer(Participant *pt, uint64 item)
 	int64		pos = 0;
 
 	cp_tuple_shuffle_seed_permutation(pt->ts,
-									  cp_derive_seed(cp_derive_seed(sh->seed, CP_PARALLEL_STREAM + sh->epoch),
+									  cp_derive_seed(cp_derive_seed(sh->seed, CP_PARALLEL_STREAM + epoch),
 													 item));
 	cp_tuple_shuffle_permute(pt->ts, buf);
 	/* stop at a row boundary for interrupts, then go on from that row */
@@ -443,114 +538,75 @@ train_buffer(Participant *pt, uint64 item)
 }
 
 static void
-train_item(Participant *pt, uint64 item)
+train_item(Participant *pt, uint32 epoch, uint64 item, int64 *skipped)
 {
 	CpParallelShared *sh = pt->sh;
+	CpModel    *m = pt->model;
 
 	pg_atomic_write_u64(&pt->me->holding, item + 1);
-
+	memset(&m->stats, 0, sizeof(CpStats));
 	if (sh->sync == CP_SYNC_AVERAGE)
 	{
 		int			slot = (int) (item % sh->n_slots);
-		CpModel    *m = pt->model;
 
-		wait_for_round(pt, item / sh->n_slots);
+		wait_until(pt, round_published, item / sh->n_slots);
 		memcpy(m->w, pt->global, sizeof(double) * (Size) sh->n_weights);
-		memset(&m->stats, 0, sizeof(CpStats));
 		if (pt->buf->n_rows > 0)
-			train_buffer(pt, item);
+			train_buffer(pt, epoch, item);
 		memcpy(pt->slots + (Size) slot * sh->n_weights, m->w,
 			   sizeof(double) * (Size) sh->n_weights);
 		pt->slot_stats[slot] = m->stats;
+		report_layout(pt, skipped);
+		pt->me->buffers++;
+		pt->me->tuples += pt->buf->n_rows;
 		finish_item(pt, item);
 	}
-	else if (pt->buf->n_rows > 0)
-		train_buffer(pt, item);
-	pt->me->buffers++;
-	pt->me->tuples += pt->buf->n_rows;
+	else
+	{
+		if (pt->buf->n_rows > 0)
+			train_buffer(pt, epoch, item);
+		report_layout(pt, skipped);
+		SpinLockAcquire(&sh->mutex);
+		stats_add(&sh->hogwild_stats, &m->stats);
+		SpinLockRelease(&sh->mutex);
+		pt->me->buffers++;
+		pt->me->tuples += pt->buf->n_rows;
+		if (pg_atomic_add_fetch_u64(&sh->items_done, 1) == (uint64) sh->n_items)
+			ConditionVariableBroadcast(&sh->cv);
+	}
 	pg_atomic_write_u64(&pt->me->holding, 0);
 }
 
-/* Claim groups until the epoch has none left; first is already filled. */
-static void
-participate(Participant *pt, int64 first)
+/*
+ * Claim the open epoch's groups until none is left.  Returns the epoch of
+ * the last claim, which was past that epoch's groups.
+ */
+static uint32
+claim_items(Participant *pt, int64 *skipped)
 {
 	CpParallelShared *sh = pt->sh;
 
-	if (first >= 0)
-		train_item(pt, (uint64) first);
 	for (;;)
 	{
-		uint64		item = pg_atomic_fetch_add_u64(&sh->next_item, 1);
+		uint64		claim = pg_atomic_fetch_add_u64(&sh->cursor, 1);
+		uint32		epoch = (uint32) (claim >> 32);
+		uint64		item = claim & UINT64CONST(0xFFFFFFFF);
 
 		if (item >= (uint64) sh->n_items)
-			break;
+			return epoch;
+		/* the claim's barrier orders the epoch's settings before this */
+		pt->model->learning_rate = sh->learning_rate;
 		fill_group(pt->ts, pt->order, (int64) item, pt->buf);
-		train_item(pt, item);
+		train_item(pt, epoch, item, skipped);
 	}
-	if (sh->sync == CP_SYNC_HOGWILD)
-	{
-		SpinLockAcquire(&sh->mutex);
-		stats_add(&sh->hogwild_stats, &pt->model->stats);
-		SpinLockRelease(&sh->mutex);
-	}
-}
-
-/* What a worker's rows taught its layout, for the leader's. */
-static void
-report_layout(CpParallelShared *sh, const CpLayout *lo)
-{
-	SpinLockAcquire(&sh->mutex);
-	sh->seen_minus_one |= lo->seen_minus_one;
-	sh->seen_zero |= lo->seen_zero;
-	sh->seen_one |= lo->seen_one;
-	sh->n_skipped += lo->n_skipped;
-	SpinLockRelease(&sh->mutex);
-}
-
-/* softmax: the class names, NUL-separated, after the type and the count */
-static char *
-pack_classes(const CpClassMap *cm, Size *len)
-{
-	StringInfoData b;
-
-	initStringInfo(&b);
-	appendBinaryStringInfo(&b, (const char *) &cm->type, sizeof(Oid));
-	appendBinaryStringInfo(&b, (const char *) &cm->n_classes, sizeof(int));
-	for (int k = 0; k < cm->n_classes; k++)
-		appendBinaryStringInfo(&b, cm->names[k], strlen(cm->names[k]) + 1);
-	*len = b.len;
-	return b.data;
-}
-
-static CpClassMap *
-unpack_classes(const char *p)
-{
-	Oid			type;
-	int			n;
-	char	  **names;
-
-	memcpy(&type, p, sizeof(Oid));
-	p += sizeof(Oid);
-	memcpy(&n, p, sizeof(int));
-	p += sizeof(int);
-	names = palloc(sizeof(char *) * Max(n, 1));
-	for (int k = 0; k < n; k++)
-	{
-		names[k] = pstrdup(p);
-		p += strlen(p) + 1;
-	}
-	return cp_class_map_from_names(type, names, n);
 }
 
 /*
- * One parallel epoch.  The leader's first buffer holds group
- * par->first_item (cp_parallel_prefill); model has its shape, its weights
- * and this epoch's learning rate.  On return model->w holds the epoch's
- * weights and model->stats its figures, as a single process leaves them.
+ * Before the first parallel epoch: the segment (sized for this model and
+ * table), the leader's share, the launch.
  */
-void
-cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
+static void
+setup(CpParallel *par, CpModel *model)
 {
 	TupleShuffleState *ts = par->ts;
 	const CpSizing *sz = cp_tuple_shuffle_sizing(ts);
@@ -565,15 +621,13 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 									   sync == CP_SYNC_AVERAGE ? n_slots + 1 : 1);
 	Size		slot_stats_len = mul_size(sizeof(CpStats), n_slots);
 	Size		plan_len = strlen(par->plan) + 1;
+	const CpLayout *lo = &ts->layout;
 	char	   *classes = NULL;
 	Size		classes_len = 0;
 	ParallelContext *pcxt;
 	CpParallelShared *sh;
-	Participant pt;
-	CpModel		lm;
+	Participant *pt = &par->pt;
 	char	   *space;
-	int			launched;
-	CpLayout   *lo = &ts->layout;
 
 	/*
 	 * What the leader's first pass found that the workers' layouts do not
@@ -586,6 +640,7 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	EnterParallelMode();
 	pcxt = CreateParallelContext("corgipile", "cp_parallel_worker_main",
 								 par->n_procs - 1);
+	par->pcxt = pcxt;
 	shm_toc_estimate_chunk(&pcxt->estimator, shared_len);
 	shm_toc_estimate_chunk(&pcxt->estimator, order_len);
 	shm_toc_estimate_chunk(&pcxt->estimator, weights_len);
@@ -606,37 +661,36 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	memset(sh, 0, shared_len);
 	sh->sync = sync;
 	sh->seed = par->seed;
-	sh->epoch = epoch;
 	sh->n_slots = n_slots;
 	sh->n_items = n_items;
 	sh->sizing = *sz;
 	sh->n_features = model->n_features;
 	sh->n_outputs = model->n_outputs;
 	sh->n_weights = nw;
-	sh->learning_rate = model->learning_rate;
 	sh->n_procs = par->n_procs;
-	pg_atomic_init_u64(&sh->next_item, (uint64) par->first_item + 1);
+	pg_atomic_init_u64(&sh->cursor, UINT64CONST(0xFFFFFFFF));	/* none open */
+	pg_atomic_init_u32(&sh->opened, 0);
+	pg_atomic_init_u32(&sh->finished, 0);
 	pg_atomic_init_u32(&sh->done_in_round, 0);
 	pg_atomic_init_u64(&sh->published, 0);
+	pg_atomic_init_u64(&sh->items_done, 0);
 	ConditionVariableInit(&sh->cv);
 	SpinLockInit(&sh->mutex);
 	for (int i = 0; i < par->n_procs; i++)
 		pg_atomic_init_u64(&sh->procs[i].holding, 0);
 	shm_toc_insert(pcxt->toc, CP_KEY_SHARED, sh);
 
-	space = shm_toc_allocate(pcxt->toc, order_len);
-	memcpy(space, par->order, sizeof(uint32) * sz->n_blocks);
-	shm_toc_insert(pcxt->toc, CP_KEY_ORDER, space);
-	pt.order = (const uint32 *) space;
+	par->shared_order = shm_toc_allocate(pcxt->toc, order_len);
+	shm_toc_insert(pcxt->toc, CP_KEY_ORDER, par->shared_order);
+	pt->order = par->shared_order;
 
-	pt.global = shm_toc_allocate(pcxt->toc, weights_len);
-	memcpy(pt.global, model->w, sizeof(double) * (Size) nw);
-	pt.slots = sync == CP_SYNC_AVERAGE ? pt.global + nw : NULL;
-	shm_toc_insert(pcxt->toc, CP_KEY_WEIGHTS, pt.global);
+	pt->global = shm_toc_allocate(pcxt->toc, weights_len);
+	pt->slots = sync == CP_SYNC_AVERAGE ? pt->global + nw : NULL;
+	shm_toc_insert(pcxt->toc, CP_KEY_WEIGHTS, pt->global);
 
-	pt.slot_stats = shm_toc_allocate(pcxt->toc, slot_stats_len);
-	memset(pt.slot_stats, 0, slot_stats_len);
-	shm_toc_insert(pcxt->toc, CP_KEY_SLOT_STATS, pt.slot_stats);
+	pt->slot_stats = shm_toc_allocate(pcxt->toc, slot_stats_len);
+	memset(pt->slot_stats, 0, slot_stats_len);
+	shm_toc_insert(pcxt->toc, CP_KEY_SLOT_STATS, pt->slot_stats);
 
 	space = shm_toc_allocate(pcxt->toc, plan_len);
 	memcpy(space, par->plan, plan_len);
@@ -649,73 +703,142 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	}
 
 	/* the leader trains a copy of the model's struct on the shared arrays */
-	lm = *model;
+	par->lm = *model;
 	if (sync == CP_SYNC_HOGWILD)
-		lm.w = pt.global;
-	memset(&lm.stats, 0, sizeof(CpStats));
-	pt.sh = sh;
-	pt.ts = ts;
-	pt.model = &lm;
-	pt.buf = buf;
-	pt.me = &sh->procs[0];
-	pt.pcxt = pcxt;
+		par->lm.w = pt->global;
+	pt->sh = sh;
+	pt->ts = ts;
+	pt->model = &par->lm;
+	pt->me = &sh->procs[0];
+	pt->pcxt = pcxt;
+}
 
-	/* groups the first epoch passed over while looking for rows: empty */
-	if (sync == CP_SYNC_AVERAGE)
-		for (int64 i = 0; i < par->first_item; i++)
-			finish_item(&pt, (uint64) i);
+static void
+launch(CpParallel *par)
+{
+	ParallelContext *pcxt = par->pcxt;
 
 	LaunchParallelWorkers(pcxt);
-	launched = pcxt->nworkers_launched;
-	if (launched < par->n_procs - 1 && launched != par->launched_noticed)
-	{
+	par->launched = pcxt->nworkers_launched;
+	if (par->launched < par->n_procs - 1)
 		ereport(NOTICE,
 				(errmsg("corgipile: %d of %d parallel workers launched for model \"%s\"",
-						launched, par->n_procs - 1, par->model_name),
+						par->launched, par->n_procs - 1, par->model_name),
 				 errdetail("No more background workers were available (max_worker_processes, max_parallel_workers).  The processes that run train all %d slots: the weights do not change.",
-						   n_slots)));
-		par->launched_noticed = launched;
+						   par->n_procs)));
+}
+
+/*
+ * One parallel epoch.  The leader's first buffer holds group
+ * par->first_item (cp_parallel_prefill); model has its shape, its weights
+ * and this epoch's learning rate.  On return model->w holds the epoch's
+ * weights and model->stats its figures, as a single process leaves them.
+ * The workers are launched before the first epoch and wait between epochs;
+ * cp_parallel_finish ends them.
+ */
+void
+cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
+{
+	TupleShuffleState *ts = par->ts;
+	const CpSizing *sz = cp_tuple_shuffle_sizing(ts);
+	Participant *pt = &par->pt;
+	CpParallelShared *sh;
+	CpLayout   *lo = &ts->layout;
+	bool		first = (par->pcxt == NULL);
+	int64		start_skipped = lo->n_skipped;	/* the prefill's included */
+	int64		skipped = start_skipped;
+
+	if (first)
+		setup(par, model);
+	sh = pt->sh;
+	pt->buf = buf;
+
+	/* open the epoch: its settings, then the cursor (a barrier between) */
+	memcpy(par->shared_order, par->order, sizeof(uint32) * sz->n_blocks);
+	memcpy(pt->global, model->w, sizeof(double) * (Size) sh->n_weights);
+	sh->learning_rate = model->learning_rate;
+	par->lm.learning_rate = model->learning_rate;
+	memset(&sh->epoch_stats, 0, sizeof(CpStats));
+	memset(&sh->hogwild_stats, 0, sizeof(CpStats));
+	sh->seen_minus_one = sh->seen_zero = sh->seen_one = false;
+	sh->n_skipped = 0;
+	pg_atomic_write_u32(&sh->done_in_round, 0);
+	pg_atomic_write_u64(&sh->published, 0);
+	pg_atomic_write_u64(&sh->items_done, 0);
+
+	/* groups the first epoch passed over while looking for rows: empty */
+	for (int64 i = 0; i < par->first_item && i < sh->n_items; i++)
+	{
+		if (sh->sync == CP_SYNC_AVERAGE)
+			finish_item(pt, (uint64) i);
+		else
+			pg_atomic_add_fetch_u64(&sh->items_done, 1);
 	}
-	if (par->launched_min < 0 || launched < par->launched_min)
-		par->launched_min = launched;
 
-	participate(&pt, par->first_item < n_items ? par->first_item : -1);
-	WaitForParallelWorkersToFinish(pcxt);
+	pg_write_barrier();
+	pg_atomic_write_u64(&sh->cursor, ((uint64) epoch << 32) | (uint64) (par->first_item + 1));
+	pg_atomic_write_u32(&sh->opened, (uint32) epoch + 1);
+	ConditionVariableBroadcast(&sh->cv);
+	if (first)
+		launch(par);
 
-	if (sync == CP_SYNC_AVERAGE &&
-		pg_atomic_read_u64(&sh->published) != (uint64) ((n_items + n_slots - 1) / n_slots))
-		elog(ERROR, "corgipile: a parallel epoch ended with rounds left unmerged");
+	if (par->first_item < sh->n_items)
+		train_item(pt, (uint32) epoch, (uint64) par->first_item, &skipped);
+	claim_items(pt, &skipped);
+	wait_until(pt, epoch_complete, 0);
 
-	memcpy(model->w, pt.global, sizeof(double) * (Size) nw);
-	model->stats = sync == CP_SYNC_AVERAGE ? sh->epoch_stats : sh->hogwild_stats;
+	memcpy(model->w, pt->global, sizeof(double) * (Size) sh->n_weights);
+	model->stats = sh->sync == CP_SYNC_AVERAGE ? sh->epoch_stats : sh->hogwild_stats;
 	model->batch_fill = 0;
 
-	/* the workers' rows count in the label convention and the skipped rows */
+	/*
+	 * The workers' rows count in the label convention and the skipped rows
+	 * (the leader's own were counted in its layout as it read them).
+	 */
+	SpinLockAcquire(&sh->mutex);
 	lo->seen_minus_one |= sh->seen_minus_one;
 	lo->seen_zero |= sh->seen_zero;
 	lo->seen_one |= sh->seen_one;
-	lo->n_skipped += sh->n_skipped;
+	lo->n_skipped = start_skipped + sh->n_skipped;
+	SpinLockRelease(&sh->mutex);
 	if (lo->seen_zero && lo->seen_minus_one)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("labels of relation \"%s\" mix 0 and -1", lo->relname),
 				 errdetail("A binary %s model takes labels -1/+1 or 0/1, not both.",
 						   cp_model_kind_name(lo->model))));
+}
 
+/*
+ * After the last epoch (before the model row is written: parallel mode
+ * forbids writes): let the workers go, wait for them, keep their figures,
+ * release the segment.  Errors skip this: the transaction's abort destroys
+ * the context, which terminates the workers.
+ */
+void
+cp_parallel_finish(CpParallel *par)
+{
+	CpParallelShared *sh = par->pt.sh;
+
+	if (par->pcxt == NULL)
+		return;
+	pg_atomic_write_u32(&sh->finished, 1);
+	ConditionVariableBroadcast(&sh->cv);
+	WaitForParallelWorkersToFinish(par->pcxt);
 	for (int i = 0; i < par->n_procs; i++)
 	{
-		par->buffers[i] += sh->procs[i].buffers;
-		par->tuples[i] += sh->procs[i].tuples;
+		par->buffers[i] = sh->procs[i].buffers;
+		par->tuples[i] = sh->procs[i].tuples;
 	}
-
-	DestroyParallelContext(pcxt);
+	DestroyParallelContext(par->pcxt);
+	par->pcxt = NULL;
 	ExitParallelMode();
 }
 
 void
 cp_parallel_explain(CpParallel *par, ExplainState *es)
 {
-	ExplainPropertyInteger("Workers Launched", NULL, Max(par->launched_min, 0), es);
+	ExplainPropertyInteger("Workers Launched", NULL, Max(par->launched, 0), es);
 	for (int i = 0; i < par->n_procs; i++)
 	{
 		char	   *label = i == 0 ? pstrdup("Leader") : psprintf("Worker %d", i - 1);
@@ -730,7 +853,8 @@ cp_parallel_explain(CpParallel *par, ExplainState *es)
 /*
  * A parallel worker: run the training plan's TupleShuffle subtree with the
  * leader's snapshot, cut the table as the leader did, and train on the
- * groups it claims.
+ * groups it claims, epoch after epoch, until the leader says the training
+ * is over.
  */
 void
 cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
@@ -744,6 +868,7 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	Participant pt;
 	CpModel		model;
 	CpBuffer	buf;
+	int64		skipped = 0;
 
 	pgstat_report_activity(STATE_RUNNING, "corgipile parallel training");
 	qd = CreateQueryDesc(pstmt, "corgipile parallel training", GetActiveSnapshot(),
@@ -760,7 +885,6 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 					   ts->layout.mode == CP_FEATURES_SPARSE, ts->params.batch_size,
 					   ts->params.l2, ts->params.l1, palloc0))
 		elog(ERROR, "corgipile: model sizes do not fit");	/* the leader's did */
-	model.learning_rate = sh->learning_rate;
 
 	pt.sh = sh;
 	pt.order = shm_toc_lookup(toc, CP_KEY_ORDER, false);
@@ -775,8 +899,15 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	if (sh->sync == CP_SYNC_HOGWILD)
 		model.w = pt.global;
 
-	participate(&pt, -1);
-	report_layout(sh, &ts->layout);
+	for (;;)
+	{
+		uint32		epoch = claim_items(&pt, &skipped);
+
+		/* past the epoch's groups: the next epoch, or the end */
+		wait_until(&pt, epoch_opened_or_finished, (uint64) epoch + 2);
+		if (pg_atomic_read_u32(&sh->finished) != 0)
+			break;
+	}
 
 	ExecutorFinish(qd);
 	ExecutorEnd(qd);

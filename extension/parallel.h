@@ -49,6 +49,7 @@ extern CpParallel *cp_parallel_create(struct TupleShuffleState *ts, EState *esta
 extern bool cp_parallel_prefill(CpParallel *par, CpBuffer *buf);
 extern void cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf,
 								  int epoch);
+extern void cp_parallel_finish(CpParallel *par);
 extern void cp_parallel_explain(CpParallel *par, ExplainState *es);
 
 /* The entry point of a parallel worker (looked up by name). */

@@ -870,8 +870,15 @@ sgd_next(ScanState *node)
 		if (s->finished)
 			return slot;
 		run_epoch(s);
+		/* workers => N: every epoch now, the workers kept across them */
+		while (s->par != NULL && !s->finished)
+			run_epoch(s);
 		if (s->finished)
+		{
+			if (s->par != NULL)
+				cp_parallel_finish(s->par);
 			save_model(s);
+		}
 	}
 	res = &s->results[s->replay_pos++];
 
