@@ -309,18 +309,21 @@ fill_group(TupleShuffleState *ts, const uint32 *order, int64 g, CpBuffer *buf)
 }
 
 /*
- * Before the epoch's segment exists: draw the block order and fill the
- * leader's first buffer, group 0.  The first epoch needs it to know the
- * weights' shape (an array's length is read from the rows), so groups
- * whose rows were all skipped are passed over until one has rows.  False
- * when no group had any.
+ * Before each epoch: draw the block order.  With need_rows (the weights do
+ * not have their shape yet: an array's length is read from the rows), also
+ * fill the leader's first buffer before the epoch opens, passing over
+ * groups whose rows were all skipped until one has rows; false when none
+ * had any.  Otherwise the leader claims groups like the workers do.
  */
 bool
-cp_parallel_prefill(CpParallel *par, CpBuffer *buf)
+cp_parallel_prefill(CpParallel *par, CpBuffer *buf, bool need_rows)
 {
 	int64		n_groups = cp_tuple_shuffle_n_groups(par->ts);
 
 	par->order = cp_block_shuffle_draw_order(par->ts->child);
+	par->first_item = -1;
+	if (!need_rows)
+		return true;
 	for (par->first_item = 0; par->first_item < n_groups; par->first_item++)
 	{
 		fill_group(par->ts, par->order, par->first_item, buf);
@@ -782,7 +785,7 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	if (first)
 		launch(par);
 
-	if (par->first_item < sh->n_items)
+	if (par->first_item >= 0 && par->first_item < sh->n_items)
 		train_item(pt, (uint32) epoch, (uint64) par->first_item, &skipped);
 	claim_items(pt, &skipped);
 	wait_until(pt, epoch_complete, 0);

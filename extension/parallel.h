@@ -46,7 +46,7 @@ extern int	cp_parallel_choose(const CpTrainParams *p, const CpSizing *sz,
 extern CpParallel *cp_parallel_create(struct TupleShuffleState *ts, EState *estate,
 									  int n_procs, uint64 seed,
 									  const char *model_name);
-extern bool cp_parallel_prefill(CpParallel *par, CpBuffer *buf);
+extern bool cp_parallel_prefill(CpParallel *par, CpBuffer *buf, bool need_rows);
 extern void cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf,
 								  int epoch);
 extern void cp_parallel_finish(CpParallel *par);

@@ -589,13 +589,13 @@ train_double_buffered(SgdState *s)
 
 /*
  * workers => N: the epoch is trained by the leader and the workers
- * (parallel.c).  The leader's first buffer is filled before the workers
- * start, so that the weights have their shape.
+ * (parallel.c).  Before the first epoch the leader reads its first buffer
+ * alone, so that the weights have their shape.
  */
 static void
 train_parallel(SgdState *s)
 {
-	if (!cp_parallel_prefill(s->par, &s->bufs[0]) && !s->model_ready)
+	if (!cp_parallel_prefill(s->par, &s->bufs[0], !s->model_ready) && !s->model_ready)
 		return;					/* no rows at all: run_epoch says so */
 	ensure_model(s);
 	cp_parallel_run_epoch(s->par, &s->model, &s->bufs[0], s->n_done);
