@@ -62,6 +62,7 @@
 #include "tcop/dest.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
@@ -236,12 +237,24 @@ cp_parallel_check_workers(const CpTrainParams *p)
  * epoch has groups of blocks to hand out.
  */
 int
-cp_parallel_choose(const CpTrainParams *p, const CpSizing *sz, int64 n_groups)
+cp_parallel_choose(const CpTrainParams *p, Relation rel, const CpSizing *sz,
+				   int64 n_groups)
 {
 	int			n;
 
 	if (p->workers == 1 || !cp_parallel_capable(p->shuffle) || !IsUnderPostmaster)
 		return 1;
+	/* a temporary table's pages are in the leader's local buffers only */
+	if (RelationUsesLocalBuffers(rel))
+	{
+		if (p->workers > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("corgipile.train: workers > 1 cannot read temporary table \"%s\"",
+							RelationGetRelationName(rel)),
+					 errhint("Train with workers => 1, or copy the rows into a regular table.")));
+		return 1;
+	}
 	if (p->workers > 1)
 		n = p->workers;
 	else

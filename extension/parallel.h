@@ -16,6 +16,7 @@
 #include "nodes/execnodes.h"
 #include "storage/dsm.h"
 #include "storage/shm_toc.h"
+#include "utils/relcache.h"
 
 #include "core/linear_model.h"
 #include "params.h"
@@ -40,8 +41,8 @@ extern void cp_parallel_check_workers(const CpTrainParams *p);
 extern bool cp_parallel_capable(CpShuffle shuffle);
 
 /* Executor start: the processes (leader included) a training will use. */
-extern int	cp_parallel_choose(const CpTrainParams *p, const CpSizing *sz,
-							   int64 n_groups);
+extern int	cp_parallel_choose(const CpTrainParams *p, Relation rel,
+							   const CpSizing *sz, int64 n_groups);
 
 extern CpParallel *cp_parallel_create(struct TupleShuffleState *ts, EState *estate,
 									  int n_procs, uint64 seed,

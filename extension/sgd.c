@@ -186,7 +186,8 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	s->seed = s->params.has_seed ? s->params.seed :
 		pg_prng_int64p(&pg_global_prng_state);
 	cp_tuple_shuffle_set_seed(s->ts, (uint64) s->seed);
-	s->n_procs = cp_parallel_choose(&s->params, cp_tuple_shuffle_sizing(s->ts),
+	s->n_procs = cp_parallel_choose(&s->params, cp_tuple_shuffle_relation(s->ts),
+									cp_tuple_shuffle_sizing(s->ts),
 									cp_tuple_shuffle_n_groups(s->ts));
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)

@@ -69,6 +69,11 @@ SELECT * FROM corgipile.train('ppoints', 'svm', workers => -1);
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 100000);
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 2, shuffle => 'sliding_window');
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 2, shuffle => 'grab');
+CREATE TEMP TABLE ppoints_temp AS SELECT * FROM ppoints LIMIT 100;
+SELECT * FROM corgipile.train('ppoints_temp', 'svm', workers => 2);
+-- workers => NULL on a temporary table: the leader alone
+SELECT count(*) FROM corgipile.train('ppoints_temp', 'svm', model_name => 'par_temp', workers => NULL,
+                                     max_epoch_num => 1);
 -- an error in the data stops the training, whichever process read the row
 -- (terse: a worker's error carries a "parallel worker" context line)
 \set VERBOSITY terse
@@ -79,5 +84,5 @@ SELECT * FROM corgipile.train('ppoints_bad', 'svm', model_name => 'par_bad', wor
 \set VERBOSITY default
 SELECT count(*) FROM corgipile.models WHERE model_name = 'par_bad';
 
-DROP TABLE ppoints, ppoints_bad;
+DROP TABLE ppoints, ppoints_bad, ppoints_temp;
 SELECT count(corgipile.drop_model(model_name)) FROM corgipile.models WHERE model_name LIKE 'par\_%';
