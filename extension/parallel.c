@@ -4,20 +4,23 @@
  *	  train(workers => N): an epoch trained by the leader and N - 1
  *	  parallel workers.
  *
- * Each epoch the SGD operator (the leader) enters parallel mode, creates a
- * ParallelContext as nbtsort.c does, puts the epoch's block order, the
- * weights and a small control block in its dynamic shared memory, launches
- * the workers, trains alongside them, waits for them and destroys the
- * context before the epoch's row is returned: parallel mode never spans
- * two calls of the node, and so never a FETCH of a cursor.  A worker runs
- * the training plan's TupleShuffle subtree (serialized from the leader's
- * plan, as execParallel.c does), with the leader's snapshot, which the
- * parallel infrastructure restores; it opens and reads the table itself
- * and fills and permutes its own buffers.
+ * Before the first epoch the SGD operator (the leader) enters parallel
+ * mode, creates a ParallelContext as nbtsort.c does, puts the block order,
+ * the weights and a small control block in its dynamic shared memory and
+ * launches the workers, once per training; they wait on a condition
+ * variable between epochs.  A parallel training runs all its epochs in the
+ * node's first call and leaves parallel mode (cp_parallel_finish) before
+ * the model row is written, so parallel mode never spans two calls of the
+ * node, and so never a FETCH of a cursor.  A worker runs the training
+ * plan's TupleShuffle subtree (serialized from the leader's plan, as
+ * execParallel.c does), with the leader's snapshot, which the parallel
+ * infrastructure restores; it opens and reads the table itself and fills
+ * and permutes its own buffers.
  *
  * The epoch's groups of blocks (as TupleShuffle cuts them) are the work
- * items, claimed with an atomic fetch-add on a shared cursor.  Two ways to
- * combine what the processes learn (corgipile.parallel_sync):
+ * items, claimed with an atomic fetch-add on a shared cursor that also
+ * carries the epoch.  Two ways to combine what the processes learn
+ * (corgipile.parallel_sync):
  *
  * average (default): the items are dealt to n_slots = N slots round-robin,
  *	 item i is slot i % N of round i / N.  Every item of a round starts from
@@ -66,6 +69,7 @@
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
+#include "core/merge.h"
 #include "core/shuffle.h"
 #include "corgipile.h"
 #include "parallel.h"
@@ -346,17 +350,6 @@ cp_parallel_prefill(CpParallel *par, CpBuffer *buf, bool need_rows)
 	return false;
 }
 
-static void
-stats_add(CpStats *to, const CpStats *from)
-{
-	to->n += from->n;
-	to->loss_sum += from->loss_sum;
-	to->n_correct += from->n_correct;
-	to->sum_y += from->sum_y;
-	to->sum_y2 += from->sum_y2;
-	to->sse += from->sse;
-}
-
 /* softmax: the class names, NUL-separated, after the type and the count */
 static char *
 pack_classes(const CpClassMap *cm, Size *len)
@@ -475,25 +468,10 @@ static void
 merge_round(Participant *pt, uint64 round, int in_round)
 {
 	CpParallelShared *sh = pt->sh;
-	int			nw = sh->n_weights;
-	int64		n_total = 0;
 
+	cp_merge_weighted(pt->slots, pt->slot_stats, in_round, sh->n_weights, pt->global);
 	for (int s = 0; s < in_round; s++)
-		n_total += pt->slot_stats[s].n;
-	if (n_total > 0)
-	{
-		for (int j = 0; j < nw; j++)
-		{
-			double		acc = 0.0;
-
-			for (int s = 0; s < in_round; s++)
-				if (pt->slot_stats[s].n > 0)
-					acc += (double) pt->slot_stats[s].n * pt->slots[(Size) s * nw + j];
-			pt->global[j] = acc / (double) n_total;
-		}
-	}
-	for (int s = 0; s < in_round; s++)
-		stats_add(&sh->epoch_stats, &pt->slot_stats[s]);
+		cp_stats_merge(&sh->epoch_stats, &pt->slot_stats[s]);
 	pg_atomic_write_u32(&sh->done_in_round, 0);
 	pg_write_barrier();
 	pg_atomic_write_u64(&sh->published, round + 1);
@@ -583,7 +561,7 @@ train_item(Participant *pt, uint32 epoch, uint64 item, int64 *skipped)
 			train_buffer(pt, epoch, item);
 		report_layout(pt, skipped);
 		SpinLockAcquire(&sh->mutex);
-		stats_add(&sh->hogwild_stats, &m->stats);
+		cp_stats_merge(&sh->hogwild_stats, &m->stats);
 		SpinLockRelease(&sh->mutex);
 		pt->me->buffers++;
 		pt->me->tuples += pt->buf->n_rows;
