@@ -938,7 +938,9 @@ sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyInteger("Epochs", NULL, s->params.max_epoch_num, es);
 	ExplainPropertyFloat("Learning Rate", NULL, s->params.learning_rate, 4, es);
 	ExplainPropertyInteger("Batch Size", NULL, s->params.batch_size, es);
-	ExplainPropertyText("Double Buffering", s->params.double_buffer ? "on" : "off", es);
+	/* parallel epochs train on each process's main thread (parallel.c) */
+	ExplainPropertyText("Double Buffering",
+						s->params.double_buffer && s->n_procs == 1 ? "on" : "off", es);
 	if (s->n_procs > 1)
 		ExplainPropertyInteger("Workers Planned", NULL, s->n_procs - 1, es);
 	if (es->analyze)
