@@ -69,6 +69,7 @@
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
+#include "core/grab.h"
 #include "core/merge.h"
 #include "core/shuffle.h"
 #include "corgipile.h"
@@ -83,11 +84,14 @@
 #define CP_KEY_SLOT_STATS	UINT64CONST(0xC0A61E0000000004)
 #define CP_KEY_PLAN			UINT64CONST(0xC0A61E0000000005)
 #define CP_KEY_CLASSES		UINT64CONST(0xC0A61E0000000006)
+#define CP_KEY_GRAB_SUMS	UINT64CONST(0xC0A61E0000000007)
+#define CP_KEY_GRAB_COUNTS	UINT64CONST(0xC0A61E0000000008)
 
 /* the stream of the per-group permutation seeds (core/shuffle.c) */
 #define CP_PARALLEL_STREAM	UINT64CONST(0x7061726C)
 
 int			cp_parallel_sync = CP_SYNC_AVERAGE;
+int			cp_parallel_grab = CP_GRAB_PAIR_BALANCE;
 
 /* What one process did, for EXPLAIN ANALYZE. */
 typedef struct CpParallelProc
@@ -109,6 +113,8 @@ typedef struct CpParallelShared
 	int32		n_outputs;
 	int32		n_weights;
 	int32		n_procs;		/* entries of procs: leader, then workers */
+	bool		has_grab;		/* shuffle => 'grab': per-block sums */
+	CpGrabAcc	grab_acc;		/* its sizes; the arrays are in the toc */
 
 	/* set by the leader when it opens an epoch, before the cursor */
 	double		learning_rate;
@@ -171,6 +177,7 @@ struct CpParallel
 	Participant pt;				/* the leader's share of the work */
 	CpModel		lm;				/* the leader's model, on pt's arrays */
 	uint32	   *shared_order;
+	CpGrabAcc	acc;			/* grab: the leader's view of the shared sums */
 	int			launched;		/* -1 before the launch */
 	int64	   *buffers;		/* per process, over the epochs */
 	int64	   *tuples;
@@ -179,6 +186,12 @@ struct CpParallel
 static const struct config_enum_entry sync_options[] = {
 	{"average", CP_SYNC_AVERAGE, false},
 	{"hogwild", CP_SYNC_HOGWILD, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry grab_options[] = {
+	{"pair_balance", CP_GRAB_PAIR_BALANCE, false},
+	{"independent", CP_GRAB_INDEPENDENT, false},
 	{NULL, 0, false}
 };
 
@@ -197,6 +210,16 @@ cp_parallel_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomEnumVariable("corgipile.parallel_grab",
+							 "How shuffle grab orders the blocks of a parallel training.",
+							 "pair_balance: CD-GraB, one PairBalance over every worker's "
+							 "blocks.  independent: one GraB walk per worker, for comparison.",
+							 &cp_parallel_grab,
+							 CP_GRAB_PAIR_BALANCE,
+							 grab_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 }
 
 /*
@@ -210,6 +233,9 @@ cp_parallel_capable(CpShuffle shuffle)
 {
 	const CpStrategy *st = cp_strategy_get(shuffle);
 
+	/* grab: each worker keeps its blocks, ordered by PairBalance */
+	if (shuffle == CP_SHUFFLE_GRAB)
+		return true;
 	return st->fill == cp_strategy_fill_group && st->epoch_feedback == NULL &&
 		st->block_order == NULL;
 }
@@ -230,7 +256,7 @@ cp_parallel_check_workers(const CpTrainParams *p)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("corgipile.train: shuffle \"%s\" cannot train with workers > 1",
 						cp_shuffle_name(p->shuffle)),
-				 errhint("Use shuffle corgipile, block_only or no_shuffle, or workers => 1.")));
+				 errhint("Use shuffle corgipile, block_only, no_shuffle or grab, or workers => 1.")));
 }
 
 /*
@@ -618,6 +644,8 @@ setup(CpParallel *par, CpModel *model)
 	const CpLayout *lo = &ts->layout;
 	char	   *classes = NULL;
 	Size		classes_len = 0;
+	Size		grab_sums_len = 0;
+	Size		grab_counts_len = 0;
 	ParallelContext *pcxt;
 	CpParallelShared *sh;
 	Participant *pt = &par->pt;
@@ -630,6 +658,18 @@ setup(CpParallel *par, CpModel *model)
 	 */
 	if (lo->classes != NULL)
 		classes = pack_classes(lo->classes, &classes_len);
+	if (model->grab != NULL)
+	{
+		/* the block sums: each block is trained by one item, so one writer */
+		if (sync != CP_SYNC_AVERAGE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("corgipile: shuffle \"grab\" with workers > 1 needs corgipile.parallel_sync = average"),
+					 errhint("SET corgipile.parallel_sync = average, or train with another shuffle.")));
+		grab_sums_len = mul_size(mul_size(sizeof(double), model->grab->dim),
+								 Max(model->grab->n_blocks, 1));
+		grab_counts_len = mul_size(sizeof(int64), Max(model->grab->n_blocks, 1));
+	}
 
 	EnterParallelMode();
 	pcxt = CreateParallelContext("corgipile", "cp_parallel_worker_main",
@@ -645,6 +685,12 @@ setup(CpParallel *par, CpModel *model)
 	{
 		shm_toc_estimate_chunk(&pcxt->estimator, classes_len);
 		shm_toc_estimate_keys(&pcxt->estimator, 1);
+	}
+	if (model->grab != NULL)
+	{
+		shm_toc_estimate_chunk(&pcxt->estimator, grab_sums_len);
+		shm_toc_estimate_chunk(&pcxt->estimator, grab_counts_len);
+		shm_toc_estimate_keys(&pcxt->estimator, 2);
 	}
 	/* the workers read with the query's snapshot */
 	PushActiveSnapshot(par->estate->es_snapshot);
@@ -700,6 +746,17 @@ setup(CpParallel *par, CpModel *model)
 	par->lm = *model;
 	if (sync == CP_SYNC_HOGWILD)
 		par->lm.w = pt->global;
+	if (model->grab != NULL)
+	{
+		sh->has_grab = true;
+		sh->grab_acc = *model->grab;
+		par->acc = *model->grab;
+		par->acc.sums = shm_toc_allocate(pcxt->toc, grab_sums_len);
+		par->acc.counts = shm_toc_allocate(pcxt->toc, grab_counts_len);
+		shm_toc_insert(pcxt->toc, CP_KEY_GRAB_SUMS, par->acc.sums);
+		shm_toc_insert(pcxt->toc, CP_KEY_GRAB_COUNTS, par->acc.counts);
+		par->lm.grab = &par->acc;
+	}
 	pt->sh = sh;
 	pt->ts = ts;
 	pt->model = &par->lm;
@@ -720,6 +777,55 @@ launch(CpParallel *par)
 						par->launched, par->n_procs - 1, par->model_name),
 				 errdetail("No more background workers were available (max_worker_processes, max_parallel_workers).  The processes that run train all %d slots: the weights do not change.",
 						   par->n_procs)));
+}
+
+/*
+ * shuffle => 'grab' (CD-GraB, docs/grab.md): slot s owns the blocks of its
+ * groups (s, s + N, ...) in the first epoch's order, for good.  Its visiting
+ * order is those groups' blocks in sequence; PairBalance over all slots (or
+ * one GraB walk per slot, corgipile.parallel_grab = independent) reorders
+ * each slot's blocks, and the next epoch's order deals them back into the
+ * slot's own group positions.  The strategy hands it out as the next order.
+ */
+static void
+grab_next_order(CpParallel *par)
+{
+	TupleShuffleState *ts = par->ts;
+	int			n_slots = par->n_procs;
+	int64		n_groups = cp_tuple_shuffle_n_groups(ts);
+	int64		n_blocks = cp_tuple_shuffle_sizing(ts)->n_blocks;
+	int64	   *starts = palloc(sizeof(int64) * (n_slots + 1));
+	uint32	   *visit = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
+	uint32	   *next = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
+	uint32	   *order = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
+	int8	   *signs = palloc(Max(n_blocks, 1));
+	double	   *work = palloc(mul_size(sizeof(double), mul_size(3, par->acc.dim)));
+	int64		pos = 0;
+
+	for (int s = 0; s < n_slots; s++)
+	{
+		starts[s] = pos;
+		for (int64 g = s; g < n_groups; g += n_slots)
+			for (int64 b = (g * n_blocks) / n_groups; b < ((g + 1) * n_blocks) / n_groups; b++)
+				visit[pos++] = par->order[b];
+	}
+	starts[n_slots] = pos;
+	if (cp_parallel_grab == CP_GRAB_INDEPENDENT)
+		cp_grab_walk_independent(&par->acc, n_slots, starts, visit, work, signs, next);
+	else
+		cp_grab_pair_balance(&par->acc, n_slots, starts, visit, work, signs, next);
+	pos = 0;
+	for (int s = 0; s < n_slots; s++)
+		for (int64 g = s; g < n_groups; g += n_slots)
+			for (int64 b = (g * n_blocks) / n_groups; b < ((g + 1) * n_blocks) / n_groups; b++)
+				order[b] = next[pos++];
+	cp_grab_set_first_order(cp_tuple_shuffle_strategy_state(ts), order);
+	pfree(starts);
+	pfree(visit);
+	pfree(next);
+	pfree(order);
+	pfree(signs);
+	pfree(work);
 }
 
 /*
@@ -759,6 +865,8 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	pg_atomic_write_u32(&sh->done_in_round, 0);
 	pg_atomic_write_u64(&sh->published, 0);
 	pg_atomic_write_u64(&sh->items_done, 0);
+	if (sh->has_grab)
+		cp_grab_acc_reset(&par->acc);
 
 	/* groups the first epoch passed over while looking for rows: empty */
 	for (int64 i = 0; i < par->first_item && i < sh->n_items; i++)
@@ -784,6 +892,8 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	memcpy(model->w, pt->global, sizeof(double) * (Size) sh->n_weights);
 	model->stats = sh->sync == CP_SYNC_AVERAGE ? sh->epoch_stats : sh->hogwild_stats;
 	model->batch_fill = 0;
+	if (sh->has_grab)
+		grab_next_order(par);
 
 	/*
 	 * The workers' rows count in the label convention and the skipped rows
@@ -862,6 +972,7 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	Participant pt;
 	CpModel		model;
 	CpBuffer	buf;
+	CpGrabAcc	grab;
 	int64		skipped = 0;
 
 	pgstat_report_activity(STATE_RUNNING, "corgipile parallel training");
@@ -892,6 +1003,15 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	pt.pcxt = NULL;
 	if (sh->sync == CP_SYNC_HOGWILD)
 		model.w = pt.global;
+	if (sh->has_grab)
+	{
+		grab = sh->grab_acc;
+		grab.sums = shm_toc_lookup(toc, CP_KEY_GRAB_SUMS, false);
+		grab.counts = shm_toc_lookup(toc, CP_KEY_GRAB_COUNTS, false);
+		model.grab = &grab;
+		if (model.gather_rows > 0)
+			model.gather_blocks = palloc0(mul_size(sizeof(uint32), model.gather_rows));
+	}
 
 	for (;;)
 	{

@@ -32,6 +32,15 @@ typedef enum CpParallelSync
 } CpParallelSync;
 
 extern int	cp_parallel_sync;
+
+/* corgipile.parallel_grab: how shuffle grab orders a parallel training */
+typedef enum CpParallelGrab
+{
+	CP_GRAB_PAIR_BALANCE,		/* CD-GraB: one PairBalance over all workers */
+	CP_GRAB_INDEPENDENT			/* one GraB walk per worker (ID-GraB) */
+} CpParallelGrab;
+
+extern int	cp_parallel_grab;
 extern void cp_parallel_init(void);
 
 typedef struct CpParallel CpParallel;

@@ -741,8 +741,11 @@ run_epoch(SgdState *s)
 	if (s->model.stats.n == 0)
 		no_rows_error(s);
 
-	/* GraB: the epoch's block sums give the next epoch's block order */
-	if (s->grab != NULL)
+	/*
+	 * GraB: the epoch's block sums give the next epoch's block order (a
+	 * parallel training's sums are in shared memory: parallel.c orders it)
+	 */
+	if (s->grab != NULL && s->par == NULL)
 	{
 		cp_tuple_shuffle_epoch_feedback(s->ts, s->grab);
 		cp_grab_acc_reset(s->grab);

@@ -63,12 +63,30 @@ SELECT count(*) FROM corgipile.train('ppoints', 'softmax', model_name => 'par_so
 SELECT model_name, n_features, classes, array_length(weights, 1) AS n_weights
 FROM corgipile.models WHERE model_name IN ('par_sparse', 'par_softmax') ORDER BY 1;
 
+-- shuffle => 'grab': each worker keeps its blocks; CD-GraB's PairBalance
+-- orders them (or one walk per worker: corgipile.parallel_grab)
+SELECT epoch, round(loss::numeric, 4) AS loss
+FROM corgipile.train('ppoints', 'logistic', model_name => 'par_grab', shuffle => 'grab', workers => 2,
+                     buffer_size => '16 pages', max_epoch_num => 3, seed => 4);
+SELECT count(*) FROM corgipile.train('ppoints', 'logistic', model_name => 'par_grab2', shuffle => 'grab',
+                                     workers => 2, buffer_size => '16 pages', max_epoch_num => 3, seed => 4);
+SET corgipile.parallel_grab = independent;
+SELECT count(*) FROM corgipile.train('ppoints', 'logistic', model_name => 'par_idgrab', shuffle => 'grab',
+                                     workers => 2, buffer_size => '16 pages', max_epoch_num => 3, seed => 4);
+RESET corgipile.parallel_grab;
+SELECT a.weights = b.weights AS grab_same_weights, a.weights <> c.weights AS independent_differs
+FROM corgipile.models a, corgipile.models b, corgipile.models c
+WHERE a.model_name = 'par_grab' AND b.model_name = 'par_grab2' AND c.model_name = 'par_idgrab';
+
 -- Errors
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 0);
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => -1);
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 100000);
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 2, shuffle => 'sliding_window');
+-- grab's block sums need the deterministic scheme
+SET corgipile.parallel_sync = hogwild;
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 2, shuffle => 'grab');
+RESET corgipile.parallel_sync;
 CREATE TEMP TABLE ppoints_temp AS SELECT * FROM ppoints LIMIT 100;
 SELECT * FROM corgipile.train('ppoints_temp', 'svm', workers => 2);
 -- workers => NULL on a temporary table: the leader alone
