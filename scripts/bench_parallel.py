@@ -16,7 +16,10 @@ that overhead per worker, with the efficiency measured at the largest N
 that was run.
 
 Accuracy: on a smaller label-clustered table with a noisy linear rule,
-held-out accuracy of N processes against one, over --seeds seeds.
+held-out accuracy of N processes against one, over --seeds seeds; and at
+the smallest N > 1, shuffle grab with CD-GraB's PairBalance against one
+GraB walk per worker (corgipile.parallel_grab = independent) and against
+corgipile: held-out accuracy and the last epoch's training loss.
 
     scripts/with_demo_cluster.sh .venv/bin/python scripts/bench_parallel.py --rows 2000000
 """
@@ -30,8 +33,9 @@ import time
 
 import psycopg
 
-TRAIN = ("SELECT seconds FROM corgipile.train(%s, %s, model_name => %s, workers => %s, "
-         "double_buffer => %s, max_epoch_num => %s, seed => %s, learning_rate => %s)")
+TRAIN = ("SELECT seconds, loss FROM corgipile.train(%s, %s, model_name => %s, workers => %s, "
+         "double_buffer => %s, max_epoch_num => %s, seed => %s, learning_rate => %s, "
+         "shuffle => %s)")
 
 
 def make_table(conn: psycopg.Connection, table: str, rows: int, dims: int, seed: float,
@@ -55,7 +59,8 @@ def make_table(conn: psycopg.Connection, table: str, rows: int, dims: int, seed:
 
 def epoch_seconds(conn, table, model, workers, double, epochs, seed=1, lr=0.1, name="bench_par"):
     conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
-    rows = conn.execute(TRAIN, (table, model, name, workers, double, epochs, seed, lr)).fetchall()
+    rows = conn.execute(TRAIN, (table, model, name, workers, double, epochs, seed, lr,
+                                "corgipile")).fetchall()
     later = [r[0] for r in rows[1:]] or [rows[0][0]]
     return statistics.median(later)
 
@@ -123,10 +128,26 @@ def main() -> int:
                 name = f"bench_par_acc_{n}"
                 conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
                 conn.execute(TRAIN, ("bench_par_acc", "logistic", name, n, True,
-                                     args.accuracy_epochs, seed, 0.1)).fetchall()
+                                     args.accuracy_epochs, seed, 0.1, "corgipile")).fetchall()
                 acc[n].append(accuracy(conn, name, "bench_par_held"))
             print(f"seed {seed}: " + ", ".join(f"N={n} {acc[n][-1]:.4f}" for n in acc),
                   file=sys.stderr, flush=True)
+
+        # GraB at the smallest N > 1: coordinated (CD-GraB), independent, corgipile
+        n2 = min(ns)
+        orders = [("grab, PairBalance (CD-GraB)", "grab", "pair_balance"),
+                  ("grab, one walk per worker (ID-GraB)", "grab", "independent"),
+                  ("corgipile", "corgipile", "pair_balance")]
+        grab: dict[str, list[tuple[float, float]]] = {o[0]: [] for o in orders}
+        for seed in range(1, args.seeds + 1):
+            for label, shuffle, how in orders:
+                conn.execute("SET corgipile.parallel_grab = %s" % how)
+                name = "bench_par_grab"
+                conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
+                rows = conn.execute(TRAIN, ("bench_par_acc", "logistic", name, n2, True,
+                                            args.accuracy_epochs, seed, 0.1, shuffle)).fetchall()
+                grab[label].append((accuracy(conn, name, "bench_par_held"), rows[-1][1]))
+        conn.execute("RESET corgipile.parallel_grab")
 
     one = med["1 process, single-buffered"]
     one_db = med["1 process, double-buffered"]
@@ -168,6 +189,12 @@ def main() -> int:
     for n, v in acc.items():
         lines.append(f"| {n} | {statistics.mean(v):.4f} | {', '.join(f'{a:.4f}' for a in v)} | "
                      f"{100 * (statistics.mean(v) - base):+.2f} |")
+    lines += ["", f"Orders at N={n2} on the same table and seeds (held-out accuracy; training "
+                  f"loss of the last epoch, measured before each row's update):", "",
+              "| order | mean accuracy | mean last-epoch loss |", "|---|---:|---:|"]
+    for label, runs in grab.items():
+        lines.append(f"| {label} | {statistics.mean(a for a, _ in runs):.4f} | "
+                     f"{statistics.mean(l for _, l in runs):.5f} |")
     text = "\n".join(lines)
     print(text)
     if args.output:
