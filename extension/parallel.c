@@ -274,6 +274,10 @@ cp_parallel_choose(const CpTrainParams *p, Relation rel, const CpSizing *sz,
 
 	if (p->workers == 1 || !cp_parallel_capable(p->shuffle) || !IsUnderPostmaster)
 		return 1;
+	/* grab's block sums need the average scheme: NULL chooses one process */
+	if (p->shuffle == CP_SHUFFLE_GRAB && cp_parallel_sync != CP_SYNC_AVERAGE &&
+		p->workers <= 0)
+		return 1;
 	/* a temporary table's pages are in the leader's local buffers only */
 	if (RelationUsesLocalBuffers(rel))
 	{
