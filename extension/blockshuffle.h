@@ -28,6 +28,7 @@ typedef struct BlockShuffleState
 	CpTrainParams params;
 	CpSizing	sizing;
 	bool		random_order;	/* else sequential (no_shuffle) */
+	bool		prefetch;		/* prefetch the next block's pages */
 	pg_prng_state rng;
 
 	/*
@@ -40,7 +41,6 @@ typedef struct BlockShuffleState
 	uint32	   *order;			/* block ids in visiting order */
 	uint32	   *own_order;		/* this node's array; order points into
 								 * shared memory during a parallel epoch */
-	int64		end_block;		/* stop before this position of order[] */
 	bool		need_order;		/* draw a fresh order before reading */
 	int64		next_block;		/* position in order[] of the next block */
 	int64		block_seq;		/* position of the block being read */
@@ -49,7 +49,7 @@ typedef struct BlockShuffleState
 	bool		page_loaded;
 	int			tuple_idx;		/* next entry of rs_vistuples */
 	HeapTupleData tuple;		/* the tuple the slot points at */
-	TupleTableSlot *slot;		/* buffer heap tuple slot for the table */
+	TupleTableSlot *slot;		/* buffer heap tuple slot (ExecProcNode) */
 	int64		epochs_started;
 } BlockShuffleState;
 
@@ -60,9 +60,16 @@ extern void cp_block_shuffle_set_seed(BlockShuffleState *bs, uint64 seed);
 extern void cp_block_shuffle_set_order_source(BlockShuffleState *bs,
 											  CpBlockOrderFn fn, void *arg);
 
+/* TupleShuffle's read path: a block at a time, a tuple at a time */
+extern bool cp_block_shuffle_next_block(BlockShuffleState *bs, int64 limit,
+										uint32 *block);
+extern bool cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup);
+extern bool cp_block_shuffle_epoch_done(BlockShuffleState *bs);
+extern void cp_block_shuffle_prefetch(BlockShuffleState *bs, int64 pos);
+
 /* Parallel training (parallel.c): the epoch's order, then ranges of it. */
 extern const uint32 *cp_block_shuffle_draw_order(BlockShuffleState *bs);
 extern void cp_block_shuffle_read_range(BlockShuffleState *bs, const uint32 *order,
-										int64 first, int64 end);
+										int64 first);
 
 #endif							/* CORGIPILE_BLOCKSHUFFLE_H */
