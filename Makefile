@@ -14,6 +14,7 @@ OBJS = \
 	extension/model_insert.o \
 	extension/model_load.o \
 	extension/model_store.o \
+	extension/parallel.o \
 	extension/params.o \
 	extension/planner.o \
 	extension/predict.o \
@@ -40,12 +41,13 @@ OBJS = \
 	extension/core/shuffle.o \
 	extension/core/worker.o \
 	extension/core/grab.o \
+	extension/core/merge.o \
 	extension/core/preprocess.o
 
 MODULEDIR = extension
 DATA = extension/corgipile.control $(wildcard sql/corgipile--*.sql)
 
-REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess
+REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
 PG_CPPFLAGS = -I$(srcdir)/extension
@@ -67,8 +69,8 @@ $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 # The pure C core, tested without a server: one test binary per core
 # module, each linked with the whole core.
 CORE_SRCS = extension/core/linear_model.c extension/core/shuffle.c extension/core/worker.c \
-	extension/core/grab.c extension/core/preprocess.c
-UNIT_TESTS = tests/unit/test_core tests/unit/test_grab tests/unit/test_preprocess
+	extension/core/grab.c extension/core/preprocess.c extension/core/merge.c
+UNIT_TESTS = tests/unit/test_core tests/unit/test_grab tests/unit/test_preprocess tests/unit/test_merge
 tests/unit/test_%: tests/unit/test_%.c $(CORE_SRCS) $(wildcard extension/core/*.h) tests/unit/unit_check.h
 	$(CC) $(CFLAGS) -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir-server) \
 		-o $@ $< $(CORE_SRCS) \

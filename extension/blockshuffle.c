@@ -151,6 +151,7 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		get_tablespace_io_concurrency(rel->rd_rel->reltablespace) > 0;
 	bs->order = MemoryContextAllocHuge(CurrentMemoryContext,
 									   mul_size(sizeof(uint32), Max(bs->sizing.n_blocks, 1)));
+	bs->own_order = bs->order;
 	bs->next_block = 0;
 	bs->block_seq = -1;
 	bs->tuple.t_tableOid = RelationGetRelid(rel);
@@ -166,6 +167,7 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 static void
 make_order(BlockShuffleState *bs)
 {
+	bs->order = bs->own_order;
 	if (bs->order_fn != NULL)
 		bs->order_fn(bs->order_arg, bs->order, bs->sizing.n_blocks, &bs->rng);
 	else
@@ -274,6 +276,33 @@ cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup)
 		ItemPointerSet(&tup->t_self, bs->page, off);
 	}
 	return true;
+}
+
+/*
+ * Parallel training (parallel.c): draw the epoch's block order now, for
+ * the leader to copy into shared memory.
+ */
+const uint32 *
+cp_block_shuffle_draw_order(BlockShuffleState *bs)
+{
+	make_order(bs);
+	return bs->order;
+}
+
+/*
+ * Parallel training: the next cp_block_shuffle_next_block starts at
+ * position first of order (the epoch's order in shared memory); the
+ * caller's limit ends the range.  order must outlive the reads; the next
+ * make_order() goes back to this node's own array.
+ */
+void
+cp_block_shuffle_read_range(BlockShuffleState *bs, const uint32 *order, int64 first)
+{
+	bs->order = (uint32 *) order;
+	bs->need_order = false;
+	bs->next_block = first;
+	bs->block_seq = -1;
+	bs->page_loaded = false;
 }
 
 /* The executor's interface, for completeness: TupleShuffle reads above. */

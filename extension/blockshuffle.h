@@ -39,6 +39,8 @@ typedef struct BlockShuffleState
 
 	TableScanDesc scan;			/* NULL under EXPLAIN without ANALYZE */
 	uint32	   *order;			/* block ids in visiting order */
+	uint32	   *own_order;		/* this node's array; order points into
+								 * shared memory during a parallel epoch */
 	bool		need_order;		/* draw a fresh order before reading */
 	int64		next_block;		/* position in order[] of the next block */
 	int64		block_seq;		/* position of the block being read */
@@ -64,5 +66,10 @@ extern bool cp_block_shuffle_next_block(BlockShuffleState *bs, int64 limit,
 extern bool cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup);
 extern bool cp_block_shuffle_epoch_done(BlockShuffleState *bs);
 extern void cp_block_shuffle_prefetch(BlockShuffleState *bs, int64 pos);
+
+/* Parallel training (parallel.c): the epoch's order, then ranges of it. */
+extern const uint32 *cp_block_shuffle_draw_order(BlockShuffleState *bs);
+extern void cp_block_shuffle_read_range(BlockShuffleState *bs, const uint32 *order,
+										int64 first);
 
 #endif							/* CORGIPILE_BLOCKSHUFFLE_H */

@@ -14,6 +14,7 @@
 #include "block_cache.h"
 #include "blockshuffle.h"
 #include "corgipile.h"
+#include "parallel.h"
 #include "sgd.h"
 #include "shuffle/strategy.h"
 #include "tupleshuffle.h"
@@ -37,6 +38,7 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	cp_parallel_init();
 	/*
 	 * Superuser-set: the cache is memory a training holds for its whole run,
 	 * and in a shared database the DBA, not each role, decides how much of

@@ -25,6 +25,7 @@
 #include "utils/regproc.h"
 
 #include "core/preprocess.h"
+#include "parallel.h"
 #include "params.h"
 #include "shuffle/strategy.h"
 
@@ -421,18 +422,17 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 				 errmsg("corgipile.train: max_categories must be at most %d, got %d",
 						CP_PREP_MAX_CATEGORIES, p->max_categories),
 				 errhint("A column with that many distinct values is an identifier, not a category: leave it out of features.")));
-	p->workers = positive_int(values, nulls, CP_ARG_WORKERS);
+	/* NULL: chosen at executor start from the table's size (parallel.c) */
+	p->workers = nulls[CP_ARG_WORKERS] ? 0 :
+		positive_int(values, nulls, CP_ARG_WORKERS);
+	cp_parallel_check_workers(p);
 
-	/* the 0.3.0 signature is ahead of the engine in these two (work in progress) */
+	/* the 0.3.0 signature is ahead of the engine here (work in progress) */
 	if (p->validation_fraction > 0.0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("corgipile.train: a held-out percentage as validation is not available yet"),
 				 errhint("Give the name of a validation table.")));
-	if (p->workers > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("corgipile.train: workers > 1 is not available yet")));
 }
 
 /* Parse the argument list of a planned call, all of it constants. */

@@ -44,6 +44,7 @@
 #include "core/worker.h"
 #include "corgipile.h"
 #include "models.h"
+#include "parallel.h"
 #include "sgd.h"
 #include "tupleshuffle.h"
 
@@ -94,6 +95,10 @@ typedef struct SgdState
 	double	   *best_w;
 	int			since_best;		/* epochs without enough improvement */
 	int			replay_pos;		/* rows returned since the last rescan */
+
+	/* workers => N (parallel.c): processes planned, and the leader's side */
+	int			n_procs;
+	CpParallel *par;
 
 	Relation	vrel;			/* validation relation, or NULL */
 	CpLayout	vlayout;
@@ -181,6 +186,9 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	s->seed = s->params.has_seed ? s->params.seed :
 		pg_prng_int64p(&pg_global_prng_state);
 	cp_tuple_shuffle_set_seed(s->ts, (uint64) s->seed);
+	s->n_procs = cp_parallel_choose(&s->params, cp_tuple_shuffle_relation(s->ts),
+									cp_tuple_shuffle_sizing(s->ts),
+									cp_tuple_shuffle_n_groups(s->ts));
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -228,6 +236,14 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	s->results = MemoryContextAllocZero(s->train_cxt,
 										mul_size(sizeof(CpEpochResult), s->results_cap));
 	s->learning_rate = s->params.learning_rate;
+	if (s->n_procs > 1)
+	{
+		MemoryContext old = MemoryContextSwitchTo(s->train_cxt);
+
+		s->par = cp_parallel_create(s->ts, estate, s->n_procs, (uint64) s->seed,
+									s->model_name);
+		MemoryContextSwitchTo(old);
+	}
 
 	if (OidIsValid(s->params.validation_relid))
 	{
@@ -573,6 +589,20 @@ train_double_buffered(SgdState *s)
 	}
 }
 
+/*
+ * workers => N: the epoch is trained by the leader and the workers
+ * (parallel.c).  Before the first epoch the leader reads its first buffer
+ * alone, so that the weights have their shape.
+ */
+static void
+train_parallel(SgdState *s)
+{
+	if (!cp_parallel_prefill(s->par, &s->bufs[0], !s->model_ready) && !s->model_ready)
+		return;					/* no rows at all: run_epoch says so */
+	ensure_model(s);
+	cp_parallel_run_epoch(s->par, &s->model, &s->bufs[0], s->n_done);
+}
+
 typedef struct ValidationPass
 {
 	const CpModel *model;
@@ -691,7 +721,9 @@ run_epoch(SgdState *s)
 		memset(&s->model.stats, 0, sizeof(CpStats));
 	}
 
-	if (s->params.double_buffer)
+	if (s->par != NULL)
+		train_parallel(s);
+	else if (s->params.double_buffer)
 	{
 		PG_TRY();
 		{
@@ -713,8 +745,11 @@ run_epoch(SgdState *s)
 	if (s->model.stats.n == 0)
 		no_rows_error(s);
 
-	/* GraB: the epoch's block sums give the next epoch's block order */
-	if (s->grab != NULL)
+	/*
+	 * GraB: the epoch's block sums give the next epoch's block order (a
+	 * parallel training's sums are in shared memory: parallel.c orders it)
+	 */
+	if (s->grab != NULL && s->par == NULL)
 	{
 		cp_tuple_shuffle_epoch_feedback(s->ts, s->grab);
 		cp_grab_acc_reset(s->grab);
@@ -843,8 +878,15 @@ sgd_next(ScanState *node)
 		if (s->finished)
 			return slot;
 		run_epoch(s);
+		/* workers => N: every epoch now, the workers kept across them */
+		while (s->par != NULL && !s->finished)
+			run_epoch(s);
 		if (s->finished)
+		{
+			if (s->par != NULL)
+				cp_parallel_finish(s->par);
 			save_model(s);
+		}
 	}
 	res = &s->results[s->replay_pos++];
 
@@ -903,7 +945,13 @@ sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyInteger("Epochs", NULL, s->params.max_epoch_num, es);
 	ExplainPropertyFloat("Learning Rate", NULL, s->params.learning_rate, 4, es);
 	ExplainPropertyInteger("Batch Size", NULL, s->params.batch_size, es);
-	ExplainPropertyText("Double Buffering", s->params.double_buffer ? "on" : "off", es);
+	/* parallel epochs train on each process's main thread (parallel.c) */
+	ExplainPropertyText("Double Buffering",
+						s->params.double_buffer && s->n_procs == 1 ? "on" : "off", es);
+	if (s->n_procs > 1)
+		ExplainPropertyInteger("Workers Planned", NULL, s->n_procs - 1, es);
 	if (es->analyze)
 		ExplainPropertyInteger("Epochs Trained", NULL, s->n_done, es);
+	if (es->analyze && s->par != NULL)
+		cp_parallel_explain(s->par, es);
 }

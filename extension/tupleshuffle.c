@@ -452,6 +452,47 @@ cp_tuple_shuffle_sizing(TupleShuffleState *ts)
 	return &ts->child->sizing;
 }
 
+/*
+ * Parallel training (parallel.c, docs/parallel.md).  Each process reads
+ * whole groups of the epoch's order, which lives in shared memory; groups
+ * are cut exactly as read_group() cuts them, so group g holds the same
+ * blocks in every process.
+ */
+int64
+cp_tuple_shuffle_n_groups(TupleShuffleState *ts)
+{
+	return ts->n_groups;
+}
+
+/* A worker cuts the table as the leader did, whatever page count it sees. */
+void
+cp_tuple_shuffle_impose_sizing(TupleShuffleState *ts, const CpSizing *sz)
+{
+	ts->child->sizing = *sz;
+	ts->blocks_per_buffer = sz->blocks_per_buffer;
+	ts->n_groups = Max(1, ((int64) sz->n_blocks + ts->blocks_per_buffer - 1) /
+					   ts->blocks_per_buffer);
+}
+
+/* The next fill reads group g of order, and only it. */
+void
+cp_tuple_shuffle_seek_group(TupleShuffleState *ts, const uint32 *order, int64 group)
+{
+	int64		n_blocks = ts->child->sizing.n_blocks;
+
+	/* read_group() ends the group at its limit, from next_group */
+	ts->eof = false;
+	ts->next_group = group;
+	cp_block_shuffle_read_range(ts->child, order, (group * n_blocks) / ts->n_groups);
+}
+
+/* Buffer permutations from a stream of its own per group. */
+void
+cp_tuple_shuffle_seed_permutation(TupleShuffleState *ts, uint64 seed)
+{
+	pg_prng_seed(&ts->rng, seed);
+}
+
 /* shuffled_scan(): the next row id in feeding order. */
 static TupleTableSlot *
 tuple_shuffle_next(ScanState *node)

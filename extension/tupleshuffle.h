@@ -82,4 +82,11 @@ extern void *cp_tuple_shuffle_strategy_state(TupleShuffleState *ts);
 extern void cp_tuple_shuffle_epoch_feedback(TupleShuffleState *ts,
 											const struct CpGrabAcc *acc);
 
+/* Parallel training (parallel.c): groups of a shared order, in any order. */
+extern int64 cp_tuple_shuffle_n_groups(TupleShuffleState *ts);
+extern void cp_tuple_shuffle_impose_sizing(TupleShuffleState *ts, const CpSizing *sz);
+extern void cp_tuple_shuffle_seek_group(TupleShuffleState *ts, const uint32 *order,
+										int64 group);
+extern void cp_tuple_shuffle_seed_permutation(TupleShuffleState *ts, uint64 seed);
+
 #endif							/* CORGIPILE_TUPLESHUFFLE_H */

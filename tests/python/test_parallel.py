@@ -1,0 +1,207 @@
+"""train(workers => N) against a real server: equal weights for a seed and N,
+accuracy against one process, EXPLAIN ANALYZE, cancel and a failing worker
+in the middle of a parallel epoch (no model, no leaked shared memory), and
+background workers exhausted (docs/parallel.md)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import errors
+
+from datagen import accuracy, linear_task, load_table, weights
+
+ROWS = 60_000
+
+
+@pytest.fixture
+def data(conn):
+    """A training table stored clustered by label, and a held-out table."""
+    x, y = linear_task(ROWS + 10_000, 10, seed=21)
+    load_table(conn, "ptrain", x[:ROWS], y[:ROWS], order="label")
+    load_table(conn, "pheld", x[ROWS:], y[ROWS:])
+    conn.execute("SET corgipile.progress = off")
+    return conn
+
+
+def train(conn, name, **params):
+    args = "".join(f", {k} => %({k})s" for k in params)
+    return conn.execute(f"SELECT * FROM corgipile.train('ptrain', 'logistic', model_name => %(n)s{args})",
+                        {"n": name, **params}).fetchall()
+
+
+def dsm_mappings(pid: int) -> int:
+    """Dynamic shared memory segments mapped into a backend (POSIX shm)."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except (FileNotFoundError, PermissionError):
+        pytest.skip("the server's processes are not readable from here")
+    return sum(1 for line in maps.splitlines() if "/dev/shm/PostgreSQL." in line)
+
+
+def workers_of(conn, pid: int) -> list[int]:
+    return [r[0] for r in conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE leader_pid = %s AND pid <> %s", (pid, pid))]
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_same_seed_and_n_give_the_same_weights(data):
+    train(data, "p1", workers=3, seed=5, max_epoch_num=3)
+    train(data, "p2", workers=3, seed=5, max_epoch_num=3)
+    assert weights(data, "p1") == weights(data, "p2")
+    # another N is another training
+    train(data, "p3", workers=2, seed=5, max_epoch_num=3)
+    assert weights(data, "p3") != weights(data, "p1")
+
+
+def test_hogwild_trains_too(data):
+    data.execute("SET corgipile.parallel_sync = hogwild")
+    rows = train(data, "hog", workers=2, seed=5, max_epoch_num=5)
+    data.execute("RESET corgipile.parallel_sync")
+    assert [r[2] for r in rows] == [ROWS] * 5
+    assert accuracy(data, "hog", "pheld") > 0.9
+
+
+def test_two_processes_are_as_accurate_as_one(data):
+    """On a table clustered by label, held-out accuracy at N = 2 stays within
+    a point of one process (docs/parallel.md measures the gap on more seeds)."""
+    train(data, "one", workers=1, seed=3, max_epoch_num=10)
+    train(data, "two", workers=2, seed=3, max_epoch_num=10)
+    one = accuracy(data, "one", "pheld")
+    two = accuracy(data, "two", "pheld")
+    assert one > 0.9
+    assert abs(one - two) < 0.01, (one, two)
+
+
+def test_explain_analyze_shows_launched_and_per_process_figures(data):
+    plan = "\n".join(r[0] for r in data.execute(
+        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM "
+        "corgipile.train('ptrain', 'svm', model_name => 'explained', workers => 2, max_epoch_num => 2)"))
+    assert "Workers Planned: 1" in plan
+    launched = int(re.search(r"Workers Launched: (\d+)", plan).group(1))
+    assert launched in (0, 1)
+    per_process = re.findall(r"(Leader|Worker 0): buffers=(\d+) tuples=(\d+)", plan)
+    assert [p[0] for p in per_process] == ["Leader", "Worker 0"]
+    # every row of both epochs was trained by exactly one process
+    assert sum(int(p[2]) for p in per_process) == 2 * ROWS
+
+
+def run_in_thread(session, query: str, params=()) -> tuple[threading.Thread, dict]:
+    outcome: dict = {}
+
+    def run():
+        try:
+            session.execute(query, params)
+            outcome["error"] = None
+        except psycopg.Error as exc:
+            outcome["error"] = exc
+        outcome["done"] = time.monotonic()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+@pytest.mark.parametrize("how", ["cancel_leader", "terminate_worker"])
+def test_stopping_a_parallel_epoch_leaves_nothing(data, dsn, how):
+    session = psycopg.connect(dsn, autocommit=True)
+    session.execute("SET corgipile.progress = off")
+    pid = session.info.backend_pid
+    started = data.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+    # the first parallel context of a session creates the session's own
+    # segment (typmod registry), kept until the session ends: count after it
+    session.execute("SELECT count(*) FROM corgipile.train('ptrain', 'svm', model_name => 'warm', "
+                    "workers => 2, max_epoch_num => 1)")
+    mapped = dsm_mappings(pid)
+
+    thread, outcome = run_in_thread(
+        session, "SELECT * FROM corgipile.train('ptrain', 'svm', model_name => 'stopped', "
+        "workers => 3, max_epoch_num => 1000)")
+    # in the middle of a parallel epoch: its workers are running
+    wait_for(lambda: len(workers_of(data, pid)) > 0, what="the parallel workers")
+    sent = time.monotonic()
+    if how == "cancel_leader":
+        session.cancel_safe()
+    else:
+        # a worker may be between two epochs (done, about to exit), where
+        # terminating it stops nothing: terminate the current ones until the
+        # leader reports it
+        while thread.is_alive() and time.monotonic() - sent < 30:
+            for victim in workers_of(data, pid):
+                data.execute("SELECT pg_terminate_backend(%s)", (victim,))
+            thread.join(timeout=0.3)
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    error = outcome["error"]
+    if how == "cancel_leader":
+        assert isinstance(error, errors.QueryCanceled)
+    else:
+        # the worker's FATAL reaches the leader as an ERROR; the leader lives on
+        assert isinstance(error, errors.AdminShutdown), repr(error)
+    assert outcome["done"] - sent < 30.0
+
+    # the leader's session is healthy, its workers are gone, its shared
+    # memory is released, nothing was stored, the server did not restart
+    assert session.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
+    wait_for(lambda: not workers_of(data, pid), what="the workers to exit")
+    assert dsm_mappings(pid) == mapped
+    session.close()
+    assert data.execute("SELECT count(*) FROM corgipile.models WHERE model_name = 'stopped'"
+                        ).fetchone()[0] == 0
+    assert data.execute("SELECT count(*) FROM corgipile.models WHERE model_name = 'warm'"
+                        ).fetchone()[0] == 1
+    assert data.execute("SELECT pg_postmaster_start_time()").fetchone()[0] == started
+
+
+def test_no_worker_available_still_trains_with_a_notice(data):
+    notices: list[str] = []
+    data.add_notice_handler(lambda d: notices.append(d.message_primary))
+    train(data, "full", workers=2, seed=9, max_epoch_num=2)
+    data.execute("SET max_parallel_workers = 0")
+    train(data, "starved", workers=2, seed=9, max_epoch_num=2)
+    data.execute("RESET max_parallel_workers")
+    assert any("0 of 1 parallel workers launched" in n for n in notices), notices
+    assert weights(data, "starved") == weights(data, "full")
+
+
+def test_background_workers_held_by_another_query(data, dsn):
+    """Every background worker busy in another session's parallel query:
+    the training gets none, says so, and gives the same weights."""
+    train(data, "reference", workers=2, seed=4, max_epoch_num=1)
+    n = min(int(data.execute("SHOW max_worker_processes").fetchone()[0]),
+            int(data.execute("SHOW max_parallel_workers").fetchone()[0]))
+    hog = psycopg.connect(dsn, autocommit=True)
+    hog.execute("CREATE FUNCTION slow_true() RETURNS boolean LANGUAGE sql PARALLEL SAFE "
+                "AS 'SELECT pg_sleep(0.02) IS NOT NULL'")
+    hog.execute("CREATE TABLE hold AS SELECT g FROM generate_series(1, 20000) g")
+    hog.execute(f"ALTER TABLE hold SET (parallel_workers = {n})")
+    for setting in ("parallel_setup_cost = 0", "parallel_tuple_cost = 0",
+                    f"max_parallel_workers_per_gather = {n}", "min_parallel_table_scan_size = 0"):
+        hog.execute(f"SET {setting}")
+    hog_pid = hog.info.backend_pid
+    thread, _ = run_in_thread(hog, "SELECT count(*) FROM hold WHERE slow_true()")
+    try:
+        # it asked for more workers than are free (max_worker_processes also
+        # counts the logical replication launcher): it holds all it got
+        wait_for(lambda: len(workers_of(data, hog_pid)) > 0, what="the other query's workers")
+        time.sleep(1.0)
+        notices: list[str] = []
+        data.add_notice_handler(lambda d: notices.append(d.message_primary))
+        train(data, "squeezed", workers=2, seed=4, max_epoch_num=1)
+        assert any("0 of 1 parallel workers launched" in m for m in notices), notices
+        assert weights(data, "squeezed") == weights(data, "reference")
+    finally:
+        hog.cancel_safe()
+        thread.join(timeout=60)
+        hog.close()

@@ -1,0 +1,106 @@
+-- train(workers => N): the leader and N - 1 parallel workers train each
+-- epoch (docs/parallel.md).  Under the default corgipile.parallel_sync
+-- (average) the weights depend on the seed and N only, not on how many
+-- workers were launched, so every figure below is deterministic.
+SET corgipile.progress = off;
+
+-- 20,000 points in about 110 pages: buffers of 16 pages give 7 groups of
+-- blocks an epoch to hand out.
+CREATE TABLE ppoints AS
+SELECT i AS id,
+       CASE WHEN i % 2 = 0 THEN 1 ELSE -1 END AS label,
+       ARRAY[(CASE WHEN i % 2 = 0 THEN 1.0 ELSE -1.0 END) + 1.5 * sin(i * 12.9898),
+             cos(i * 78.233)]::float8[] AS features,
+       ARRAY[0, 1] AS idx,
+       i % 3 AS cls
+FROM generate_series(1, 20000) AS i;
+
+-- EXPLAIN shows the workers planned: N - 1, the leader trains too.
+EXPLAIN (COSTS OFF)
+SELECT * FROM corgipile.train('ppoints', 'svm', workers => 3, buffer_size => '16 pages');
+-- workers => NULL: from the table's size, as a parallel scan is sized,
+-- at most max_parallel_workers_per_gather.
+SET min_parallel_table_scan_size = '64kB';
+EXPLAIN (COSTS OFF)
+SELECT * FROM corgipile.train('ppoints', 'svm', workers => NULL, buffer_size => '16 pages');
+RESET min_parallel_table_scan_size;
+-- ... and a table smaller than min_parallel_table_scan_size gets none
+EXPLAIN (COSTS OFF)
+SELECT * FROM corgipile.train('ppoints', 'svm', workers => NULL, buffer_size => '16 pages');
+-- never more processes than an epoch has buffers to hand out
+EXPLAIN (COSTS OFF)
+SELECT * FROM corgipile.train('ppoints', 'svm', workers => 9, buffer_size => '50%');
+
+-- Training: one row per epoch as with one process.
+SELECT epoch, tuples, round(loss::numeric, 4) AS loss, round(score::numeric, 4) AS score
+FROM corgipile.train('ppoints', 'svm', model_name => 'par_a', workers => 2,
+                     buffer_size => '16 pages', max_epoch_num => 3, seed => 1);
+-- The same seed and N: the same weights, bit for bit.
+SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_b', workers => 2,
+                                     buffer_size => '16 pages', max_epoch_num => 3, seed => 1);
+-- ... and when no worker could be launched: the leader trains every slot
+SET max_parallel_workers = 0;
+SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_c', workers => 2,
+                                     buffer_size => '16 pages', max_epoch_num => 3, seed => 1);
+RESET max_parallel_workers;
+SELECT a.weights = b.weights AS same_run_same_weights, a.weights = c.weights AS none_launched_same_weights
+FROM corgipile.models a, corgipile.models b, corgipile.models c
+WHERE a.model_name = 'par_a' AND b.model_name = 'par_b' AND c.model_name = 'par_c';
+-- as accurate as one process
+SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_one', workers => 1,
+                                     buffer_size => '16 pages', max_epoch_num => 3, seed => 1);
+SELECT round(avg((corgipile.predict('par_a', features) = label)::int), 2) AS accuracy_2,
+       round(avg((corgipile.predict('par_one', features) = label)::int), 2) AS accuracy_1
+FROM ppoints;
+
+-- Other layouts and models: sparse (dimension inferred by the leader),
+-- softmax (classes found by the leader).
+SELECT count(*) FROM corgipile.train('ppoints', 'logistic', model_name => 'par_sparse',
+                                     feature_indices => 'idx', workers => 2,
+                                     buffer_size => '16 pages', max_epoch_num => 2, seed => 2);
+SELECT count(*) FROM corgipile.train('ppoints', 'softmax', model_name => 'par_softmax', label => 'cls',
+                                     workers => 2, buffer_size => '16 pages', max_epoch_num => 2, seed => 2);
+SELECT model_name, n_features, classes, array_length(weights, 1) AS n_weights
+FROM corgipile.models WHERE model_name IN ('par_sparse', 'par_softmax') ORDER BY 1;
+
+-- shuffle => 'grab': each worker keeps its blocks; CD-GraB's PairBalance
+-- orders them (or one walk per worker: corgipile.parallel_grab)
+SELECT epoch, round(loss::numeric, 4) AS loss
+FROM corgipile.train('ppoints', 'logistic', model_name => 'par_grab', shuffle => 'grab', workers => 2,
+                     buffer_size => '16 pages', max_epoch_num => 3, seed => 4);
+SELECT count(*) FROM corgipile.train('ppoints', 'logistic', model_name => 'par_grab2', shuffle => 'grab',
+                                     workers => 2, buffer_size => '16 pages', max_epoch_num => 3, seed => 4);
+SET corgipile.parallel_grab = independent;
+SELECT count(*) FROM corgipile.train('ppoints', 'logistic', model_name => 'par_idgrab', shuffle => 'grab',
+                                     workers => 2, buffer_size => '16 pages', max_epoch_num => 3, seed => 4);
+RESET corgipile.parallel_grab;
+SELECT a.weights = b.weights AS grab_same_weights, a.weights <> c.weights AS independent_differs
+FROM corgipile.models a, corgipile.models b, corgipile.models c
+WHERE a.model_name = 'par_grab' AND b.model_name = 'par_grab2' AND c.model_name = 'par_idgrab';
+
+-- Errors
+SELECT * FROM corgipile.train('ppoints', 'svm', workers => 0);
+SELECT * FROM corgipile.train('ppoints', 'svm', workers => -1);
+SELECT * FROM corgipile.train('ppoints', 'svm', workers => 100000);
+SELECT * FROM corgipile.train('ppoints', 'svm', workers => 2, shuffle => 'sliding_window');
+-- grab's block sums need the deterministic scheme
+SET corgipile.parallel_sync = hogwild;
+SELECT * FROM corgipile.train('ppoints', 'svm', workers => 2, shuffle => 'grab');
+RESET corgipile.parallel_sync;
+CREATE TEMP TABLE ppoints_temp AS SELECT * FROM ppoints LIMIT 100;
+SELECT * FROM corgipile.train('ppoints_temp', 'svm', workers => 2);
+-- workers => NULL on a temporary table: the leader alone
+SELECT count(*) FROM corgipile.train('ppoints_temp', 'svm', model_name => 'par_temp', workers => NULL,
+                                     max_epoch_num => 1);
+-- an error in the data stops the training, whichever process read the row
+-- (terse: a worker's error carries a "parallel worker" context line)
+\set VERBOSITY terse
+CREATE TABLE ppoints_bad AS SELECT id, CASE WHEN id = 15000 THEN 7 ELSE label END AS label, features
+FROM ppoints;
+SELECT * FROM corgipile.train('ppoints_bad', 'svm', model_name => 'par_bad', workers => 2,
+                              buffer_size => '16 pages', seed => 1);
+\set VERBOSITY default
+SELECT count(*) FROM corgipile.models WHERE model_name = 'par_bad';
+
+DROP TABLE ppoints, ppoints_bad, ppoints_temp;
+SELECT count(corgipile.drop_model(model_name)) FROM corgipile.models WHERE model_name LIKE 'par\_%';
