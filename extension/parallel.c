@@ -63,7 +63,9 @@
 #include "storage/condition_variable.h"
 #include "storage/spin.h"
 #include "tcop/dest.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -73,7 +75,9 @@
 #include "core/merge.h"
 #include "core/shuffle.h"
 #include "corgipile.h"
+#include "layout.h"
 #include "parallel.h"
+#include "preprocess_model.h"
 #include "shuffle/strategy.h"
 #include "tupleshuffle.h"
 
@@ -86,6 +90,8 @@
 #define CP_KEY_CLASSES		UINT64CONST(0xC0A61E0000000006)
 #define CP_KEY_GRAB_SUMS	UINT64CONST(0xC0A61E0000000007)
 #define CP_KEY_GRAB_COUNTS	UINT64CONST(0xC0A61E0000000008)
+#define CP_KEY_PREP			UINT64CONST(0xC0A61E0000000009)
+#define CP_KEY_LABELS		UINT64CONST(0xC0A61E000000000A)
 
 /* the stream of the per-group permutation seeds (core/shuffle.c) */
 #define CP_PARALLEL_STREAM	UINT64CONST(0x7061726C)
@@ -415,6 +421,69 @@ unpack_classes(const char *p)
 	return cp_class_map_from_names(type, names, n);
 }
 
+/* a binary model's two text labels, NUL-separated, in code order */
+static char *
+pack_labels(const CpPrepDict *d, Size *len)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendBinaryStringInfo(&b, (const char *) &d->n_entries, sizeof(int32));
+	for (int32 k = 0; k < d->n_entries; k++)
+	{
+		int32		n;
+		const char *v = cp_prep_dict_value(d, k, &n);
+
+		appendBinaryStringInfo(&b, v, n);
+		appendStringInfoChar(&b, '\0');
+	}
+	*len = b.len;
+	return b.data;
+}
+
+static CpPrepDict *
+unpack_labels(const char *p)
+{
+	int32		n;
+	char	  **names;
+
+	memcpy(&n, p, sizeof(int32));
+	p += sizeof(int32);
+	names = palloc(sizeof(char *) * Max(n, 1));
+	for (int32 k = 0; k < n; k++)
+	{
+		names[k] = pstrdup(p);
+		p += strlen(p) + 1;
+	}
+	return cp_label_dict_from_names(names, n, "(parallel training)");
+}
+
+/*
+ * The preprocessing the leader's first pass learnt, as the model row
+ * stores it (its float8s written shortest-exact, so the workers read back
+ * the same doubles and train bit-identically whatever was launched).
+ */
+static char *
+pack_prep(const CpLayout *lo, Size *len)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	cp_prep_to_json(lo->prep, &b, lo->feature_names, lo->mode);
+	*len = b.len + 1;
+	return b.data;
+}
+
+static void
+unpack_prep(CpLayout *lo, const char *json, int32 n_features)
+{
+	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
+
+	cp_layout_use_prep(lo, cp_prep_from_jsonb(jb, "(parallel training)", n_features,
+											  lo->feature_names, lo->mode),
+					   "(parallel training)");
+}
+
 /*
  * The leader, while it waits: a worker that is gone while it still held an
  * item would leave its epoch open for ever.  A worker's error or FATAL
@@ -648,6 +717,10 @@ setup(CpParallel *par, CpModel *model)
 	const CpLayout *lo = &ts->layout;
 	char	   *classes = NULL;
 	Size		classes_len = 0;
+	char	   *prep = NULL;
+	Size		prep_len = 0;
+	char	   *labels = NULL;
+	Size		labels_len = 0;
 	Size		grab_sums_len = 0;
 	Size		grab_counts_len = 0;
 	ParallelContext *pcxt;
@@ -657,11 +730,16 @@ setup(CpParallel *par, CpModel *model)
 
 	/*
 	 * What the leader's first pass found that the workers' layouts do not
-	 * know: the dimension and softmax's classes.  Whatever else the first
-	 * pass adds to the layout must be shipped here too.
+	 * know: the dimension, softmax's classes, a binary model's text labels
+	 * and the preprocessing.  Whatever else the first pass adds to the
+	 * layout must be shipped here too.
 	 */
 	if (lo->classes != NULL)
 		classes = pack_classes(lo->classes, &classes_len);
+	if (lo->label_dict != NULL)
+		labels = pack_labels(lo->label_dict, &labels_len);
+	if (lo->prep != NULL)
+		prep = pack_prep(lo, &prep_len);
 	if (model->grab != NULL)
 	{
 		/* the block sums: each block is trained by one item, so one writer */
@@ -688,6 +766,16 @@ setup(CpParallel *par, CpModel *model)
 	if (classes != NULL)
 	{
 		shm_toc_estimate_chunk(&pcxt->estimator, classes_len);
+		shm_toc_estimate_keys(&pcxt->estimator, 1);
+	}
+	if (labels != NULL)
+	{
+		shm_toc_estimate_chunk(&pcxt->estimator, labels_len);
+		shm_toc_estimate_keys(&pcxt->estimator, 1);
+	}
+	if (prep != NULL)
+	{
+		shm_toc_estimate_chunk(&pcxt->estimator, prep_len);
 		shm_toc_estimate_keys(&pcxt->estimator, 1);
 	}
 	if (model->grab != NULL)
@@ -744,6 +832,18 @@ setup(CpParallel *par, CpModel *model)
 		space = shm_toc_allocate(pcxt->toc, classes_len);
 		memcpy(space, classes, classes_len);
 		shm_toc_insert(pcxt->toc, CP_KEY_CLASSES, space);
+	}
+	if (labels != NULL)
+	{
+		space = shm_toc_allocate(pcxt->toc, labels_len);
+		memcpy(space, labels, labels_len);
+		shm_toc_insert(pcxt->toc, CP_KEY_LABELS, space);
+	}
+	if (prep != NULL)
+	{
+		space = shm_toc_allocate(pcxt->toc, prep_len);
+		memcpy(space, prep, prep_len);
+		shm_toc_insert(pcxt->toc, CP_KEY_PREP, space);
 	}
 
 	/* the leader trains a copy of the model's struct on the shared arrays */
@@ -970,6 +1070,8 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	CpParallelShared *sh = shm_toc_lookup(toc, CP_KEY_SHARED, false);
 	char	   *plan = shm_toc_lookup(toc, CP_KEY_PLAN, false);
 	char	   *classes = shm_toc_lookup(toc, CP_KEY_CLASSES, true);
+	char	   *labels = shm_toc_lookup(toc, CP_KEY_LABELS, true);
+	char	   *prep = shm_toc_lookup(toc, CP_KEY_PREP, true);
 	PlannedStmt *pstmt = (PlannedStmt *) stringToNode(plan);
 	QueryDesc  *qd;
 	TupleShuffleState *ts;
@@ -989,6 +1091,10 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	ts->layout.n_features = sh->n_features;
 	if (classes != NULL)
 		ts->layout.classes = unpack_classes(classes);
+	if (labels != NULL)
+		ts->layout.label_dict = unpack_labels(labels);
+	if (prep != NULL)
+		unpack_prep(&ts->layout, prep, sh->n_features);
 	cp_tuple_shuffle_init_buffer(ts, &buf, CurrentMemoryContext);
 	if (!cp_model_init(&model, ts->params.model, sh->n_features, sh->n_outputs,
 					   ts->layout.mode == CP_FEATURES_SPARSE, ts->params.batch_size,

@@ -78,6 +78,31 @@ SELECT a.weights = b.weights AS grab_same_weights, a.weights <> c.weights AS ind
 FROM corgipile.models a, corgipile.models b, corgipile.models c
 WHERE a.model_name = 'par_grab' AND b.model_name = 'par_grab2' AND c.model_name = 'par_idgrab';
 
+-- The workers convert rows as the leader does: its standardizing
+-- statistics, one-hot dictionaries and text labels are shipped to them
+-- (standardize => 'off' is bit-identical whatever the number of processes;
+-- 'auto' is as good with two as with one).
+CREATE TABLE ppoints_text AS
+SELECT id, CASE WHEN label = 1 THEN 'yes' ELSE 'no' END AS answer,
+       1000 * features[1] + 50000 AS amount, features[2] AS ratio,
+       CASE WHEN id % 3 = 0 THEN 'red' WHEN id % 3 = 1 THEN 'green' ELSE 'blue' END AS colour
+FROM ppoints;
+SELECT count(*) FROM corgipile.train('ppoints_text', 'logistic', model_name => 'par_text1',
+                                     label => 'answer', features => 'amount, ratio, colour',
+                                     buffer_size => '16 pages', max_epoch_num => 3, seed => 1);
+SELECT count(*) FROM corgipile.train('ppoints_text', 'logistic', model_name => 'par_text2',
+                                     label => 'answer', features => 'amount, ratio, colour',
+                                     workers => 2, buffer_size => '16 pages', max_epoch_num => 3,
+                                     seed => 1);
+SELECT m.model_name, m.n_features, m.classes,
+       round(avg((corgipile.predict_class(m.model_name, t) = t.answer)::int), 2) AS accuracy
+FROM corgipile.models AS m, ppoints_text AS t
+WHERE m.model_name IN ('par_text1', 'par_text2')
+GROUP BY 1, 2, 3 ORDER BY 1;
+SELECT (a.preprocess->'features') = (b.preprocess->'features') AS same_preprocessing
+FROM corgipile.models a, corgipile.models b
+WHERE a.model_name = 'par_text1' AND b.model_name = 'par_text2';
+
 -- Errors
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 0);
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => -1);
@@ -102,5 +127,5 @@ SELECT * FROM corgipile.train('ppoints_bad', 'svm', model_name => 'par_bad', wor
 \set VERBOSITY default
 SELECT count(*) FROM corgipile.models WHERE model_name = 'par_bad';
 
-DROP TABLE ppoints, ppoints_bad, ppoints_temp;
+DROP TABLE ppoints, ppoints_bad, ppoints_temp, ppoints_text;
 SELECT count(corgipile.drop_model(model_name)) FROM corgipile.models WHERE model_name LIKE 'par\_%';
