@@ -88,6 +88,7 @@ typedef struct SgdState
 	int			results_cap;
 	int			n_done;			/* epochs trained */
 	bool		finished;		/* no more epochs: the last, or stopped early */
+	bool		save_pending;	/* parallel: store the model with the last row */
 
 	/* early stopping: the best epoch so far and its weights */
 	int			best_epoch;		/* 0: none yet */
@@ -884,11 +885,25 @@ sgd_next(ScanState *node)
 		if (s->finished)
 		{
 			if (s->par != NULL)
+			{
+				/*
+				 * Every epoch is trained already: store the model when the
+				 * caller takes the last epoch's row, as one process does, so
+				 * that a LIMIT that stops earlier stores nothing.
+				 */
 				cp_parallel_finish(s->par);
-			save_model(s);
+				s->save_pending = true;
+			}
+			else
+				save_model(s);
 		}
 	}
 	res = &s->results[s->replay_pos++];
+	if (s->save_pending && s->replay_pos == s->n_done)
+	{
+		s->save_pending = false;
+		save_model(s);
+	}
 
 	slot->tts_values[0] = s->model_name_datum;
 	slot->tts_values[1] = Int32GetDatum(res->epoch);

@@ -103,6 +103,15 @@ SELECT (a.preprocess->'features') = (b.preprocess->'features') AS same_preproces
 FROM corgipile.models a, corgipile.models b
 WHERE a.model_name = 'par_text1' AND b.model_name = 'par_text2';
 
+-- a LIMIT that stops before the last epoch's row stores nothing, as with
+-- one process (the epochs ran, their rows were not all taken)
+SELECT epoch FROM corgipile.train('ppoints', 'svm', model_name => 'par_cut', workers => 2,
+                                  max_epoch_num => 3) LIMIT 2;
+SELECT count(*) AS stored FROM corgipile.models WHERE model_name = 'par_cut';
+SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_cut', workers => 2,
+                                     max_epoch_num => 3);
+SELECT count(*) AS stored FROM corgipile.models WHERE model_name = 'par_cut';
+
 -- Errors
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 0);
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => -1);
