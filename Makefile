@@ -7,6 +7,7 @@ OBJS = \
 	extension/corgipile.o \
 	extension/datum_convert.o \
 	extension/evaluate.o \
+	extension/holdout.o \
 	extension/layout.o \
 	extension/model_admin.o \
 	extension/model_insert.o \

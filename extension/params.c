@@ -417,12 +417,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	p->max_categories = positive_int(values, nulls, CP_ARG_MAX_CATEGORIES);
 	p->workers = positive_int(values, nulls, CP_ARG_WORKERS);
 
-	/* the 0.3.0 signature is ahead of the engine in these two (work in progress) */
-	if (p->validation_fraction > 0.0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("corgipile.train: a held-out percentage as validation is not available yet"),
-				 errhint("Give the name of a validation table.")));
+	/* the 0.3.0 signature is ahead of the engine here (work in progress) */
 	if (p->workers > 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -109,6 +109,8 @@ cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
 	if (ts->strategy->seed)
 		ts->strategy->seed(ts->strategy_state, seed);
 	cp_block_shuffle_set_seed(ts->child, seed);
+	if (ts->holdout != NULL)
+		ts->holdout->seed = seed;
 }
 
 /*
@@ -171,6 +173,12 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		cp_block_shuffle_set_order_source(ts->child, ts->strategy->block_order,
 										  ts->strategy_state);
 	cp_tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
+	if (ts->params.validation_fraction > 0.0 && !ts->scan_mode)
+	{
+		ts->holdout = MemoryContextAlloc(ts->buf_cxt, sizeof(CpHoldout));
+		cp_holdout_init(ts->holdout, ts->params.validation_fraction,
+						ts->layout.mode == CP_FEATURES_SPARSE, ts->buf_cxt);
+	}
 
 	/*
 	 * The top operator seeds the run, once: this node under shuffled_scan(),
@@ -225,6 +233,12 @@ read_group(void *reader, CpBuffer *dst)
 		{
 			ts->eof = true;
 			break;
+		}
+		/* validation => 'N%': held-out rows are never trained on */
+		if (ts->holdout != NULL && cp_holdout_take(ts->holdout, &ts->layout, slot))
+		{
+			MemoryContextReset(ts->row_cxt);
+			continue;
 		}
 		if (ts->child->block_seq >= limit)
 		{
@@ -367,6 +381,13 @@ void *
 cp_tuple_shuffle_strategy_state(TupleShuffleState *ts)
 {
 	return ts->strategy_state;
+}
+
+/* validation => 'N%': the held-out rows, or NULL. */
+CpHoldout *
+cp_tuple_shuffle_holdout(TupleShuffleState *ts)
+{
+	return ts->holdout;
 }
 
 /* Whether SGD should sum gradients per block for the strategy (GraB). */

@@ -17,6 +17,7 @@
 
 #include "blockshuffle.h"
 #include "core/buffer.h"
+#include "holdout.h"
 #include "layout.h"
 #include "params.h"
 #include "shuffle/strategy.h"
@@ -47,6 +48,7 @@ typedef struct TupleShuffleState
 	bool		eof;			/* the child has no more rows this epoch */
 	MemoryContext row_cxt;		/* reset after every row */
 	MemoryContext buf_cxt;		/* buffers this node and its strategy own */
+	CpHoldout  *holdout;		/* validation => 'N%': rows kept out, or NULL */
 
 	/* scan mode: the buffer being emitted */
 	CpBuffer	out;
@@ -75,6 +77,7 @@ extern const CpLayout *cp_tuple_shuffle_layout(TupleShuffleState *ts);
 extern void cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes);
 extern bool cp_tuple_shuffle_wants_feedback(TupleShuffleState *ts);
 extern void *cp_tuple_shuffle_strategy_state(TupleShuffleState *ts);
+extern CpHoldout *cp_tuple_shuffle_holdout(TupleShuffleState *ts);
 extern void cp_tuple_shuffle_epoch_feedback(TupleShuffleState *ts,
 											const struct CpGrabAcc *acc);
 

@@ -1,0 +1,129 @@
+/*-------------------------------------------------------------------------
+ *
+ * holdout.c
+ *	  validation => 'N%': which rows are held out, keeping them, scoring
+ *	  them (see holdout.h).
+ *
+ * The decision depends only on (seed, ctid), so it is the same in every
+ * epoch and whatever order blocks are read in; with the seed recorded in
+ * the model it can be repeated on an unchanged table (not across UPDATE,
+ * VACUUM FULL or CLUSTER, which move rows).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/tableam.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "core/preprocess.h"
+#include "holdout.h"
+
+void
+cp_holdout_init(CpHoldout *h, double fraction, bool sparse, MemoryContext cxt)
+{
+	memset(h, 0, sizeof(*h));
+	h->fraction = fraction;
+	h->budget = (Size) maintenance_work_mem * 1024;
+	cp_buffer_init(&h->rows, cxt, sparse);
+}
+
+bool
+cp_holdout_is_held_out(const CpHoldout *h, ItemPointer tid)
+{
+	return cp_prep_holdout(h->seed, ItemPointerGetBlockNumberNoCheck(tid),
+						   ItemPointerGetOffsetNumberNoCheck(tid), h->fraction);
+}
+
+/* What the kept rows' arrays take, as cp_buffer_reserve sizes them. */
+static Size
+kept_bytes(const CpBuffer *b)
+{
+	Size		per_value = sizeof(double) + (b->sparse ? sizeof(int32) : 0);
+	Size		per_row = sizeof(double) + sizeof(uint32) + (b->sparse ? sizeof(int64) : 0);
+
+	return (Size) b->cap_rows * per_row + (Size) b->cap_nnz * per_value;
+}
+
+/*
+ * Is the row in slot held out?  If so, and the first epoch is being read,
+ * keep it (converted with the training's layout, so labels map the same
+ * way), unless the kept rows would outgrow the budget: then drop them all
+ * and score by reading the table again.  Called on the main thread, in the
+ * row memory context of the caller.
+ */
+bool
+cp_holdout_take(CpHoldout *h, CpLayout *lo, TupleTableSlot *slot)
+{
+	if (!cp_holdout_is_held_out(h, &slot->tts_tid))
+		return false;
+	if (h->complete)
+		return true;
+	h->n_seen++;
+	if (h->reread)
+		return true;
+	cp_layout_append(lo, slot, &h->rows);
+	if (kept_bytes(&h->rows) > h->budget)
+	{
+		cp_buffer_free(&h->rows);
+		h->reread = true;
+	}
+	return true;
+}
+
+/* The first epoch has read every row: the kept rows are all of them. */
+void
+cp_holdout_epoch_done(CpHoldout *h)
+{
+	h->complete = true;
+}
+
+/*
+ * Hand the held-out rows to fn: the kept rows at once, or, over budget,
+ * batches of batch_rows read from rel (converted with a copy of the
+ * layout, so that the training's counts do not change).
+ */
+void
+cp_holdout_score(CpHoldout *h, const CpLayout *lo, Relation rel, Snapshot snapshot,
+				 CpBuffer *batch, int64 batch_rows, MemoryContext row_cxt,
+				 CpBatchFn fn, void *arg)
+{
+	CpLayout	vlo = *lo;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	int64		seen = 0;
+
+	Assert(h->complete);
+	if (!h->reread)
+	{
+		h->rows.n_features = lo->n_features;
+		fn(&h->rows, arg);
+		return;
+	}
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	slot = table_slot_create(rel, NULL);
+	cp_buffer_reset(batch, lo->n_features);
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		if ((++seen % 256) == 0)
+			CHECK_FOR_INTERRUPTS();
+		if (!cp_holdout_is_held_out(h, &slot->tts_tid))
+			continue;
+		{
+			MemoryContext old = MemoryContextSwitchTo(row_cxt);
+
+			cp_layout_append(&vlo, slot, batch);
+			MemoryContextSwitchTo(old);
+		}
+		MemoryContextReset(row_cxt);
+		if (batch->n_rows >= batch_rows)
+		{
+			fn(batch, arg);
+			cp_buffer_reset(batch, lo->n_features);
+		}
+	}
+	fn(batch, arg);
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+}
