@@ -13,11 +13,17 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/tableam.h"
+#include "common/shortest_dec.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "utils/json.h"
 #include "utils/memutils.h"
 
 #include "core/preprocess.h"
+#include "evaluate.h"
 #include "holdout.h"
 
 void
@@ -126,4 +132,91 @@ cp_holdout_score(CpHoldout *h, const CpLayout *lo, Relation rel, Snapshot snapsh
 	fn(batch, arg);
 	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);
+}
+
+/* ---------------------------------------------------------------------
+ * What the model row records of the held-out rows
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct ReportPass
+{
+	const CpModel *model;		/* the kept weights */
+	CpStats		stats;			/* loss and score, as per epoch */
+	CpEvalState ev;				/* corgipile.evaluate()'s metrics */
+} ReportPass;
+
+static void
+report_batch(const CpBuffer *buf, void *arg)
+{
+	ReportPass *r = (ReportPass *) arg;
+
+	cp_model_evaluate(r->model, buf, &r->stats);
+	cp_eval_add_rows(buf, &r->ev);
+}
+
+static void
+json_key_number(StringInfo buf, const char *key, double v)
+{
+	escape_json(buf, key);
+	appendStringInfoString(buf, ": ");
+	if (isfinite(v))
+	{
+		char		num[DOUBLE_SHORTEST_DECIMAL_LEN];
+
+		/* the shortest text that reads back as the same double */
+		double_to_shortest_decimal_buf(v, num);
+		appendStringInfoString(buf, num);
+	}
+	else
+		appendStringInfoString(buf, "null");
+}
+
+static void
+add_metric(void *arg, const char *metric, double value)
+{
+	StringInfo	buf = (StringInfo) arg;
+
+	if (buf->data[buf->len - 1] != '{')
+		appendStringInfoString(buf, ", ");
+	json_key_number(buf, metric, value);
+}
+
+/*
+ * The held-out rows scored once more with the weights the model keeps
+ * (those of epoch, the best one under early stopping), as a JSON object for
+ * the model's params: the fraction, the seed that decides the split, the
+ * rows, the loss and score as the epochs report them, and the metrics
+ * corgipile.evaluate() would give on those rows.
+ */
+char *
+cp_holdout_report(CpHoldout *h, const CpLayout *lo, Relation rel, Snapshot snapshot,
+				  CpBuffer *batch, MemoryContext row_cxt, const CpModel *model,
+				  double *w, int epoch)
+{
+	ReportPass	r;
+	CpModel		kept = *model;
+	StringInfoData buf;
+
+	kept.w = w;
+	memset(&r, 0, sizeof(r));
+	r.model = &kept;
+	cp_eval_init(&r.ev, model, w);
+	cp_holdout_score(h, lo, rel, snapshot, batch, 4096, row_cxt, report_batch, &r);
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	json_key_number(&buf, "fraction", h->fraction);
+	/* as text: a bigint seed need not fit a double */
+	appendStringInfo(&buf, ", \"seed\": \"" INT64_FORMAT "\", \"rows\": " INT64_FORMAT,
+					 (int64) h->seed, r.stats.n);
+	appendStringInfo(&buf, ", \"epoch\": %d, ", epoch);
+	json_key_number(&buf, "loss", r.stats.n > 0 ? cp_stats_loss(&r.stats) : NAN);
+	appendStringInfoString(&buf, ", ");
+	json_key_number(&buf, "score", r.stats.n > 0 ? cp_stats_score(&r.stats, model->kind) : NAN);
+	appendStringInfoString(&buf, ", \"metrics\": {");
+	if (r.ev.n > 0)
+		cp_eval_metrics(&r.ev, add_metric, &buf);
+	appendStringInfoString(&buf, "}}");
+	return buf.data;
 }

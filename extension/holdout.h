@@ -29,6 +29,7 @@
 #include "utils/snapshot.h"
 
 #include "core/buffer.h"
+#include "core/linear_model.h"
 #include "layout.h"
 
 typedef struct CpHoldout
@@ -47,6 +48,10 @@ extern void cp_holdout_init(CpHoldout *h, double fraction, bool sparse,
 extern bool cp_holdout_is_held_out(const CpHoldout *h, ItemPointer tid);
 extern bool cp_holdout_take(CpHoldout *h, CpLayout *lo, TupleTableSlot *slot);
 extern void cp_holdout_epoch_done(CpHoldout *h);
+extern char *cp_holdout_report(CpHoldout *h, const CpLayout *lo, Relation rel,
+							   Snapshot snapshot, CpBuffer *batch,
+							   MemoryContext row_cxt, const CpModel *model,
+							   double *w, int epoch);
 extern void cp_holdout_score(CpHoldout *h, const CpLayout *lo, Relation rel,
 							 Snapshot snapshot, CpBuffer *batch, int64 batch_rows,
 							 MemoryContext row_cxt, CpBatchFn fn, void *arg);

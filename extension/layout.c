@@ -210,6 +210,8 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 		char	   *name = pstrdup(lfirst(lc));
 
 		lo->column_attnos[i] = find_column(tupdesc, name, relname, "features", &type);
+		/* before its type: a label of any type is refused for being the label */
+		check_not_label(lo, lo->column_attnos[i], name, "features");
 		if (!cp_is_number_type(type))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
@@ -220,9 +222,6 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 		lo->feature_names = lappend(lo->feature_names, name);
 		lo->max_attno = Max(lo->max_attno, lo->column_attnos[i]);
 	}
-	foreach(lc, names)
-		check_not_label(lo, lo->column_attnos[foreach_current_index(lc)],
-						lfirst(lc), "features");
 	if (lo->n_features > 0 && lo->n_features != lo->n_columns)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -101,6 +101,8 @@ params_json(const CpTrainRecord *rec)
 	json_key_number(&buf, "n_iter_no_change", p->n_iter_no_change);
 	json_key_number(&buf, "best_epoch", rec->best_epoch);
 	json_key_number(&buf, "n_outputs", rec->model->n_outputs);
+	if (rec->holdout_json != NULL)
+		appendStringInfo(&buf, ", \"holdout\": %s", rec->holdout_json);
 	if (rec->held_rows > 0 && rec->held_rows_key != NULL)
 		json_key_number(&buf, rec->held_rows_key, (double) rec->held_rows);
 	if (rec->grab)
