@@ -42,7 +42,7 @@ OBJS = \
 MODULEDIR = extension
 DATA = extension/corgipile.control $(wildcard sql/corgipile--*.sql)
 
-REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab
+REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab validation divergence
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
 PG_CPPFLAGS = -I$(srcdir)/extension

@@ -210,18 +210,23 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 		char	   *name = pstrdup(lfirst(lc));
 
 		lo->column_attnos[i] = find_column(tupdesc, name, relname, "features", &type);
-		/* before its type: a label of any type is refused for being the label */
-		check_not_label(lo, lo->column_attnos[i], name, "features");
 		if (!cp_is_number_type(type))
+		{
+			/* a text label named as a feature: say that it is the label */
+			check_not_label(lo, lo->column_attnos[i], name, "features");
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("feature column \"%s\" of relation \"%s\" has type %s; expected a numeric type",
 							name, relname, format_type_be(type)),
 					 errhint("Name one numeric array column, or a comma-separated list of numeric columns.")));
+		}
 		lo->column_types[i] = type;
 		lo->feature_names = lappend(lo->feature_names, name);
 		lo->max_attno = Max(lo->max_attno, lo->column_attnos[i]);
 	}
+	foreach(lc, names)
+		check_not_label(lo, lo->column_attnos[foreach_current_index(lc)],
+						lfirst(lc), "features");
 	if (lo->n_features > 0 && lo->n_features != lo->n_columns)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -691,7 +691,7 @@ check_divergence(SgdState *s, int epoch)
 				 errmsg("training of model \"%s\" diverged in epoch %d: its loss %g is more than %g times the loss %g of epoch %d",
 						s->model_name, epoch, losses[epoch - 1],
 						CP_PREP_DIVERGENCE_FACTOR, losses[best - 1], best),
-				 errdetail("The first epoch's loss was %g.", losses[0]),
+				 best != 1 ? errdetail("The first epoch's loss was %g.", losses[0]) : 0,
 				 errhint("Lower learning_rate, or leave standardize on (its default) so that features are scaled.")));
 	pfree(losses);
 }
