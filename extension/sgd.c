@@ -618,7 +618,11 @@ no_rows_error(SgdState *s)
 	ereport(ERROR,
 			(errcode(ERRCODE_NO_DATA),
 			 errmsg("relation \"%s\" has no rows with a non-NULL label and features to train on",
-					s->lo->relname)));
+					s->lo->relname),
+			 s->holdout != NULL ?
+			 errdetail("%lld rows were held out for validation => '%g%%'.",
+					   (long long) s->holdout->n_seen,
+					   s->params.validation_fraction * 100.0) : 0));
 }
 
 /*
@@ -993,6 +997,16 @@ sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyFloat("Learning Rate", NULL, s->params.learning_rate, 4, es);
 	ExplainPropertyInteger("Batch Size", NULL, s->params.batch_size, es);
 	ExplainPropertyText("Double Buffering", s->params.double_buffer ? "on" : "off", es);
+	if (s->params.validation_fraction > 0.0)
+		ExplainPropertyText("Validation",
+							psprintf("%g%% of the rows held out", s->params.validation_fraction * 100.0),
+							es);
 	if (es->analyze)
 		ExplainPropertyInteger("Epochs Trained", NULL, s->n_done, es);
+	if (es->analyze && s->holdout != NULL && s->holdout->complete)
+	{
+		ExplainPropertyInteger("Held-out Rows", NULL, s->holdout->n_seen, es);
+		ExplainPropertyText("Held-out Rows Kept",
+							s->holdout->reread ? "no: re-read for each scoring" : "yes", es);
+	}
 }

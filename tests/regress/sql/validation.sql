@@ -124,6 +124,17 @@ FROM corgipile.train('points', 'svm', model_name => 'hold_table', max_epoch_num 
 SELECT params->>'validation' AS validation, params ? 'holdout' AS has_holdout
 FROM corgipile.models WHERE model_name = 'hold_table';
 
+-- EXPLAIN says so; EXPLAIN ANALYZE counts the held-out rows.
+EXPLAIN (COSTS OFF)
+SELECT * FROM corgipile.train('points', 'svm', validation => '20%', seed => 7);
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT * FROM corgipile.train('points', 'svm', validation => '20%', seed => 7, max_epoch_num => 2,
+                              model_name => 'hold_explain', standardize => 'off');
+
+-- Nothing left to train on
+CREATE TABLE hold_tiny AS SELECT 1 AS label, ARRAY[1.0, 2.0]::float8[] AS features;
+SELECT * FROM corgipile.train('hold_tiny', 'svm', validation => '99.9%', seed => 1);
+
 -- Percentages strictly between 0% and 100%, digits and one point only.
 SELECT * FROM corgipile.train('points', 'svm', validation => '0%');
 SELECT * FROM corgipile.train('points', 'svm', validation => '100%');
