@@ -172,14 +172,21 @@ json_key_number(StringInfo buf, const char *key, double v)
 		appendStringInfoString(buf, "null");
 }
 
+typedef struct MetricsOut
+{
+	StringInfoData json;		/* "name": value, ... */
+	StringInfoData text;		/* name=value ... for the NOTICE */
+} MetricsOut;
+
 static void
 add_metric(void *arg, const char *metric, double value)
 {
-	StringInfo	buf = (StringInfo) arg;
+	MetricsOut *out = (MetricsOut *) arg;
 
-	if (buf->data[buf->len - 1] != '{')
-		appendStringInfoString(buf, ", ");
-	json_key_number(buf, metric, value);
+	if (out->json.len > 0)
+		appendStringInfoString(&out->json, ", ");
+	json_key_number(&out->json, metric, value);
+	appendStringInfo(&out->text, " %s=%.6f", metric, value);
 }
 
 /*
@@ -187,16 +194,18 @@ add_metric(void *arg, const char *metric, double value)
  * (those of epoch, the best one under early stopping), as a JSON object for
  * the model's params: the fraction, the seed that decides the split, the
  * rows, the loss and score as the epochs report them, and the metrics
- * corgipile.evaluate() would give on those rows.
+ * corgipile.evaluate() would give on those rows; *summary says the same
+ * in a line of text.
  */
 char *
 cp_holdout_report(CpHoldout *h, const CpLayout *lo, Relation rel, Snapshot snapshot,
 				  CpBuffer *batch, MemoryContext row_cxt, const CpModel *model,
-				  double *w, int epoch)
+				  double *w, int epoch, char **summary)
 {
 	ReportPass	r;
 	CpModel		kept = *model;
 	StringInfoData buf;
+	MetricsOut	out;
 
 	kept.w = w;
 	memset(&r, 0, sizeof(r));
@@ -214,9 +223,12 @@ cp_holdout_report(CpHoldout *h, const CpLayout *lo, Relation rel, Snapshot snaps
 	json_key_number(&buf, "loss", r.stats.n > 0 ? cp_stats_loss(&r.stats) : NAN);
 	appendStringInfoString(&buf, ", ");
 	json_key_number(&buf, "score", r.stats.n > 0 ? cp_stats_score(&r.stats, model->kind) : NAN);
-	appendStringInfoString(&buf, ", \"metrics\": {");
+	initStringInfo(&out.json);
+	initStringInfo(&out.text);
 	if (r.ev.n > 0)
-		cp_eval_metrics(&r.ev, add_metric, &buf);
-	appendStringInfoString(&buf, "}}");
+		cp_eval_metrics(&r.ev, add_metric, &out);
+	appendStringInfo(&buf, ", \"metrics\": {%s}}", out.json.data);
+	*summary = psprintf("held out " INT64_FORMAT " rows (%g%%), epoch %d:%s",
+						r.stats.n, h->fraction * 100.0, epoch, out.text.data);
 	return buf.data;
 }

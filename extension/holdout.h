@@ -51,7 +51,7 @@ extern void cp_holdout_epoch_done(CpHoldout *h);
 extern char *cp_holdout_report(CpHoldout *h, const CpLayout *lo, Relation rel,
 							   Snapshot snapshot, CpBuffer *batch,
 							   MemoryContext row_cxt, const CpModel *model,
-							   double *w, int epoch);
+							   double *w, int epoch, char **summary);
 extern void cp_holdout_score(CpHoldout *h, const CpLayout *lo, Relation rel,
 							 Snapshot snapshot, CpBuffer *batch, int64 batch_rows,
 							 MemoryContext row_cxt, CpBatchFn fn, void *arg);

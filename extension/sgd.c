@@ -897,13 +897,19 @@ save_model(SgdState *s)
 	rec.validation_name = s->vrel ? RelationGetRelationName(s->vrel) : NULL;
 	if (s->holdout != NULL)
 	{
+		char	   *summary;
+
 		rec.validation_name = psprintf("%g%%", s->params.validation_fraction * 100.0);
 		rec.holdout_json = cp_holdout_report(s->holdout, s->lo,
 											 cp_tuple_shuffle_relation(s->ts),
 											 s->css.ss.ps.state->es_snapshot,
 											 &s->vbuf, s->val_row_cxt, &s->model,
 											 s->best_epoch > 0 ? s->best_w : s->model.w,
-											 s->best_epoch > 0 ? s->best_epoch : s->n_done);
+											 s->best_epoch > 0 ? s->best_epoch : s->n_done,
+											 &summary);
+		if (cp_progress_notices)
+			ereport(NOTICE,
+					(errmsg("corgipile: model=%s %s", s->model_name, summary)));
 	}
 	rec.seed = s->seed;
 	rec.model = &s->model;
