@@ -186,7 +186,8 @@ add_metric(void *arg, const char *metric, double value)
 	if (out->json.len > 0)
 		appendStringInfoString(&out->json, ", ");
 	json_key_number(&out->json, metric, value);
-	appendStringInfo(&out->text, " %s=%.6f", metric, value);
+	if (!isnan(value))
+		appendStringInfo(&out->text, " %s=%.6f", metric, value);
 }
 
 /*
