@@ -124,6 +124,16 @@ FROM corgipile.train('points', 'svm', model_name => 'hold_table', max_epoch_num 
 SELECT params->>'validation' AS validation, params ? 'holdout' AS has_holdout
 FROM corgipile.models WHERE model_name = 'hold_table';
 
+-- The same through the fallback (a call in the select list) and a parameter.
+SELECT (corgipile.train('points', 'svm', model_name => 'hold_fallback', validation => '20%',
+                        seed => 7, max_epoch_num => 1, standardize => 'off')).tuples;
+PREPARE hold_param(text) AS
+SELECT tuples FROM corgipile.train('points', 'svm', validation => $1, seed => 7,
+                                   max_epoch_num => 1, standardize => 'off');
+EXECUTE hold_param('20%');
+EXECUTE hold_param('points_test');
+DEALLOCATE hold_param;
+
 -- EXPLAIN says so; EXPLAIN ANALYZE counts the held-out rows.
 EXPLAIN (COSTS OFF)
 SELECT * FROM corgipile.train('points', 'svm', validation => '20%', seed => 7);
@@ -141,6 +151,8 @@ SELECT * FROM corgipile.train('points', 'svm', validation => '100%');
 SELECT * FROM corgipile.train('points', 'svm', validation => 'abc%');
 SELECT * FROM corgipile.train('points', 'svm', validation => '-5%');
 SELECT * FROM corgipile.train('points', 'svm', validation => '20 %');
+SELECT * FROM corgipile.train('points', 'svm', validation => '%');
+SELECT * FROM corgipile.train('points', 'svm', validation => '50.5.5%');
 SELECT * FROM corgipile.train('points', 'svm', validation => 'no_such_table');
 
 -- The label is not a feature: refused at plan time, whatever its type.
