@@ -4,6 +4,9 @@ scikit-learn estimators, against the real server."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from psycopg import errors
@@ -105,3 +108,15 @@ def test_divergence_is_an_error_and_nothing_is_stored(conn, dsn):
                          standardize="off", seed=1)
     assert "learning_rate" in info.value.diag.message_hint
     assert conn.execute("SELECT count(*) FROM corgipile.models").fetchone()[0] == 0
+
+
+def test_cli_train_with_a_percentage(cli_env, conn, points, tmp_path):
+    """corgipile train ... --validation 20%: a validation score per epoch,
+    and in the summary."""
+    proc = subprocess.run([sys.executable, "-m", "corgipile", "train", points, "logistic",
+                           "--name", "cli20", "--validation", "20%", "--seed", "2",
+                           "--epochs", "2"],
+                          cwd=tmp_path, env=cli_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "validation 0." in proc.stdout
+    assert _holdout(conn, "cli20")["seed"] == "2"
