@@ -814,6 +814,13 @@ run_epoch(SgdState *s)
 	{
 		CpStats		vst = validate(s);
 
+		/* a share too small for the table: nothing to score, nothing to stop on */
+		if (s->holdout != NULL && vst.n == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_NO_DATA),
+					 errmsg("validation => '%g%%' held out no rows of \"%s\" with a non-NULL label and features",
+							s->params.validation_fraction * 100.0, s->lo->relname),
+					 errhint("Give a larger percentage, or the name of a validation table.")));
 		res->has_validation = true;
 		res->validation_score = cp_stats_score(&vst, s->model.kind);
 		res->validation_loss = cp_stats_loss(&vst);

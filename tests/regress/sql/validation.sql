@@ -144,6 +144,8 @@ SELECT * FROM corgipile.train('points', 'svm', validation => '20%', seed => 7, m
 -- Nothing left to train on
 CREATE TABLE hold_tiny AS SELECT 1 AS label, ARRAY[1.0, 2.0]::float8[] AS features;
 SELECT * FROM corgipile.train('hold_tiny', 'svm', validation => '99.9%', seed => 1);
+-- ... or nothing held out
+SELECT * FROM corgipile.train('hold_tiny', 'svm', validation => '0.1%', seed => 1);
 
 -- Percentages strictly between 0% and 100%, digits and one point only.
 SELECT * FROM corgipile.train('points', 'svm', validation => '0%');
