@@ -22,6 +22,24 @@ SELECT params->>'validation' AS validation, params->'holdout'->>'fraction' AS fr
        (params->'holdout'->'metrics'->>'accuracy')::float8 = (params->'holdout'->>'score')::float8 AS accuracy_is_score
 FROM corgipile.models WHERE model_name = 'hold20';
 
+-- A role that may use the model but not read the table sees neither the
+-- held-out figures nor the validation setting, as for the other figures
+-- of the table in params.
+CREATE ROLE corgipile_hold_reader;
+CREATE TABLE hold_private AS SELECT * FROM points;
+SELECT count(*) FROM corgipile.train('hold_private', 'svm', model_name => 'hold_private_model',
+                                     max_epoch_num => 1, seed => 7, validation => '20%',
+                                     standardize => 'off');
+SELECT corgipile.grant_model('hold_private_model', 'corgipile_hold_reader');
+SET ROLE corgipile_hold_reader;
+SELECT params ? 'holdout' AS sees_holdout, params ? 'validation' AS sees_validation,
+       params ? 'seed' AS sees_seed
+FROM corgipile.models WHERE model_name = 'hold_private_model';
+RESET ROLE;
+SELECT corgipile.drop_model('hold_private_model');
+DROP TABLE hold_private;
+DROP ROLE corgipile_hold_reader;
+
 -- The same seed holds out the same rows, whatever the strategy (those that
 -- copy the table too) and the buffering: every run trains on 1602 rows and
 -- scores the other 398 (mrs trains on some rows twice an epoch: 2415 rows,
