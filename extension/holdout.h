@@ -11,7 +11,10 @@
  * same function.  During the first epoch the held-out rows are also kept,
  * converted, in a buffer of at most maintenance_work_mem; SGD scores them
  * after every epoch (cp_holdout_score).  A holdout larger than that budget
- * is not kept: it is read again from the table for each scoring.
+ * is not kept: it is read again from the table for each scoring.  So is
+ * it with parallel workers (workers > 1), where each process reads only
+ * the blocks it claims: every process skips the held-out rows of its
+ * blocks, and the leader scores them all by reading the table.
  *
  * Anything else that must not see the held-out rows (preprocessing's
  * statistics pass) asks cp_holdout_is_held_out() with the same seed.

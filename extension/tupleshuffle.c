@@ -178,6 +178,9 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		ts->holdout = MemoryContextAlloc(ts->buf_cxt, sizeof(CpHoldout));
 		cp_holdout_init(ts->holdout, ts->params.validation_fraction,
 						ts->layout.mode == CP_FEATURES_SPARSE, ts->buf_cxt);
+		/* with workers, each process reads some blocks: the leader re-reads */
+		if (ts->params.workers > 1)
+			ts->holdout->reread = true;
 	}
 
 	/*
