@@ -665,6 +665,14 @@ track_best(SgdState *s, const CpEpochResult *res)
  * first epoch's stop the training with an ERROR, so no diverged model is
  * ever stored.
  */
+static int
+divergence_hint(SgdState *s)
+{
+	if (s->params.standardize == CP_STANDARDIZE_OFF)
+		return errhint("Lower learning_rate, or train with standardize => 'auto' (the default) so that features are scaled.");
+	return errhint("Lower learning_rate.");
+}
+
 static double *
 epoch_losses(SgdState *s, int n)
 {
@@ -688,7 +696,7 @@ check_divergence(SgdState *s, int epoch)
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("training of model \"%s\" diverged in epoch %d: the loss is no longer a finite number",
 						s->model_name, epoch),
-				 errhint("Lower learning_rate, or leave standardize on (its default) so that features are scaled.")));
+				 divergence_hint(s)));
 	if (verdict == CP_PREP_STOP_GROWN)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -696,7 +704,7 @@ check_divergence(SgdState *s, int epoch)
 						s->model_name, epoch, losses[epoch - 1],
 						CP_PREP_DIVERGENCE_FACTOR, losses[best - 1], best),
 				 best != 1 ? errdetail("The first epoch's loss was %g.", losses[0]) : 0,
-				 errhint("Lower learning_rate, or leave standardize on (its default) so that features are scaled.")));
+				 divergence_hint(s)));
 	pfree(losses);
 }
 
@@ -724,7 +732,7 @@ warn_if_worse(SgdState *s)
 						s->model_name, losses[s->n_done - 1], losses[0]),
 				 errdetail("The model is stored; the weights kept are those of epoch %d.",
 						   s->best_epoch > 0 ? s->best_epoch : s->n_done),
-				 errhint("Lower learning_rate, or leave standardize on (its default) so that features are scaled.")));
+				 divergence_hint(s)));
 	pfree(losses);
 }
 
