@@ -3,6 +3,7 @@
 
 MODULE_big = corgipile
 OBJS = \
+	extension/block_cache.o \
 	extension/blockshuffle.o \
 	extension/corgipile.o \
 	extension/datum_convert.o \

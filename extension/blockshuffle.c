@@ -27,6 +27,7 @@
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/spccache.h"
 
 #include "blockshuffle.h"
 #include "corgipile.h"
@@ -138,6 +139,16 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		n_pages = ((HeapScanDesc) bs->scan)->rs_nblocks;
 	}
 	cp_resolve_sizing(&bs->params, n_pages, &bs->sizing);
+
+	/*
+	 * Blocks visited at random defeat the kernel's read-ahead, so the next
+	 * block's pages are prefetched, unless the tablespace's
+	 * effective_io_concurrency is 0, which turns prefetching off as it does
+	 * for bitmap heap scans.  A prefetch costs a buffer-mapping lookup and a
+	 * system call per page even when the page is already in memory.
+	 */
+	bs->prefetch = bs->random_order &&
+		get_tablespace_io_concurrency(rel->rd_rel->reltablespace) > 0;
 	bs->order = MemoryContextAllocHuge(CurrentMemoryContext,
 									   mul_size(sizeof(uint32), Max(bs->sizing.n_blocks, 1)));
 	bs->next_block = 0;
@@ -170,15 +181,52 @@ make_order(BlockShuffleState *bs)
 	bs->epochs_started++;
 }
 
-static void
-prefetch_block(BlockShuffleState *bs, int64 pos)
+/*
+ * Start the epoch's next block, if it is below limit (a position in the
+ * epoch's order): its pages are then read by cp_block_shuffle_next_tuple.
+ * False when the epoch's blocks up to limit have all been started.  The
+ * block's number is *block.  Nothing is read here, so a caller that has
+ * the block's rows already (a cache) just moves on to the next one.
+ */
+bool
+cp_block_shuffle_next_block(BlockShuffleState *bs, int64 limit, uint32 *block)
+{
+	BlockNumber first;
+
+	if (bs->need_order)
+		make_order(bs);
+	if (bs->next_block >= Min(limit, (int64) bs->sizing.n_blocks))
+		return false;
+	bs->block_seq = bs->next_block++;
+	*block = bs->order[bs->block_seq];
+	first = *block * bs->sizing.pages_per_block;
+	bs->page = first;
+	bs->page_end = Min(first + bs->sizing.pages_per_block, bs->sizing.n_pages);
+	bs->page_loaded = false;
+	return true;
+}
+
+/* Whether every block of the epoch has been started. */
+bool
+cp_block_shuffle_epoch_done(BlockShuffleState *bs)
+{
+	return !bs->need_order && bs->next_block >= bs->sizing.n_blocks;
+}
+
+/*
+ * Ask the OS for the pages of the block at position pos of the order
+ * (reading blocks at random, read-ahead cannot guess them).  The caller
+ * prefetches the block it will read after the current one.
+ */
+void
+cp_block_shuffle_prefetch(BlockShuffleState *bs, int64 pos)
 {
 #ifdef USE_PREFETCH
 	Relation	rel = bs->css.ss.ss_currentRelation;
 	BlockNumber first;
 	BlockNumber end;
 
-	if (pos >= bs->sizing.n_blocks)
+	if (!bs->prefetch || pos >= bs->sizing.n_blocks)
 		return;
 	first = bs->order[pos] * bs->sizing.pages_per_block;
 	end = Min(first + bs->sizing.pages_per_block, bs->sizing.n_pages);
@@ -187,57 +235,63 @@ prefetch_block(BlockShuffleState *bs, int64 pos)
 #endif
 }
 
-/* Move to the next page, starting a new block when needed. */
-static bool
-advance_page(BlockShuffleState *bs)
+/*
+ * The next visible tuple of the current block, or false at its end.  tup
+ * points into the scan's current page, which stays pinned until the next
+ * call: no slot and no pin per tuple.  The pages are read with
+ * heapgetpage(), which prunes, checks visibility against the scan's
+ * snapshot and records serializable reads, as a sequential scan does.
+ */
+bool
+cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup)
 {
-	if (bs->page_loaded && bs->page + 1 < bs->page_end)
-		bs->page++;
-	else
-	{
-		BlockNumber first;
+	HeapScanDesc hscan = (HeapScanDesc) bs->scan;
 
-		if (bs->next_block >= bs->sizing.n_blocks)
-			return false;
-		bs->block_seq = bs->next_block++;
-		first = bs->order[bs->block_seq] * bs->sizing.pages_per_block;
-		bs->page = first;
-		bs->page_end = Min(first + bs->sizing.pages_per_block, bs->sizing.n_pages);
-		if (bs->random_order)
-			prefetch_block(bs, bs->next_block);
+	while (!bs->page_loaded || bs->tuple_idx >= hscan->rs_ntuples)
+	{
+		if (bs->page_loaded)
+		{
+			if (bs->page + 1 >= bs->page_end)
+				return false;
+			bs->page++;
+		}
+		else if (bs->page >= bs->page_end)
+			return false;	/* an empty block: past the table's last page */
+		CHECK_FOR_INTERRUPTS();
+		heapgetpage(bs->scan, bs->page);
+		bs->page_loaded = true;
+		bs->tuple_idx = 0;
 	}
-	CHECK_FOR_INTERRUPTS();
-	heapgetpage(bs->scan, bs->page);
-	bs->page_loaded = true;
-	bs->tuple_idx = 0;
+
+	{
+		OffsetNumber off = hscan->rs_vistuples[bs->tuple_idx++];
+		Page		page = BufferGetPage(hscan->rs_cbuf);
+		ItemId		lpp = PageGetItemId(page, off);
+
+		tup->t_data = (HeapTupleHeader) PageGetItem(page, lpp);
+		tup->t_len = ItemIdGetLength(lpp);
+		tup->t_tableOid = RelationGetRelid(bs->css.ss.ss_currentRelation);
+		ItemPointerSet(&tup->t_self, bs->page, off);
+	}
 	return true;
 }
 
+/* The executor's interface, for completeness: TupleShuffle reads above. */
 static TupleTableSlot *
 block_shuffle_exec(CustomScanState *node)
 {
 	BlockShuffleState *bs = (BlockShuffleState *) node;
-	TupleTableSlot *slot = bs->slot;
-	HeapScanDesc hscan = (HeapScanDesc) bs->scan;
-
-	if (bs->need_order)
-		make_order(bs);
+	uint32		block;
 
 	for (;;)
 	{
-		if (bs->page_loaded && bs->tuple_idx < hscan->rs_ntuples)
-		{
-			OffsetNumber off = hscan->rs_vistuples[bs->tuple_idx++];
-			Page		page = BufferGetPage(hscan->rs_cbuf);
-			ItemId		lpp = PageGetItemId(page, off);
-
-			bs->tuple.t_data = (HeapTupleHeader) PageGetItem(page, lpp);
-			bs->tuple.t_len = ItemIdGetLength(lpp);
-			ItemPointerSet(&bs->tuple.t_self, bs->page, off);
-			return ExecStoreBufferHeapTuple(&bs->tuple, slot, hscan->rs_cbuf);
-		}
-		if (!advance_page(bs))
-			return ExecClearTuple(slot);
+		if (bs->block_seq >= 0 && !bs->need_order &&
+			cp_block_shuffle_next_tuple(bs, &bs->tuple))
+			return ExecStoreBufferHeapTuple(&bs->tuple, bs->slot,
+											((HeapScanDesc) bs->scan)->rs_cbuf);
+		if (!cp_block_shuffle_next_block(bs, PG_INT64_MAX, &block))
+			return ExecClearTuple(bs->slot);
+		cp_block_shuffle_prefetch(bs, bs->next_block);
 	}
 }
 

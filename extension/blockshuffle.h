@@ -28,6 +28,7 @@ typedef struct BlockShuffleState
 	CpTrainParams params;
 	CpSizing	sizing;
 	bool		random_order;	/* else sequential (no_shuffle) */
+	bool		prefetch;		/* prefetch the next block's pages */
 	pg_prng_state rng;
 
 	/*
@@ -46,7 +47,7 @@ typedef struct BlockShuffleState
 	bool		page_loaded;
 	int			tuple_idx;		/* next entry of rs_vistuples */
 	HeapTupleData tuple;		/* the tuple the slot points at */
-	TupleTableSlot *slot;		/* buffer heap tuple slot for the table */
+	TupleTableSlot *slot;		/* buffer heap tuple slot (ExecProcNode) */
 	int64		epochs_started;
 } BlockShuffleState;
 
@@ -56,5 +57,12 @@ extern CustomScan *cp_block_shuffle_make_plan(Const *params, Index scanrelid);
 extern void cp_block_shuffle_set_seed(BlockShuffleState *bs, uint64 seed);
 extern void cp_block_shuffle_set_order_source(BlockShuffleState *bs,
 											  CpBlockOrderFn fn, void *arg);
+
+/* TupleShuffle's read path: a block at a time, a tuple at a time */
+extern bool cp_block_shuffle_next_block(BlockShuffleState *bs, int64 limit,
+										uint32 *block);
+extern bool cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup);
+extern bool cp_block_shuffle_epoch_done(BlockShuffleState *bs);
+extern void cp_block_shuffle_prefetch(BlockShuffleState *bs, int64 pos);
 
 #endif							/* CORGIPILE_BLOCKSHUFFLE_H */

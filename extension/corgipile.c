@@ -11,6 +11,7 @@
 #include "nodes/extensible.h"
 #include "utils/guc.h"
 
+#include "block_cache.h"
 #include "blockshuffle.h"
 #include "corgipile.h"
 #include "sgd.h"
@@ -35,6 +36,19 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	/*
+	 * Superuser-set: the cache is memory a training holds for its whole run,
+	 * and in a shared database the DBA, not each role, decides how much of
+	 * it any session may take.
+	 */
+	DefineCustomIntVariable("corgipile.block_cache_size",
+							"Memory for the rows of blocks converted in a training's first epoch, read from memory in later epochs.",
+							"Blocks beyond it are read from the table every epoch; 0 turns the cache off.",
+							&cp_block_cache_kb,
+							512 * 1024, 0, MAX_KILOBYTES,
+							PGC_SUSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("corgipile");
 
 	RegisterCustomScanMethods(&cp_sgd_scan_methods);

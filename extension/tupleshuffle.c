@@ -27,6 +27,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "executor/instrument.h"
@@ -38,6 +39,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "block_cache.h"
 #include "core/shuffle.h"
 #include "corgipile.h"
 #include "tupleshuffle.h"
@@ -149,7 +151,15 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->n_groups = Max(1, ((int64) ts->child->sizing.n_blocks + ts->blocks_per_buffer - 1) /
 					   ts->blocks_per_buffer);
 
-	ts->pending = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
+	/*
+	 * Rows are deformed up to the last column the layout reads, into a
+	 * virtual slot of that many columns.  The descriptor keeps the table's
+	 * constraints: a row written before ADD COLUMN ... DEFAULT reads the
+	 * column's stored default.
+	 */
+	ts->read_desc = CreateTupleDescCopyConstr(RelationGetDescr(rel));
+	ts->read_desc->natts = Min(ts->read_desc->natts, ts->layout.max_attno);
+	ts->read_slot = MakeSingleTupleTableSlot(ts->read_desc, &TTSOpsVirtual);
 	ts->row_cxt = AllocSetContextCreate(CurrentMemoryContext,
 										"corgipile row",
 										ALLOCSET_DEFAULT_SIZES);
@@ -184,6 +194,17 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	}
 
 	/*
+	 * Later epochs take the blocks the first one converted from memory
+	 * (block_cache.c), unless the strategy reads the table only once or
+	 * this is shuffled_scan(), whose rows carry ids the cache does not keep.
+	 */
+	if (!ts->scan_mode && !ts->strategy->reads_table_once &&
+		ts->params.max_epoch_num > 1 && cp_block_cache_kb > 0 &&
+		!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+		ts->cache = cp_block_cache_create(ts->buf_cxt, ts->child->sizing.n_blocks,
+										  (Size) cp_block_cache_kb * 1024);
+
+	/*
 	 * The top operator seeds the run, once: this node under shuffled_scan(),
 	 * else SGD (which records the seed it draws with the model).
 	 */
@@ -193,20 +214,104 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 }
 
 /*
- * Append to dst the rows of the next blocks_per_buffer blocks.  Returns
- * false when the child had no rows left; true otherwise, even if all the
+ * Deform the columns the layout reads (read_desc's) into values/isnull.
+ * When the tuple has no NULLs and holds every column read, and each of
+ * them lies at an offset heap_deform_tuple has found to be the same in
+ * every tuple (attcacheoff: no variable-length column before it), each is
+ * fetched from there; otherwise heap_deform_tuple walks the tuple.  The
+ * offsets are known once heap_deform_tuple has walked a tuple without
+ * NULLs.
+ */
+static inline void
+deform_row(TupleShuffleState *ts, HeapTuple tup, Datum *values, bool *isnull)
+{
+	TupleDesc	desc = ts->read_desc;
+	HeapTupleHeader hdr = tup->t_data;
+
+	if (ts->offsets_fixed && !HeapTupleHasNulls(tup) &&
+		HeapTupleHeaderGetNatts(hdr) >= desc->natts)
+	{
+		char	   *tp = (char *) hdr + hdr->t_hoff;
+
+		for (int i = 0; i < desc->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+
+			values[i] = fetchatt(att, tp + att->attcacheoff);
+			isnull[i] = false;
+		}
+		return;
+	}
+	heap_deform_tuple(tup, desc, values, isnull);
+	if (!ts->offsets_known && !HeapTupleHasNulls(tup) &&
+		HeapTupleHeaderGetNatts(hdr) >= desc->natts)
+	{
+		ts->offsets_known = true;
+		ts->offsets_fixed = true;
+		for (int i = 0; i < desc->natts; i++)
+			if (TupleDescAttr(desc, i)->attcacheoff < 0)
+				ts->offsets_fixed = false;
+	}
+}
+
+/*
+ * Append the rows of the block BlockShuffle has just started to dst.
+ *
+ * Each tuple is deformed straight from its pinned page into the read
+ * slot's arrays (deform_row, over a descriptor cut at the last column
+ * the layout reads), so there is no executor call, buffer pin or
+ * slot store per row.  The slot is virtual: cp_layout_append reads it as
+ * it would any slot, and detoasts only what is toasted or compressed.
+ */
+static int64
+read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
+{
+	TupleTableSlot *slot = ts->read_slot;
+	HeapTupleData tup;
+	int64		n = 0;
+
+	while (cp_block_shuffle_next_tuple(ts->child, &tup))
+	{
+		n++;
+		deform_row(ts, &tup, slot->tts_values, slot->tts_isnull);
+		ExecStoreVirtualTuple(slot);
+		slot->tts_tid = tup.t_self;
+		/* validation => 'N%': held-out rows are never trained on (nor cached) */
+		if (ts->holdout != NULL && cp_holdout_take(ts->holdout, &ts->layout, slot))
+		{
+			ExecClearTuple(slot);
+			MemoryContextReset(ts->row_cxt);
+			continue;
+		}
+		if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)
+			dst->row_blocks[dst->n_rows - 1] = block;
+		ExecClearTuple(slot);
+		MemoryContextReset(ts->row_cxt);
+	}
+	return n;
+}
+
+/*
+ * Append to dst the rows of the epoch's next group of blocks.  Returns
+ * false when the epoch had no blocks left; true otherwise, even if all the
  * group's rows were skipped for NULLs.
  */
 static bool
 read_group(void *reader, CpBuffer *dst)
 {
 	TupleShuffleState *ts = reader;
-	PlanState  *child = &ts->child->css.ss.ps;
+	Instrumentation *instr = ts->child->css.ss.ps.instrument;
 	int64		limit;
+	uint32		block;
+	int64		n_read = 0;
 	MemoryContext old;
 
-	if (ts->eof && !ts->has_pending)
+	if (ts->eof)
 		return false;
+
+	/* BlockShuffle's rows, counted for EXPLAIN ANALYZE as if it returned them */
+	if (instr)
+		InstrStartNode(instr);
 
 	/*
 	 * The epoch's blocks are cut into n_groups groups of as equal a size as
@@ -220,42 +325,28 @@ read_group(void *reader, CpBuffer *dst)
 	ts->next_group++;
 
 	old = MemoryContextSwitchTo(ts->row_cxt);
-	if (ts->has_pending)
+	while (cp_block_shuffle_next_block(ts->child, limit, &block))
 	{
-		if (cp_layout_append(&ts->layout, ts->pending, dst) && dst->with_blocks)
-			dst->row_blocks[dst->n_rows - 1] = ts->pending_block;
-		ExecClearTuple(ts->pending);
-		ts->has_pending = false;
-		MemoryContextReset(ts->row_cxt);
-	}
-	while (!ts->eof)
-	{
-		TupleTableSlot *slot = ExecProcNode(child);
+		int64		first_row = dst->n_rows;
+		int64		next = ts->child->next_block;
 
-		if (TupIsNull(slot))
+		if (ts->cache != NULL && cp_block_cache_has(ts->cache, block))
 		{
-			ts->eof = true;
-			break;
-		}
-		/* validation => 'N%': held-out rows are never trained on */
-		if (ts->holdout != NULL && cp_holdout_take(ts->holdout, &ts->layout, slot))
-		{
-			MemoryContextReset(ts->row_cxt);
+			n_read += cp_block_cache_read(ts->cache, block, dst);
 			continue;
 		}
-		if (ts->child->block_seq >= limit)
-		{
-			/* first row of the next group: keep it for then */
-			ExecCopySlot(ts->pending, slot);
-			ts->has_pending = true;
-			ts->pending_block = ts->child->order[ts->child->block_seq];
-			break;
-		}
-		if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)
-			dst->row_blocks[dst->n_rows - 1] = ts->child->order[ts->child->block_seq];
-		MemoryContextReset(ts->row_cxt);
+		/* the OS reads the next block's pages while we convert this one */
+		if (next < ts->child->sizing.n_blocks &&
+			!(ts->cache != NULL && cp_block_cache_has(ts->cache, ts->child->order[next])))
+			cp_block_shuffle_prefetch(ts->child, next);
+		n_read += read_block(ts, block, dst);
+		if (ts->cache != NULL)
+			cp_block_cache_add(ts->cache, block, dst, first_row);
 	}
 	MemoryContextSwitchTo(old);
+	if (instr)
+		InstrStopNode(instr, (double) n_read);
+	ts->eof = cp_block_shuffle_epoch_done(ts->child);
 	return true;
 }
 
@@ -379,6 +470,18 @@ cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes)
 		ts->layout.classes = cp_class_map_scan(cp_tuple_shuffle_relation(ts), &ts->layout);
 }
 
+/*
+ * Empty the block cache: for a pass over the table before the first epoch
+ * that converts rows otherwise than training will (block_cache.c).  The
+ * next epoch reads the heap and fills the cache again.
+ */
+void
+cp_tuple_shuffle_reset_cache(TupleShuffleState *ts)
+{
+	if (ts->cache != NULL)
+		cp_block_cache_reset(ts->cache);
+}
+
 /* The strategy's private state, for its own exported accessors. */
 void *
 cp_tuple_shuffle_strategy_state(TupleShuffleState *ts)
@@ -465,11 +568,9 @@ tuple_shuffle_rescan(CustomScanState *node)
 	TupleShuffleState *ts = (TupleShuffleState *) node;
 
 	ts->eof = false;
-	ts->has_pending = false;
 	ts->next_group = 0;
 	ts->out_pos = 0;
 	ts->out.n_rows = 0;
-	ExecClearTuple(ts->pending);
 	if (ts->strategy->rescan)
 		ts->strategy->rescan(ts->strategy_state);
 	ExecReScan(&ts->child->css.ss.ps);
@@ -482,9 +583,9 @@ tuple_shuffle_end(CustomScanState *node)
 
 	if (ts->strategy->end)
 		ts->strategy->end(ts->strategy_state);
-	if (ts->pending != NULL)
-		ExecDropSingleTupleTableSlot(ts->pending);
-	ts->pending = NULL;
+	if (ts->read_slot != NULL)
+		ExecDropSingleTupleTableSlot(ts->read_slot);
+	ts->read_slot = NULL;
 	ExecEndNode(&ts->child->css.ss.ps);
 }
 
@@ -501,6 +602,12 @@ tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	if (es->analyze)
 	{
 		ExplainPropertyInteger("Buffers Filled", NULL, ts->buffers_filled, es);
+		if (es->verbose && ts->cache != NULL)
+		{
+			ExplainPropertyInteger("Cached Blocks", NULL, ts->cache->n_cached, es);
+			ExplainPropertyInteger("Cache Memory", "kB", (int64) (ts->cache->used / 1024), es);
+			ExplainPropertyInteger("Blocks Read from Cache", NULL, ts->cache->hits, es);
+		}
 		if (ts->strategy->explain)
 			ts->strategy->explain(ts->strategy_state, es);
 	}

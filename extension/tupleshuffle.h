@@ -40,12 +40,15 @@ typedef struct TupleShuffleState
 	uint32		blocks_per_buffer;
 	int64		n_groups;		/* groups of blocks an epoch is cut into */
 	int64		next_group;		/* the group the next read takes */
-	TupleTableSlot *pending;	/* first tuple of the next group */
-	bool		has_pending;
-	uint32		pending_block;	/* the block pending was read from */
+	TupleDesc	read_desc;		/* the table's, cut at the layout's last
+								 * column */
+	TupleTableSlot *read_slot;	/* virtual slot rows are deformed into */
+	bool		offsets_known;	/* read_desc's attcacheoff have been set */
+	bool		offsets_fixed;	/* every column read has one */
 	bool		permute;		/* permute each buffer (the strategy's
 								 * entry, or its per-run choice) */
-	bool		eof;			/* the child has no more rows this epoch */
+	bool		eof;			/* the epoch's blocks have all been read */
+	struct CpBlockCache *cache; /* the first epoch's blocks, or NULL */
 	MemoryContext row_cxt;		/* reset after every row */
 	MemoryContext buf_cxt;		/* buffers this node and its strategy own */
 	CpHoldout  *holdout;		/* validation => 'N%': rows kept out, or NULL */
@@ -75,6 +78,7 @@ extern Relation cp_tuple_shuffle_relation(TupleShuffleState *ts);
 extern const CpSizing *cp_tuple_shuffle_sizing(TupleShuffleState *ts);
 extern const CpLayout *cp_tuple_shuffle_layout(TupleShuffleState *ts);
 extern void cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes);
+extern void cp_tuple_shuffle_reset_cache(TupleShuffleState *ts);
 extern bool cp_tuple_shuffle_wants_feedback(TupleShuffleState *ts);
 extern void *cp_tuple_shuffle_strategy_state(TupleShuffleState *ts);
 extern CpHoldout *cp_tuple_shuffle_holdout(TupleShuffleState *ts);

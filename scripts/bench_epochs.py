@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
 """Per-epoch cost of each shuffle, as ratios to a plain scan, in one run.
 
-Generates a table larger than shared_buffers (default 2M rows x 28 float8
-features, about 600 MB), then measures on the same server, one after the
-other:
-  - a plain sequential scan reading the same columns (label, features);
-  - an epoch of corgipile, block_only and no_shuffle, each single- and
-    double-buffered;
-  - predicting every row with a stored model, against the same scan.
+Generates a label-clustered table (--rows, default 2M, x --dims float8
+features: about 560 MB, larger than the default shared_buffers), then
+measures on the same server, one after the other:
+  - a plain scan reading every row's features,
+    SELECT sum(features[1] + features[28]), taken between the other runs;
+  - epochs of no_shuffle, block_only and corgipile, each single- and
+    double-buffered: the first epoch (which reads the heap and fills the
+    block cache) and the later ones (which read the cached blocks);
+  - predict() on every row with a stored model;
+  - with --cold (root, server on this machine): a plain scan and a
+    corgipile epoch per block size, with and without prefetch, each after
+    dropping the OS page cache.
 Prints a Markdown table of seconds and ratios; --output writes it to a file.
 The figures are ratios measured in one run, so they hold on a noisy machine;
 the absolute seconds are only for orientation.  When the server runs on this
 machine, the backend's CPU seconds (user + system, from /proc, the helper
 thread of double buffering included) are reported too: on a machine shared
 with other work they vary far less than wall-clock seconds.
+
+  .venv/bin/python scripts/bench_epochs.py --rows 2000000 --cold --output out.md
 """
 
 from __future__ import annotations
@@ -26,8 +33,8 @@ import time
 
 import psycopg
 
-SCAN = ("SELECT count(*), sum(label), sum(array_length(features, 1)) FROM {t} "
-        "WHERE label IS NOT NULL AND features IS NOT NULL")
+# the issue's yardstick: a scan that reads every row's features array
+SCAN = "SELECT sum(features[1] + features[{d}]) FROM {t}"
 
 
 def backend_cpu(conn: psycopg.Connection) -> float | None:
@@ -73,16 +80,88 @@ def ensure_table(conn: psycopg.Connection, table: str, rows: int, dims: int) -> 
     conn.execute(f"VACUUM ANALYZE {table}")
 
 
+def drop_os_cache() -> bool:
+    """Write back and drop the OS page cache (root only); False if not allowed."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def train_cpu(conn, table, name, shuffle, double, epochs, extra=""):
+    """Per-epoch wall seconds (from train()'s rows) and the backend's CPU
+    seconds of the whole call."""
+    conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
+    c0 = backend_cpu(conn)
+    rows = conn.execute(
+        "SELECT seconds FROM corgipile.train(%s, 'svm', model_name => %s, "
+        f"shuffle => %s, double_buffer => %s, max_epoch_num => %s, seed => 1{extra})",
+        (table, name, shuffle, double, epochs)).fetchall()
+    c1 = backend_cpu(conn)
+    return [r[0] for r in rows], (None if c0 is None or c1 is None else c1 - c0)
+
+
+def cold_section(conn, table, block_sizes, repeat):
+    """A plain scan and one corgipile epoch per block size, with the next
+    block's pages prefetched (effective_io_concurrency 1, the default) and
+    without (0), each after dropping the OS page cache; wall seconds (a cold
+    epoch waits for the disk, so CPU seconds miss the point)."""
+    lines = ["", "Cold OS page cache (dropped before each run; the table is read through "
+             "a ring of shared buffers, so shared_buffers holds none of it): wall seconds, "
+             f"median of {repeat}; one epoch (`max_epoch_num => 1`, double-buffered).", "",
+             "| what | block_size | pages per block | prefetch | seconds | ratio to cold scan |",
+             "|---|---|---:|---|---:|---:|"]
+    scans = []
+    for _ in range(repeat):
+        if not drop_os_cache():
+            return ["", "Cold cache: not measured (dropping the OS page cache needs root "
+                    "on the server's machine)."]
+        scans.append(timed(conn, SCAN.format(t=table, d=DIMS[0])))
+    scan = statistics.median(scans)
+    lines.append(f"| plain scan | - | - | kernel read-ahead | {scan:.3f} | 1.00 |")
+    for bs in block_sizes:
+        extra = "" if bs == "default" else f", block_size => '{bs}'"
+        for eic in (1, 0):
+            conn.execute(f"SET effective_io_concurrency = {eic}")
+            walls = []
+            for _ in range(repeat):
+                drop_os_cache()
+                t0 = time.perf_counter()
+                train_cpu(conn, table, "bench_cold", "corgipile", True, 1, extra)
+                walls.append(time.perf_counter() - t0)
+            ppb = conn.execute("SELECT params->>'pages_per_block' FROM corgipile.models "
+                               "WHERE model_name = 'bench_cold'").fetchone()[0]
+            wall = statistics.median(walls)
+            lines.append(f"| epoch, `corgipile` | {bs} | {ppb} | {'on' if eic else 'off'} "
+                         f"| {wall:.3f} | {wall / scan:.2f} |")
+            print(f"cold {bs} prefetch {eic}: {wall:.3f} s", file=sys.stderr, flush=True)
+    conn.execute("RESET effective_io_concurrency")
+    return lines
+
+
+DIMS = [28]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dsn", default="")
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--dims", type=int, default=28)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=3, help="plain scans to take the median of")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=5, help="scans and predicts to take the median of")
+    parser.add_argument("--first-repeat", type=int, default=3,
+                        help="one-epoch runs whose CPU seconds are averaged")
+    parser.add_argument("--cold", action="store_true",
+                        help="also time cold-cache runs (drops the OS page cache: root, local server)")
+    parser.add_argument("--cold-block-sizes", default="default,64kB,1MB,10MB")
+    parser.add_argument("--cold-repeat", type=int, default=3)
     parser.add_argument("--output", help="also write the Markdown table to this file")
     args = parser.parse_args()
     table = f"bench_{args.rows}_{args.dims}"
+    DIMS[0] = args.dims
 
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         # the benchmark database holds nothing of value: start from the installed version
@@ -93,37 +172,49 @@ def main() -> int:
         ensure_table(conn, table, args.rows, args.dims)
         size = conn.execute("SELECT pg_size_pretty(pg_table_size(%s)), "
                             "current_setting('shared_buffers')", (table,)).fetchone()
-        timed(conn, SCAN.format(t=table))  # warm the OS cache like every later run
-        scans, scan_cpu = [], []
-        for _ in range(args.repeat):
-            scans.append(timed(conn, SCAN.format(t=table)))
-            scan_cpu += CPU
-        scan = statistics.median(scans)
-        scan_cpu = statistics.mean(scan_cpu) if scan_cpu else None
+        scan_q = SCAN.format(t=table, d=args.dims)
+        timed(conn, scan_q)  # warm the OS cache like every later run
 
-        results = []
+        def scan_once():
+            t = timed(conn, scan_q)
+            return t, (CPU[0] if CPU else None)
+
+        # one epoch's figures: wall seconds of the first and the median of the
+        # later epochs (train()'s own rows), CPU of the first epoch (a one-epoch
+        # run) and of a later one ((E-epoch run - one-epoch run) / (E - 1))
+        results, scans = [], []
+        scans.append(scan_once())
         for shuffle in ("no_shuffle", "block_only", "corgipile"):
             for double in (False, True):
                 name = f"bench_{shuffle}_{'db' if double else 'sb'}"
-                conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
-                c0 = backend_cpu(conn)
-                rows = conn.execute(
-                    "SELECT seconds FROM corgipile.train(%s, 'svm', model_name => %s, "
-                    "shuffle => %s, double_buffer => %s, max_epoch_num => %s, seed => 1)",
-                    (table, name, shuffle, double, args.epochs)).fetchall()
-                c1 = backend_cpu(conn)
-                epoch = statistics.median(r[0] for r in rows)
-                cpu = None if c0 is None or c1 is None else (c1 - c0) / args.epochs
-                results.append((shuffle, double, epoch, cpu))
-                print(f"{shuffle:>10} {'double' if double else 'single'}: {epoch:.3f} s/epoch",
-                      file=sys.stderr, flush=True)
-        preds, pred_cpu = [], []
+                walls, cpu_all = train_cpu(conn, table, name, shuffle, double, args.epochs)
+                # /proc counts CPU in 10 ms ticks: the mean of a few one-epoch runs
+                ones = [train_cpu(conn, table, name + "_1", shuffle, double, 1)[1]
+                        for _ in range(args.first_repeat)]
+                cpu_one = None if None in ones else statistics.mean(ones)
+                later_cpu = (None if cpu_all is None or cpu_one is None
+                             else (cpu_all - cpu_one) / (args.epochs - 1))
+                results.append((shuffle, double, walls[0], statistics.median(walls[1:]),
+                                cpu_one, later_cpu))
+                print(f"{shuffle:>10} {'double' if double else 'single'}: "
+                      f"{statistics.median(walls[1:]):.3f} s/epoch", file=sys.stderr, flush=True)
+                scans.append(scan_once())  # scans interleaved with the epochs
+        preds = []
         for _ in range(args.repeat):
-            preds.append(timed(conn, f"SELECT count(corgipile.predict('bench_corgipile_db', "
-                                     f"features)) FROM {table}"))
-            pred_cpu += CPU
-        pred = statistics.median(preds)
-        pred_cpu = statistics.mean(pred_cpu) if pred_cpu else None
+            t = timed(conn, f"SELECT count(corgipile.predict('bench_corgipile_db', "
+                            f"features)) FROM {table}")
+            preds.append((t, CPU[0] if CPU else None))
+            scans.append(scan_once())
+        cold = (cold_section(conn, table, args.cold_block_sizes.split(","), args.cold_repeat)
+                if args.cold else [])
+
+    scan = statistics.median(t for t, _ in scans)
+    # /proc counts CPU time in clock ticks (10 ms): means, not medians
+    scan_cpus = [c for _, c in scans if c is not None]
+    scan_cpu = statistics.mean(scan_cpus) if scan_cpus else None
+    pred = statistics.median(t for t, _ in preds)
+    pred_cpus = [c for _, c in preds if c is not None]
+    pred_cpu = statistics.mean(pred_cpus) if pred_cpus else None
 
     def cpu_cells(cpu):
         if scan_cpu is None or cpu is None:
@@ -133,20 +224,34 @@ def main() -> int:
     lines = [
         f"Table: {args.rows:,} rows x {args.dims} float8 features, {size[0]} "
         f"(shared_buffers {size[1]}), stored clustered by label; warm OS cache; "
-        f"median of {args.epochs} epochs (svm, per-tuple) and of {args.repeat} scans.",
+        f"svm, per-tuple, {args.epochs} epochs; plain scan `{SCAN.format(t='t', d=args.dims)}`, "
+        f"median of {len(scans)} taken between the other runs.",
         "",
-        "| what | buffering | seconds | ratio to plain scan | CPU seconds | CPU ratio |",
-        "|---|---|---:|---:|---:|---:|",
-        f"| plain scan of label, features | - | {scan:.3f} | 1.00 |{cpu_cells(scan_cpu)}",
+        "| what | buffering | seconds (first epoch) | seconds (later epochs) | ratio to plain scan "
+        "| CPU seconds (first) | CPU ratio (first) | CPU seconds (later) | CPU ratio (later) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"| plain scan | - | {scan:.3f} | | 1.00 |{cpu_cells(scan_cpu)} | |",
     ]
-    for shuffle, double, epoch, cpu in results:
+    for shuffle, double, first, later, cpu_one, later_cpu in results:
         lines.append(f"| epoch, `{shuffle}` | {'double' if double else 'single'} | "
-                     f"{epoch:.3f} | {epoch / scan:.2f} |{cpu_cells(cpu)}")
-    lines.append(f"| `predict()` on every row | - | {pred:.3f} | {pred / scan:.2f} |{cpu_cells(pred_cpu)}")
-    nosb = next(e for s, d, e, _ in results if s == "no_shuffle" and d)
-    cpdb = next(e for s, d, e, _ in results if s == "corgipile" and d)
-    lines += ["", f"CorgiPile (double-buffered) epoch / No-Shuffle (double-buffered) epoch: "
-                  f"{cpdb / nosb:.2f}"]
+                     f"{first:.3f} | {later:.3f} | {later / scan:.2f} |"
+                     f"{cpu_cells(cpu_one)}{cpu_cells(later_cpu)}")
+    lines.append(f"| `predict()` on every row | - | {pred:.3f} | | {pred / scan:.2f} |"
+                 f"{cpu_cells(pred_cpu)} | |")
+
+    def later(shuffle, double, cpu):
+        r = next(r for r in results if r[0] == shuffle and r[1] == double)
+        return r[5] if cpu else r[3]
+
+    lines += ["", "CorgiPile / No-Shuffle, later epochs, double-buffered: "
+              f"{later('corgipile', True, False) / later('no_shuffle', True, False):.2f} (wall)"
+              + ("" if scan_cpu is None else
+                 f", {later('corgipile', True, True) / later('no_shuffle', True, True):.2f} (CPU)")
+              + "; single-buffered: "
+              f"{later('corgipile', False, False) / later('no_shuffle', False, False):.2f} (wall)"
+              + ("" if scan_cpu is None else
+                 f", {later('corgipile', False, True) / later('no_shuffle', False, True):.2f} (CPU)")]
+    lines += cold
     text = "\n".join(lines)
     print(text)
     if args.output:

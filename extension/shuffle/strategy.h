@@ -63,6 +63,8 @@ typedef struct CpStrategy
 	bool		random_blocks;	/* BlockShuffle visits blocks in a random
 								 * order (else sequentially) */
 	bool		permute_buffers;	/* the training side permutes each buffer */
+	bool		reads_table_once;	/* read_group only in the first epoch: the
+									 * block cache would go unused */
 
 	/* Required.  The private state; allocate it in env->cxt. */
 	void	   *(*begin) (const CpStrategyEnv *env);

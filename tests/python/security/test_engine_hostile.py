@@ -674,3 +674,18 @@ def test_duplicate_model_name_fails_before_any_row_is_read(conn, form):
             conn.execute("EXECUTE p('taken')")
     with pytest.raises(errors.DataException, match="not a valid svm label"):
         conn.execute("SELECT * FROM corgipile.train('t', 'svm', model_name => 'fresh', max_epoch_num => 1)")
+
+
+def test_block_cache_size_is_set_by_superusers_only(conn, roles):
+    """The block cache is memory a training holds for its whole run: a role
+    cannot raise it for its own sessions (only the DBA can)."""
+    role = roles.create()
+    session = roles.connect(role)
+    # a value set before the library is loaded is dropped when it loads
+    session.execute("SET corgipile.block_cache_size = '100GB'")
+    with pytest.raises(errors.UndefinedObject):  # any call into the library loads it
+        session.execute("SELECT corgipile.drop_model('no such model')")
+    assert session.execute("SHOW corgipile.block_cache_size").fetchone()[0] == "512MB"
+    with pytest.raises(errors.InsufficientPrivilege, match="corgipile.block_cache_size"):
+        session.execute("SET corgipile.block_cache_size = '100GB'")
+    assert session.execute("SHOW corgipile.block_cache_size").fetchone()[0] == "512MB"

@@ -1,0 +1,186 @@
+/*-------------------------------------------------------------------------
+ *
+ * block_cache.c
+ *	  A memory cache of converted blocks, for the epochs after the first.
+ *
+ * Reading a heap tuple costs a page lookup, the deforming of the tuple and
+ * the conversion of its columns; reading a row already in the compact
+ * layout costs a copy.  So the first epoch keeps the rows it converted,
+ * block by block, as long as they fit in corgipile.block_cache_size, and
+ * later epochs take those blocks from memory, in whatever order the epoch
+ * visits them, and read only the others from the heap.  Every epoch of a
+ * training reads under the same snapshot, and the conversion of a row
+ * does not change from one epoch to the next, so a cached block holds
+ * exactly the rows (and skips exactly the rows) the heap would give: the
+ * buffers, and the weights a seed gives, are the same with or without the
+ * cache (tests/python/test_engine_pinned.py).
+ *
+ * The cache lives in a memory context under the node's, and goes with the
+ * query.  Rows carry no ids here: shuffled_scan() does not use the cache.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/memutils.h"
+
+#include "block_cache.h"
+#include "layout.h"
+
+int			cp_block_cache_kb = 512 * 1024;
+
+/* One block's rows, in the layout of a CpBuffer. */
+struct CpCachedBlock
+{
+	int64		n_rows;
+	int			n_features;		/* dense: the row stride */
+	int64		nnz;			/* sparse: values held */
+	double	   *labels;
+	double	   *values;			/* dense: n_rows * n_features; sparse: nnz */
+	int32	   *indices;		/* sparse: nnz */
+	int32	   *lengths;		/* sparse: values per row */
+};
+
+CpBlockCache *
+cp_block_cache_create(MemoryContext parent, uint32 n_blocks, Size budget)
+{
+	CpBlockCache *cache = MemoryContextAllocZero(parent, sizeof(CpBlockCache));
+
+	cache->cxt = AllocSetContextCreate(parent, "corgipile block cache",
+									   ALLOCSET_DEFAULT_SIZES);
+	cache->n_blocks = n_blocks;
+	cache->blocks = MemoryContextAllocExtended(cache->cxt,
+											   mul_size(sizeof(CpCachedBlock *),
+														Max(n_blocks, 1)),
+											   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	cache->budget = budget;
+	cache->used = sizeof(CpCachedBlock *) * (Size) n_blocks;
+	return cache;
+}
+
+/*
+ * Forget every cached block, for a caller whose conversion of rows has
+ * changed (a pass before the first epoch that read rows through the same
+ * path with other settings): the next reads refill the cache.
+ */
+void
+cp_block_cache_reset(CpBlockCache *cache)
+{
+	CpCachedBlock **blocks;
+
+	MemoryContextReset(cache->cxt);
+	blocks = MemoryContextAllocExtended(cache->cxt,
+										mul_size(sizeof(CpCachedBlock *),
+												 Max(cache->n_blocks, 1)),
+										MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	cache->blocks = blocks;
+	cache->used = sizeof(CpCachedBlock *) * (Size) cache->n_blocks;
+	cache->full = false;
+	cache->n_cached = 0;
+	cache->hits = 0;
+}
+
+bool
+cp_block_cache_has(const CpBlockCache *cache, uint32 block)
+{
+	return block < cache->n_blocks && cache->blocks[block] != NULL;
+}
+
+/*
+ * Append the cached rows of block to dst (the same layout they were taken
+ * from).  Returns the number of rows.
+ */
+int64
+cp_block_cache_read(CpBlockCache *cache, uint32 block, CpBuffer *dst)
+{
+	CpCachedBlock *cb = cache->blocks[block];
+	int64		at = dst->n_rows;
+	int64		n = cb->n_rows;
+
+	cache->hits++;
+	if (n == 0)
+		return 0;
+	if (dst->sparse)
+	{
+		int64		nnz = dst->nnz;
+
+		cp_buffer_reserve(dst, at + n, nnz + cb->nnz);
+		memcpy(dst->values + nnz, cb->values, sizeof(double) * cb->nnz);
+		memcpy(dst->indices + nnz, cb->indices, sizeof(int32) * cb->nnz);
+		for (int64 i = 0; i < n; i++)
+		{
+			nnz += cb->lengths[i];
+			dst->offsets[at + i + 1] = nnz;
+		}
+		dst->nnz = nnz;
+	}
+	else
+	{
+		int			d = cb->n_features;
+
+		dst->n_features = d;
+		cp_buffer_reserve(dst, at + n, (at + n) * d);
+		memcpy(dst->values + at * d, cb->values, sizeof(double) * d * n);
+	}
+	memcpy(dst->labels + at, cb->labels, sizeof(double) * n);
+	if (dst->with_blocks)
+		for (int64 i = 0; i < n; i++)
+			dst->row_blocks[at + i] = block;
+	dst->n_rows = at + n;
+	return n;
+}
+
+/*
+ * Keep the rows src[first_row..] (block's rows, just converted) if they fit
+ * in the budget.  Once a block does not fit, no more are added: the table's
+ * blocks are of similar sizes, and the first epoch has visited them all.
+ */
+void
+cp_block_cache_add(CpBlockCache *cache, uint32 block, const CpBuffer *src,
+				   int64 first_row)
+{
+	int64		n = src->n_rows - first_row;
+	int64		nnz;
+	Size		bytes;
+	CpCachedBlock *cb;
+
+	if (cache->full || block >= cache->n_blocks || cache->blocks[block] != NULL)
+		return;
+	nnz = src->sparse ? src->nnz - src->offsets[first_row] : n * (int64) src->n_features;
+	bytes = sizeof(CpCachedBlock) + sizeof(double) * (Size) (n + nnz);
+	if (src->sparse)
+		bytes += (sizeof(int32) * (Size) (nnz + n));
+	if (cache->used + bytes > cache->budget)
+	{
+		cache->full = true;
+		return;
+	}
+
+	cb = MemoryContextAlloc(cache->cxt, sizeof(CpCachedBlock));
+	cb->n_rows = n;
+	cb->n_features = src->n_features;
+	cb->nnz = nnz;
+	cb->labels = MemoryContextAllocHuge(cache->cxt, sizeof(double) * Max(n, 1));
+	memcpy(cb->labels, src->labels + first_row, sizeof(double) * n);
+	cb->values = MemoryContextAllocHuge(cache->cxt, sizeof(double) * Max(nnz, 1));
+	cb->indices = NULL;
+	cb->lengths = NULL;
+	if (src->sparse)
+	{
+		int64		start = src->offsets[first_row];
+
+		memcpy(cb->values, src->values + start, sizeof(double) * nnz);
+		cb->indices = MemoryContextAllocHuge(cache->cxt, sizeof(int32) * Max(nnz, 1));
+		memcpy(cb->indices, src->indices + start, sizeof(int32) * nnz);
+		cb->lengths = MemoryContextAllocHuge(cache->cxt, sizeof(int32) * Max(n, 1));
+		for (int64 i = 0; i < n; i++)
+			cb->lengths[i] = (int32) (src->offsets[first_row + i + 1] -
+									  src->offsets[first_row + i]);
+	}
+	else
+		memcpy(cb->values, src->values + first_row * (int64) src->n_features,
+			   sizeof(double) * nnz);
+	cache->blocks[block] = cb;
+	cache->used += bytes;
+	cache->n_cached++;
+}

@@ -1,0 +1,41 @@
+/*-------------------------------------------------------------------------
+ *
+ * block_cache.h
+ *	  The rows of whole blocks, as TupleShuffle converted them in the first
+ *	  epoch, kept in memory for the epochs after it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_BLOCK_CACHE_H
+#define CORGIPILE_BLOCK_CACHE_H
+
+#include "postgres.h"
+
+#include "core/buffer.h"
+
+/* corgipile.block_cache_size, in kB: 0 turns the cache off */
+extern int	cp_block_cache_kb;
+
+typedef struct CpCachedBlock CpCachedBlock;
+
+typedef struct CpBlockCache
+{
+	MemoryContext cxt;			/* holds every cached block */
+	uint32		n_blocks;
+	CpCachedBlock **blocks;		/* by block number; NULL: not cached */
+	Size		budget;			/* bytes */
+	Size		used;
+	bool		full;			/* a block did not fit: stop adding */
+	int64		n_cached;		/* blocks held */
+	int64		hits;			/* blocks served from memory */
+} CpBlockCache;
+
+extern CpBlockCache *cp_block_cache_create(MemoryContext parent, uint32 n_blocks,
+										   Size budget);
+extern void cp_block_cache_reset(CpBlockCache *cache);
+extern bool cp_block_cache_has(const CpBlockCache *cache, uint32 block);
+extern int64 cp_block_cache_read(CpBlockCache *cache, uint32 block, CpBuffer *dst);
+extern void cp_block_cache_add(CpBlockCache *cache, uint32 block, const CpBuffer *src,
+							   int64 first_row);
+
+#endif							/* CORGIPILE_BLOCK_CACHE_H */
