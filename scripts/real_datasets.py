@@ -12,7 +12,9 @@ rest in a training table; both sides train on the same rows and are scored
 on the same test rows:
 
 - corgipile: ``corgipile.train(train_table, kind, label => ..., features =>
-  'col, col, ...')`` with every other parameter at its default (no hand
+  'col, col, ...', seed => the split's seed)`` with every other parameter
+  at its default (the seed only fixes the block order, so that a re-run
+  gives the same figures; no hand
   preprocessing: the numbers unscaled, the text columns as text), then
   ``corgipile.evaluate(model, test_table)``;
 - scikit-learn: ``ColumnTransformer(StandardScaler on the numbers,
@@ -126,14 +128,17 @@ def corgipile_run(conn, ds: DataSet, train: str, test: str, features: list[str],
     # type is the parameter's, as the server casts an unknown literal)
     named = sql.SQL("").join(sql.SQL(", {} => {}").format(sql.Identifier(k), sql.Literal(v))
                              for k, v in extra.items())
+    # seed: the split's, so that a re-run gives the same figures (it picks
+    # the block order, not a modelling choice)
     query = sql.SQL("SELECT loss FROM corgipile.train(%s::regclass, %s, model_name => %s, "
-                    "label => %s, features => %s{})").format(named)
+                    "label => %s, features => %s, seed => %s{})").format(named)
     start = time.perf_counter()
     try:
         with conn.transaction():
             rows = conn.execute(
                 query, (f"{SCHEMA}.{train}", ds.kind, model,
-                        sql.Identifier(ds.label).as_string(conn), feature_list)).fetchall()
+                        sql.Identifier(ds.label).as_string(conn), feature_list,
+                        seed)).fetchall()
     except psycopg.Error as e:
         return {"error": str(e).splitlines()[0]}
     seconds = time.perf_counter() - start
