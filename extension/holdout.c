@@ -54,10 +54,12 @@ kept_bytes(const CpBuffer *b)
 
 /*
  * Is the row in slot held out?  If so, and the first epoch is being read,
- * keep it (converted with the training's layout, so labels map the same
- * way), unless the kept rows would outgrow the budget: then drop them all
- * and score by reading the table again.  Called on the main thread, in the
- * row memory context of the caller.
+ * keep it (converted with the training's layout, so labels map, and
+ * categories and the standardizing transform apply, the same way), unless
+ * the kept rows would outgrow the budget: then drop them all and score by
+ * reading the table again.  (The arrays grow by doubling, so for a moment
+ * while they are copied they may take up to twice the budget.)  Called on
+ * the main thread, in the row memory context of the caller.
  */
 bool
 cp_holdout_take(CpHoldout *h, CpLayout *lo, TupleTableSlot *slot)
@@ -98,6 +100,7 @@ cp_holdout_score(CpHoldout *h, const CpLayout *lo, Relation rel, Snapshot snapsh
 	CpLayout	vlo = *lo;
 	TableScanDesc scan;
 	TupleTableSlot *slot;
+	MemoryContext old;
 	int64		seen = 0;
 
 	Assert(h->complete);
@@ -116,12 +119,9 @@ cp_holdout_score(CpHoldout *h, const CpLayout *lo, Relation rel, Snapshot snapsh
 			CHECK_FOR_INTERRUPTS();
 		if (!cp_holdout_is_held_out(h, &slot->tts_tid))
 			continue;
-		{
-			MemoryContext old = MemoryContextSwitchTo(row_cxt);
-
-			cp_layout_append(&vlo, slot, batch);
-			MemoryContextSwitchTo(old);
-		}
+		old = MemoryContextSwitchTo(row_cxt);
+		cp_layout_append(&vlo, slot, batch);
+		MemoryContextSwitchTo(old);
 		MemoryContextReset(row_cxt);
 		if (batch->n_rows >= batch_rows)
 		{
