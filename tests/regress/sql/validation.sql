@@ -135,6 +135,23 @@ SELECT a.params->'holdout'->'rows' = b.params->'holdout'->'rows' AS same_rows,
 FROM corgipile.models a, corgipile.models b
 WHERE a.model_name = 'hold_kept' AND b.model_name = 'hold_reread';
 
+-- The same with the default standardize: the kept rows are converted (and
+-- transformed) once, the re-read ones at each scoring, to the same figures.
+CREATE TABLE hold_figures_std AS
+SELECT 'kept' AS how, epoch, tuples, validation_score
+FROM corgipile.train('hold_wide', 'svm', model_name => 'hold_kept_std', max_epoch_num => 2,
+                     seed => 7, validation => '20%');
+SET maintenance_work_mem = '1MB';
+INSERT INTO hold_figures_std
+SELECT 'reread', epoch, tuples, validation_score
+FROM corgipile.train('hold_wide', 'svm', model_name => 'hold_reread_std', max_epoch_num => 2,
+                     seed => 7, validation => '20%');
+RESET maintenance_work_mem;
+SELECT k.epoch, k.tuples = r.tuples AS same_tuples,
+       k.validation_score = r.validation_score AS same_validation_score
+FROM hold_figures_std k JOIN hold_figures_std r USING (epoch)
+WHERE k.how = 'kept' AND r.how = 'reread' ORDER BY epoch;
+
 -- A table name keeps working, resolved with the caller's search_path.
 SELECT epoch, round(validation_score::numeric, 4) AS validation_score
 FROM corgipile.train('points', 'svm', model_name => 'hold_table', max_epoch_num => 1, seed => 7,
