@@ -191,6 +191,14 @@ SELECT * FROM corgipile.train('points', 'svm', validation => '20 %');
 SELECT * FROM corgipile.train('points', 'svm', validation => '%');
 SELECT * FROM corgipile.train('points', 'svm', validation => '50.5.5%');
 SELECT * FROM corgipile.train('points', 'svm', validation => 'no_such_table');
+-- a quoted table name may hold a % sign
+CREATE TABLE "hold 10% sample" AS SELECT * FROM points_test;
+SELECT epoch, round(validation_score::numeric, 4) AS validation_score
+FROM corgipile.train('points', 'svm', model_name => 'hold_pct_name', max_epoch_num => 1, seed => 7,
+                     validation => '"hold 10% sample"', standardize => 'off');
+SELECT (corgipile.train('points', 'svm', model_name => 'hold_pct_name2', max_epoch_num => 1,
+                        seed => 7, validation => '"hold 10% sample"',
+                        standardize => 'off')).validation_score IS NOT NULL AS fallback_scored;
 
 -- The label is not a feature: refused at plan time, whatever its type.
 EXPLAIN (COSTS OFF)
