@@ -11,12 +11,15 @@ OBJS = \
 	extension/holdout.o \
 	extension/layout.o \
 	extension/model_admin.o \
+	extension/model_coefficients.o \
 	extension/model_insert.o \
 	extension/model_load.o \
 	extension/model_store.o \
 	extension/params.o \
 	extension/planner.o \
 	extension/predict.o \
+	extension/preprocess_model.o \
+	extension/preprocess_pass.o \
 	extension/relation.o \
 	extension/sgd.o \
 	extension/shuffle_table.o \
@@ -43,7 +46,7 @@ OBJS = \
 MODULEDIR = extension
 DATA = extension/corgipile.control $(wildcard sql/corgipile--*.sql)
 
-REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab validation divergence
+REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess validation divergence
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
 PG_CPPFLAGS = -I$(srcdir)/extension

@@ -15,6 +15,7 @@
 #include "blockshuffle.h"
 #include "corgipile.h"
 #include "sgd.h"
+#include "shuffle/strategy.h"
 #include "tupleshuffle.h"
 
 PG_MODULE_MAGIC;
@@ -49,6 +50,7 @@ _PG_init(void)
 							PGC_SUSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
+	cp_grab_define_gucs();
 	MarkGUCPrefixReserved("corgipile");
 
 	RegisterCustomScanMethods(&cp_sgd_scan_methods);

@@ -34,6 +34,7 @@
 #include "evaluate.h"
 #include "layout.h"
 #include "models.h"
+#include "preprocess_model.h"
 
 PG_FUNCTION_INFO_V1(corgipile_evaluate);
 
@@ -206,6 +207,17 @@ model_layout(const CpStoredModel *m, Relation rel, CpLayout *lo)
 						RelationGetRelationName(rel), m->model_name)));
 	if (m->kind == CP_MODEL_SOFTMAX)
 		lo->classes = cp_class_map_from_names(lo->label_type, m->class_names, m->n_classes);
+	else if (lo->label_is_text)
+	{
+		if (m->label_dict == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("label column \"%s\" of relation \"%s\" is text, but model \"%s\" has no text classes",
+							lo->label_name, RelationGetRelationName(rel), m->model_name)));
+		lo->label_dict = m->label_dict;
+	}
+	/* raw rows in: the model's encoding and transform */
+	cp_layout_use_prep(lo, m->prep, m->model_name);
 }
 
 Datum
@@ -256,6 +268,9 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 						lo.relname)));
 
 	cp_eval_metrics(&ev, put, rsinfo);
+	/* category values the model had not seen (or NULL), encoded as zeros */
+	if (cp_prep_has_onehot(ev.stored->prep))
+		put(rsinfo, "unseen_values", (double) lo.n_unseen);
 	return (Datum) 0;
 }
 

@@ -22,11 +22,11 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/varlena.h"
-#include "executor/spi.h"
 
 #include "corgipile.h"
 #include "datum_convert.h"
 #include "layout.h"
+#include "preprocess_model.h"
 
 const char *
 cp_layout_mode_name(CpFeatureMode mode)
@@ -148,6 +148,9 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 							lo->label_name, relname, format_type_be(type)),
 					 errhint("Use model 'linear' for a continuous label.")));
 	}
+	else if (lo->model != CP_MODEL_LINEAR &&
+			 (type == TEXTOID || type == VARCHAROID))
+		lo->label_is_text = true;	/* two values, learnt before epoch 1 */
 	else if (!(cp_is_number_type(type) ||
 			   (type == BOOLOID && lo->model != CP_MODEL_LINEAR)))
 		ereport(ERROR,
@@ -210,16 +213,20 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 		char	   *name = pstrdup(lfirst(lc));
 
 		lo->column_attnos[i] = find_column(tupdesc, name, relname, "features", &type);
-		if (!cp_is_number_type(type))
+		if (cp_prep_is_category_type(type))
 		{
-			/* a text label named as a feature: say that it is the label */
-			check_not_label(lo, lo->column_attnos[i], name, "features");
+			/* one-hot encoded: its width is known after the first pass */
+			if (lo->column_onehot == NULL)
+				lo->column_onehot = palloc0(sizeof(bool) * lo->n_columns);
+			lo->column_onehot[i] = true;
+			lo->has_onehot = true;
+		}
+		else if (!cp_is_number_type(type))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("feature column \"%s\" of relation \"%s\" has type %s; expected a numeric type",
+					 errmsg("feature column \"%s\" of relation \"%s\" has type %s; expected a numeric, text or boolean type",
 							name, relname, format_type_be(type)),
-					 errhint("Name one numeric array column, or a comma-separated list of numeric columns.")));
-		}
+					 errhint("Name one numeric array column, or a comma-separated list of numeric, text or boolean columns.")));
 		lo->column_types[i] = type;
 		lo->feature_names = lappend(lo->feature_names, name);
 		lo->max_attno = Max(lo->max_attno, lo->column_attnos[i]);
@@ -227,6 +234,12 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 	foreach(lc, names)
 		check_not_label(lo, lo->column_attnos[foreach_current_index(lc)],
 						lfirst(lc), "features");
+	if (lo->has_onehot)
+	{
+		/* the dimension follows from the dictionaries: checked then */
+		lo->n_features = 0;
+		return;
+	}
 	if (lo->n_features > 0 && lo->n_features != lo->n_columns)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -456,51 +469,55 @@ cp_class_map_from_names(Oid type, char **names, int n)
 }
 
 /*
- * The classes of a softmax training: the distinct labels of the table,
- * found by one query before training (the weights need their number).
- * Text classes are in byte order, integer classes in numeric order.
+ * A binary classifier's text label: the first of its two values in byte
+ * order is the class -1, the second +1 (the dictionary learnt before
+ * epoch 1, or the model's stored classes).
  */
-CpClassMap *
-cp_class_map_scan(Relation rel, const CpLayout *lo)
+static double
+text_label(const CpLayout *lo, Datum d, const CpRowContext *where)
 {
-	const char *col = quote_identifier(lo->label_name);
-	char	   *sql;
-	char	  **names;
-	int			n;
-	CpClassMap *cm;
-	MemoryContext caller = CurrentMemoryContext;
-	int			nest;
+	text	   *t = DatumGetTextPP(d);
+	int32		code;
 
-	/* only casts and IS NOT NULL, under a pinned search_path */
-	sql = psprintf("SELECT DISTINCT %s::pg_catalog.text FROM ONLY %s WHERE %s IS NOT NULL LIMIT %d",
-				   col,
-				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-											  RelationGetRelationName(rel)),
-				   col, CP_MAX_CLASSES + 1);
-	nest = cp_pin_search_path();
-	SPI_connect();
-	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "corgipile: could not read the classes of \"%s\"", lo->relname);
-	n = (int) SPI_processed;
-	if (n > CP_MAX_CLASSES)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("label column \"%s\" of \"%s\" has more than %d distinct values",
-						lo->label_name, lo->relname, CP_MAX_CLASSES),
-				 errhint("A softmax model takes a label with few classes; use 'linear' for a continuous one.")));
-	if (n < 2)
+	if (lo->label_dict == NULL)
+		elog(ERROR, "corgipile: the text labels of \"%s\" were not learnt", lo->relname);
+	code = cp_prep_dict_code(lo->label_dict, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	if (code == CP_PREP_NO_CODE)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("label column \"%s\" of \"%s\" has %d distinct value%s; softmax needs at least two classes",
-						lo->label_name, lo->relname, n, n == 1 ? "" : "s")));
-	names = MemoryContextAlloc(caller, sizeof(char *) * n);
+				 errmsg("label \"%s\" in %s is not one of the %s model's two classes",
+						text_to_cstring(t), cp_row_description(where),
+						cp_model_kind_name(lo->model)),
+				 errhint("Use model 'softmax' for more than two classes.")));
+	return code == 0 ? -1.0 : 1.0;
+}
+
+/*
+ * The dictionary of a binary model's two text classes, from the classes it
+ * stores (in code order: the -1 class first).
+ */
+CpPrepDict *
+cp_label_dict_from_names(char **names, int n, const char *model_name)
+{
+	CpPrepDict *d = palloc0(sizeof(CpPrepDict));
+
+	if (!cp_prep_dict_init(d, 2, cp_prep_palloc0))
+		elog(ERROR, "corgipile: could not size a label dictionary");
 	for (int i = 0; i < n; i++)
-		names[i] = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[i],
-															SPI_tuptable->tupdesc, 1));
-	SPI_finish();
-	cp_restore_search_path(nest);
-	cm = cp_class_map_from_names(lo->label_type, names, n);
-	return cm;
+		if (cp_prep_dict_add(d, names[i], (int32) strlen(names[i])) != CP_PREP_DICT_ADDED)
+			n = -1;
+	if (n == 2)
+	{
+		cp_prep_dict_finish(d);
+		if (cp_prep_dict_code(d, names[0], (int32) strlen(names[0])) == 0)
+			return d;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("model \"%s\" is damaged: column classes is invalid", model_name),
+			 errdetail("A binary model's text classes are two distinct strings in byte order."),
+			 errhint("Drop the model with corgipile.drop_model() and train it again.")));
+	return NULL;
 }
 
 /*
@@ -515,6 +532,8 @@ map_label(CpLayout *lo, Datum d, const CpRowContext *where)
 
 	if (lo->model == CP_MODEL_SOFTMAX)
 		return class_of(lo, d, where);
+	if (lo->label_is_text)
+		return text_label(lo, d, where);
 	if (lo->label_type == BOOLOID)
 		return DatumGetBool(d) ? 1.0 : -1.0;
 	v = cp_datum_to_double(d, lo->label_type);
@@ -562,6 +581,46 @@ ragged(const CpLayout *lo, int len, const CpRowContext *where)
 			 errmsg("features array in %s has %d elements; expected %d",
 					cp_row_description(where), len, lo->n_features),
 			 errhint("Every row needs the same number of features; set n_features to say how many.")));
+}
+
+/*
+ * A row of the columns layout with category columns: numbers at their
+ * positions, each category column's indicators, then the transform (which
+ * leaves indicators alone).  A NULL number skips the row; a NULL or unseen
+ * category is all zeros, counted in n_unseen.
+ */
+static bool
+append_encoded(CpLayout *lo, Datum *vals, bool *isnull, CpBuffer *buf,
+			   int64 row, const CpRowContext *where)
+{
+	const CpPrep *prep = lo->prep;
+	double	   *x;
+
+	if (prep == NULL)
+		elog(ERROR, "corgipile: the categories of \"%s\" were not learnt", lo->relname);
+	for (int i = 0; i < lo->n_columns; i++)
+		if (!lo->column_onehot[i] && isnull[lo->column_attnos[i] - 1])
+			return false;
+	buf->n_features = lo->n_features;
+	cp_buffer_reserve(buf, row + 1, (row + 1) * lo->n_features);
+	x = buf->values + row * lo->n_features;
+	for (int i = 0; i < lo->n_columns; i++)
+	{
+		const CpPrepColumn *col = &prep->columns[i];
+		int			a = lo->column_attnos[i] - 1;
+
+		if (col->onehot)
+			cp_prep_encode_column(col, vals[a], isnull[a], lo->column_types[i],
+								  x + col->offset, &lo->n_unseen);
+		else
+		{
+			x[col->offset] = cp_datum_to_double(vals[a], lo->column_types[i]);
+			cp_check_finite(x[col->offset], where);
+		}
+	}
+	if (prep->transform)
+		cp_prep_apply_dense(prep->transform, x);
+	return true;
 }
 
 /*
@@ -620,12 +679,21 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 				if (!cp_array_to_doubles(arr, buf->values + row * lo->n_features,
 										 lo->n_features, &where))
 					goto skip;
+				if (lo->prep && lo->prep->transform)
+					cp_prep_apply_dense(lo->prep->transform,
+										buf->values + row * lo->n_features);
 				break;
 			}
 		case CP_FEATURES_COLUMNS:
 			{
 				double	   *x;
 
+				if (lo->has_onehot)
+				{
+					if (!append_encoded(lo, vals, isnull, buf, row, &where))
+						goto skip;
+					break;
+				}
 				for (int i = 0; i < lo->n_columns; i++)
 					if (isnull[lo->column_attnos[i] - 1])
 						goto skip;
@@ -638,6 +706,8 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 											  lo->column_types[i]);
 					cp_check_finite(x[i], &where);
 				}
+				if (lo->prep && lo->prep->transform)
+					cp_prep_apply_dense(lo->prep->transform, x);
 				break;
 			}
 		case CP_FEATURES_SPARSE:
@@ -664,6 +734,9 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 										 lo->n_features, &where) ||
 					!cp_array_to_doubles(val, buf->values + buf->nnz, n_idx, &where))
 					goto skip;
+				if (lo->prep && lo->prep->transform)
+					cp_prep_apply_sparse(lo->prep->transform, buf->indices + buf->nnz,
+										 buf->values + buf->nnz, n_idx);
 				buf->nnz += n_idx;
 				buf->offsets[row + 1] = buf->nnz;
 				break;
@@ -770,4 +843,49 @@ cp_layout_scan(CpLayout *lo, Relation rel, Snapshot snapshot, CpBuffer *buf,
 	fn(buf, arg);
 	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);
+}
+
+/*
+ * Convert rows with a model's preprocessing (NULL: none), after checking
+ * that the relation's feature columns are what the model encodes: a
+ * category column where the model has a number, or the reverse, is an
+ * error, not a misread.
+ */
+void
+cp_layout_use_prep(CpLayout *lo, const CpPrep *prep, const char *model_name)
+{
+	if (lo->mode == CP_FEATURES_COLUMNS)
+	{
+		for (int i = 0; i < lo->n_columns; i++)
+		{
+			bool		is_cat = lo->column_onehot != NULL && lo->column_onehot[i];
+			bool		model_cat = prep != NULL && i < prep->n_columns &&
+				prep->columns[i].onehot;
+
+			if (is_cat != model_cat)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("column \"%s\" of relation \"%s\" has type %s, but model \"%s\" reads it as %s",
+								(char *) list_nth(lo->feature_names, i), lo->relname,
+								format_type_be(lo->column_types[i]), model_name,
+								model_cat ? "a category (text or boolean)" : "a number")));
+		}
+		if (prep != NULL && prep->n_columns != lo->n_columns)
+			elog(ERROR, "corgipile: model \"%s\" encodes %d columns, not %d",
+				 model_name, prep->n_columns, lo->n_columns);
+	}
+	lo->prep = prep;
+	if (prep != NULL)
+		lo->n_features = prep->n_features;
+}
+
+/*
+ * A second relation read for a training (validation): the training
+ * layout's text label dictionary and preprocessing.
+ */
+void
+cp_layout_share_encoding(CpLayout *dst, const CpLayout *src, const char *model_name)
+{
+	dst->label_dict = src->label_dict;
+	cp_layout_use_prep(dst, src->prep, model_name);
 }

@@ -19,7 +19,11 @@
 #include "utils/snapshot.h"
 
 #include "core/buffer.h"
+#include "core/preprocess.h"
 #include "params.h"
+
+/* a model's preprocessing (preprocess_model.h) */
+typedef struct CpPrep CpPrep;
 
 typedef enum CpFeatureMode
 {
@@ -63,6 +67,19 @@ typedef struct CpLayout
 
 	int			n_features;		/* 0 until known */
 
+	/*
+	 * Preprocessing (issue 13 §1): which feature columns are categories
+	 * (text, varchar, boolean: one-hot encoded), the model's encoding and
+	 * transform once learnt (NULL: raw numbers, as before 0.3.0), and a
+	 * binary classifier's text label dictionary (code 0 is -1, code 1 +1).
+	 */
+	bool	   *column_onehot;	/* COLUMNS: per column */
+	bool		has_onehot;
+	bool		label_is_text;
+	const CpPrep *prep;
+	CpPrepDict *label_dict;
+	int64		n_unseen;		/* category values encoded as all zeros */
+
 	/* where rows come from, for inspecting orders (shuffled_scan) */
 	bool		with_ids;
 	AttrNumber	id_attno;		/* an integer column named id, or 0 */
@@ -95,8 +112,13 @@ typedef void (*CpBatchFn) (const CpBuffer *buf, void *arg);
 extern void cp_layout_scan(CpLayout *lo, Relation rel, Snapshot snapshot,
 						   CpBuffer *buf, int64 batch, MemoryContext row_cxt,
 						   CpBatchFn fn, void *arg);
-extern CpClassMap *cp_class_map_scan(Relation rel, const CpLayout *lo);
 extern CpClassMap *cp_class_map_from_names(Oid type, char **names, int n);
 extern bool cp_is_class_label_type(Oid type);
+extern void cp_layout_use_prep(CpLayout *lo, const CpPrep *prep,
+							   const char *model_name);
+extern void cp_layout_share_encoding(CpLayout *dst, const CpLayout *src,
+									 const char *model_name);
+extern CpPrepDict *cp_label_dict_from_names(char **names, int n,
+											const char *model_name);
 
 #endif							/* CORGIPILE_LAYOUT_H */

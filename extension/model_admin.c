@@ -187,11 +187,11 @@ corgipile_import_model(PG_FUNCTION_ARGS)
 		"model_name", "model", "relation", "label", "features", NULL,
 		"n_features", "weights", NULL, "params", "history", NULL
 	};
-	Oid			argtypes[13] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID,
+	Oid			argtypes[14] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID,
 		TEXTOID, INT4OID, FLOAT8ARRAYOID, JSONBOID, JSONBOID, JSONBOID,
-	TIMESTAMPTZOID, OIDOID};
-	Datum		args[13];
-	char		nulls[13];
+	TIMESTAMPTZOID, OIDOID, JSONBOID};
+	Datum		args[14];
+	char		nulls[14];
 	char	   *name;
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -212,14 +212,22 @@ corgipile_import_model(PG_FUNCTION_ARGS)
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	cp_models_check_new_name(name);
 	args[12] = ObjectIdGetDatum(GetUserId());
+	/* 0.3.0's preprocess argument (validated by the load below) */
+	if (PG_NARGS() > 12 && !PG_ARGISNULL(12))
+		args[13] = PG_GETARG_DATUM(12);
+	else
+	{
+		args[13] = (Datum) 0;
+		nulls[13] = 'n';
+	}
 
 	SPI_connect();
 	cp_model_store_query("INSERT INTO corgipile.model_store (model_name, model, relation, "
 				"label, features, feature_indices, n_features, weights, classes, "
-				"params, history, created_at, owner_id) VALUES ($1, $2, $3, $4, $5, "
+				"params, history, created_at, owner_id, preprocess) VALUES ($1, $2, $3, $4, $5, "
 				"$6, $7, $8, $9, $10, $11, "
-				"COALESCE($12, pg_catalog.now()), $13)",
-				13, argtypes, args, nulls, false, SPI_OK_INSERT);
+				"COALESCE($12, pg_catalog.now()), $13, $14)",
+				14, argtypes, args, nulls, false, SPI_OK_INSERT);
 	SPI_finish();
 	/* validate the row as predict() will read it: with a snapshot that sees it */
 	CommandCounterIncrement();

@@ -34,6 +34,7 @@
 
 #include "models.h"
 #include "model_store.h"
+#include "preprocess_model.h"
 static void
 json_number(StringInfo buf, double v)
 {
@@ -103,6 +104,10 @@ params_json(const CpTrainRecord *rec)
 	json_key_number(&buf, "n_outputs", rec->model->n_outputs);
 	if (rec->holdout_json != NULL)
 		appendStringInfo(&buf, ", \"holdout\": %s", rec->holdout_json);
+	/* whether preprocess holds a transform: the models view may hide it */
+	json_key_string(&buf, "standardize", rec->layout->prep && rec->layout->prep->transform ?
+					cp_standardize_name(rec->layout->prep->standardize) : "off", true);
+	json_key_number(&buf, "max_categories", p->max_categories);
 	if (rec->held_rows > 0 && rec->held_rows_key != NULL)
 		json_key_number(&buf, rec->held_rows_key, (double) rec->held_rows);
 	if (rec->grab)
@@ -162,6 +167,23 @@ classes_json(const CpLayout *lo)
 
 	if (lo->model == CP_MODEL_LINEAR)
 		return NULL;
+	if (lo->model != CP_MODEL_SOFTMAX && lo->label_is_text)
+	{
+		/* the two values in code order: the -1 class first */
+		initStringInfo(&buf);
+		appendStringInfoChar(&buf, '[');
+		for (int c = 0; c < 2; c++)
+		{
+			int32		len;
+			const char *s = cp_prep_dict_value(lo->label_dict, c, &len);
+
+			if (c > 0)
+				appendStringInfoString(&buf, ", ");
+			escape_json(&buf, pnstrdup(s, len));
+		}
+		appendStringInfoChar(&buf, ']');
+		return buf.data;
+	}
 	if (lo->model != CP_MODEL_SOFTMAX)
 	{
 		if (lo->label_type == BOOLOID)
@@ -188,10 +210,11 @@ classes_json(const CpLayout *lo)
 void
 cp_models_insert(const CpTrainRecord *rec)
 {
-	Oid			argtypes[13] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID,
-		TEXTOID, INT4OID, FLOAT8ARRAYOID, TEXTOID, TEXTOID, TEXTOID, OIDOID, OIDOID};
-	Datum		args[13];
-	char		nulls[13];
+	Oid			argtypes[14] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID,
+		TEXTOID, INT4OID, FLOAT8ARRAYOID, TEXTOID, TEXTOID, TEXTOID, OIDOID, OIDOID,
+	TEXTOID};
+	Datum		args[14];
+	char		nulls[14];
 	Datum	   *names;
 	Datum	   *weights;
 	int			n_names = list_length(rec->layout->feature_names);
@@ -231,12 +254,25 @@ cp_models_insert(const CpTrainRecord *rec)
 	/* the role that trains owns the model */
 	args[11] = ObjectIdGetDatum(GetUserId());
 	args[12] = ObjectIdGetDatum(RelationGetRelid(rel));
+	/* NULL when features go in raw (standardize => off, numbers only) */
+	if (rec->layout->prep != NULL)
+	{
+		StringInfoData prep;
+
+		initStringInfo(&prep);
+		cp_prep_to_json(rec->layout->prep, &prep, rec->layout->feature_names,
+						rec->layout->mode);
+		args[13] = CStringGetTextDatum(prep.data);
+	}
+	else
+		nulls[13] = 'n';
 
 	SPI_connect();
 	cp_model_store_query("INSERT INTO corgipile.model_store (model_name, model, relation, "
 				"label, features, feature_indices, n_features, weights, classes, "
-				"params, history, owner_id, relid) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
-				"$9::pg_catalog.jsonb, $10::pg_catalog.jsonb, $11::pg_catalog.jsonb, $12, $13)",
-				13, argtypes, args, nulls, false, SPI_OK_INSERT);
+				"params, history, owner_id, relid, preprocess) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
+				"$9::pg_catalog.jsonb, $10::pg_catalog.jsonb, $11::pg_catalog.jsonb, $12, $13, "
+				"$14::pg_catalog.jsonb)",
+				14, argtypes, args, nulls, false, SPI_OK_INSERT);
 	SPI_finish();
 }

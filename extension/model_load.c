@@ -34,6 +34,7 @@
 
 #include "models.h"
 #include "model_store.h"
+#include "preprocess_model.h"
 /* A damaged model row: an error that names the model and the field. */
 #define damaged(model_name, field, ...) \
 	ereport(ERROR, \
@@ -128,7 +129,8 @@ cp_models_load(const char *model_name)
 					"s.params OPERATOR(pg_catalog.->>) 'layout', s.features, "
 					"s.feature_indices, s.label, s.owner_id, s.usage_roles, "
 					"s.params OPERATOR(pg_catalog.->>) 'grab_state', "
-					"s.params OPERATOR(pg_catalog.->>) 'grab_pages_per_block', s.relid "
+					"s.params OPERATOR(pg_catalog.->>) 'grab_pages_per_block', s.relid, "
+					"s.preprocess "
 					"FROM corgipile.model_store AS s "
 					"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
 					1, argtypes, args, NULL, true, SPI_OK_SELECT) == 0)
@@ -292,9 +294,6 @@ cp_models_load(const char *model_name)
 		damaged(model_name, "feature_indices", "A sparse model needs the name of its index column.");
 	if (m->mode != CP_FEATURES_SPARSE && m->feature_indices != NULL)
 		damaged(model_name, "feature_indices", "A model with the %s layout has no index column.", layout);
-	if (m->mode == CP_FEATURES_COLUMNS && n_features_columns != m->n_features)
-		damaged(model_name, "features", "%d feature columns for %d features.",
-				n_features_columns, m->n_features);
 	if (m->mode != CP_FEATURES_COLUMNS && n_features_columns != 1)
 		damaged(model_name, "features", "A model with the %s layout has one feature column, not %d.",
 				layout, n_features_columns);
@@ -302,6 +301,20 @@ cp_models_load(const char *model_name)
 	m->label = text_or_null(tup, desc, 10);
 	if (m->label == NULL || m->label[0] == '\0')
 		damaged(model_name, "label", "The label column's name is missing.");
+
+	/* a binary model's text classes: the -1 class first, in byte order */
+	if (m->classes_are_text && m->kind != CP_MODEL_SOFTMAX)
+		m->label_dict = cp_label_dict_from_names(m->class_names, m->n_classes,
+												 model_name);
+
+	/* preprocessing, validated against the row's other columns */
+	d = SPI_getbinval(tup, desc, 16, &isnull);
+	if (!isnull)
+		m->prep = cp_prep_from_jsonb(DatumGetJsonbP(d), model_name, m->n_features,
+									 m->features, m->mode);
+	else if (m->mode == CP_FEATURES_COLUMNS && n_features_columns != m->n_features)
+		damaged(model_name, "features", "%d feature columns for %d features.",
+				n_features_columns, m->n_features);
 
 	MemoryContextSwitchTo(old);
 	SPI_finish();

@@ -95,6 +95,14 @@ typedef struct CpStoredModel
 	int64		grab_pages_per_block;
 	Oid			relid;			/* the relation it was trained on, or
 								 * InvalidOid (arrays, imported rows) */
+
+	/*
+	 * The preprocess column: category encoding and standardizing applied
+	 * before the weights (NULL: raw features); and a binary model's text
+	 * classes as a dictionary (code 0 the -1 class), else NULL.
+	 */
+	CpPrep	   *prep;
+	CpPrepDict *label_dict;
 } CpStoredModel;
 
 extern char *cp_models_new_name(Relation rel, CpModelKind kind);

@@ -424,6 +424,12 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	require_not_null(nulls, CP_ARG_STANDARDIZE);
 	parse_standardize(text_arg(values, nulls, CP_ARG_STANDARDIZE), p);
 	p->max_categories = positive_int(values, nulls, CP_ARG_MAX_CATEGORIES);
+	if (p->max_categories > CP_PREP_MAX_CATEGORIES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: max_categories must be at most %d, got %d",
+						CP_PREP_MAX_CATEGORIES, p->max_categories),
+				 errhint("A column with that many distinct values is an identifier, not a category: leave it out of features.")));
 	p->workers = positive_int(values, nulls, CP_ARG_WORKERS);
 
 	/* the 0.3.0 signature is ahead of the engine here (work in progress) */

@@ -32,6 +32,7 @@
 #include "datum_convert.h"
 #include "models.h"
 #include "params.h"
+#include "preprocess_model.h"
 
 PG_FUNCTION_INFO_V1(corgipile_predict_dense);
 PG_FUNCTION_INFO_V1(corgipile_predict_sparse);
@@ -74,6 +75,10 @@ typedef struct CpPredictCache
 	AttrNumber	indices_attno;	/* sparse */
 	Datum	   *values;			/* natts, for heap_deform_tuple */
 	bool	   *nulls;
+
+	/* category values the model does not know, encoded as zeros */
+	int64		n_unseen;
+	bool		unseen_noticed; /* one NOTICE per query, not per row */
 } CpPredictCache;
 
 /*
@@ -225,7 +230,12 @@ load_dense(CpPredictCache *cache, ArrayType *arr)
 		wrong_dimension(cache->stored, len);
 	ensure_row_cap(cache, len);
 	cache->row.sparse = false;
-	return cp_array_to_doubles(arr, cache->row.values, len, NULL);
+	if (!cp_array_to_doubles(arr, cache->row.values, len, NULL))
+		return false;
+	/* the model's feature vector before scaling: scale it as training did */
+	if (cache->stored->prep && cache->stored->prep->transform)
+		cp_prep_apply_dense(cache->stored->prep->transform, cache->row.values);
+	return true;
 }
 
 /* Load sparse arrays into the cached row; false if either holds a NULL. */
@@ -254,8 +264,13 @@ load_sparse(CpPredictCache *cache, ArrayType *idx, ArrayType *val)
 	ensure_row_cap(cache, n_idx);
 	cache->row.sparse = true;
 	cache->row.offsets[1] = n_idx;
-	return cp_array_to_indices(idx, cache->row.indices, n_idx, m->n_features, NULL) &&
-		cp_array_to_doubles(val, cache->row.values, n_idx, NULL);
+	if (!cp_array_to_indices(idx, cache->row.indices, n_idx, m->n_features, NULL) ||
+		!cp_array_to_doubles(val, cache->row.values, n_idx, NULL))
+		return false;
+	if (m->prep && m->prep->transform)
+		cp_prep_apply_sparse(m->prep->transform, cache->row.indices,
+							 cache->row.values, n_idx);
+	return true;
 }
 
 /*
@@ -324,7 +339,11 @@ resolve_row(CpPredictCache *cache, Oid type, int32 typmod)
 		int			i = foreach_current_index(lc);
 
 		cache->attnos[i] = row_column(desc, lfirst(lc), m, &cache->atttypes[i]);
-		if (m->mode == CP_FEATURES_COLUMNS)
+		if (m->mode == CP_FEATURES_COLUMNS && m->prep != NULL &&
+			m->prep->columns[i].onehot)
+			check_row_column(lfirst(lc), cache->atttypes[i], m, false,
+							 cp_prep_is_category_type, "text or a boolean");
+		else if (m->mode == CP_FEATURES_COLUMNS)
 			check_row_column(lfirst(lc), cache->atttypes[i], m, false,
 							 cp_is_number_type, "a number");
 		else
@@ -338,9 +357,52 @@ resolve_row(CpPredictCache *cache, Oid type, int32 typmod)
 						 "an array of integers");
 	}
 	/* cp_models_load() checked the columns against n_features */
-	Assert(m->mode != CP_FEATURES_COLUMNS || n == m->n_features);
+	Assert(m->mode != CP_FEATURES_COLUMNS || n == m->n_features || m->prep != NULL);
 	MemoryContextSwitchTo(old);
 	ReleaseTupleDesc(desc);
+}
+
+/*
+ * The columns of a row through the model's preprocessing: numbers (NULL:
+ * no prediction, as without preprocessing), category indicators (NULL or
+ * unseen: all zeros, counted and reported once per query), the transform.
+ */
+static bool
+load_encoded(CpPredictCache *cache)
+{
+	const CpPrep *prep = cache->stored->prep;
+	double	   *x = cache->row.values;
+	int64		before = cache->n_unseen;
+
+	for (int i = 0; i < prep->n_columns; i++)
+	{
+		const CpPrepColumn *col = &prep->columns[i];
+		AttrNumber	a = cache->attnos[i];
+
+		if (col->onehot)
+			cp_prep_encode_column(col, cache->values[a - 1], cache->nulls[a - 1],
+								  cache->atttypes[i], x + col->offset,
+								  &cache->n_unseen);
+		else
+		{
+			if (cache->nulls[a - 1])
+				return false;
+			x[col->offset] = cp_datum_to_double(cache->values[a - 1],
+												cache->atttypes[i]);
+			cp_check_finite(x[col->offset], NULL);
+		}
+	}
+	if (cache->n_unseen > before && !cache->unseen_noticed)
+	{
+		cache->unseen_noticed = true;
+		ereport(NOTICE,
+				(errmsg("model \"%s\": a category value it was not trained on (or NULL) is encoded as all zeros",
+						cache->stored->model_name),
+				 errdetail("This notice is given once per query.")));
+	}
+	if (prep->transform)
+		cp_prep_apply_dense(prep->transform, x);
+	return true;
 }
 
 /* Load the model's features out of a row; false if any is NULL. */
@@ -369,6 +431,8 @@ load_row(CpPredictCache *cache, HeapTupleHeader td)
 		case CP_FEATURES_COLUMNS:
 			ensure_row_cap(cache, m->n_features);
 			cache->row.sparse = false;
+			if (m->prep != NULL)
+				return load_encoded(cache);
 			for (int i = 0; i < m->n_features; i++)
 			{
 				AttrNumber	a = cache->attnos[i];

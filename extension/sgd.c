@@ -275,6 +275,7 @@ init_grab(SgdState *s)
 						  cp_derive_seed((uint64) s->seed, 7), palloc0))
 		elog(ERROR, "corgipile: GraB sizes do not fit");	/* checked above */
 	s->model.grab = s->grab;
+	s->model.grab_snap = palloc(mul_size(sizeof(double), s->model.n_weights));
 	/* shuffled dense buffers are gathered before training (core), blocks too */
 	if (s->model.gather_rows > 0)
 		s->model.gather_blocks = palloc0(mul_size(sizeof(uint32), s->model.gather_rows));
@@ -762,11 +763,14 @@ run_epoch(SgdState *s)
 	else
 	{
 		/* what the weights' shape needs, found before the first epoch */
-		cp_tuple_shuffle_find_shape(s->ts, s->params.model == CP_MODEL_SOFTMAX);
+		cp_tuple_shuffle_find_shape(s->ts, (uint64) s->seed);
 		if (s->params.warm_start != NULL)
 			warm_load(s);
 		if (s->params.model == CP_MODEL_SOFTMAX)
 			s->vlayout.classes = s->lo->classes;
+		/* preprocessing: validation rows are encoded as training rows are */
+		if (s->vrel != NULL)
+			cp_layout_share_encoding(&s->vlayout, s->lo, s->model_name);
 		/* the dimension may have been inferred: refuse a model too big now */
 		if (s->lo->n_features > 0)
 			cp_check_model_size(s->params.model, s->lo->n_features,

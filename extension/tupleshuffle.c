@@ -42,6 +42,7 @@
 #include "block_cache.h"
 #include "core/shuffle.h"
 #include "corgipile.h"
+#include "preprocess_model.h"
 #include "tupleshuffle.h"
 
 static Node *tuple_shuffle_create_state(CustomScan *cscan);
@@ -416,58 +417,17 @@ cp_tuple_shuffle_layout(TupleShuffleState *ts)
 }
 
 /*
- * For sparse input without n_features, the dimension is one more than the
- * largest index in the table, found by one aggregate query.
- */
-static void
-infer_sparse_dimension(TupleShuffleState *ts)
-{
-	Relation	rel = cp_tuple_shuffle_relation(ts);
-	CpLayout   *lo = &ts->layout;
-	char	   *sql;
-	bool		isnull;
-	Datum		d;
-	int			nest;
-
-	/* pg_catalog's functions, named and under a pinned search_path */
-	sql = psprintf("SELECT pg_catalog.max(i)::pg_catalog.int8 FROM ONLY %s AS t, "
-				   "LATERAL pg_catalog.unnest(t.%s) AS i",
-				   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-											  RelationGetRelationName(rel)),
-				   quote_identifier(lo->indices_name));
-	nest = cp_pin_search_path();
-	SPI_connect();
-	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "corgipile: could not find the largest feature index");
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
-		ereport(ERROR,
-				(errcode(ERRCODE_NO_DATA),
-				 errmsg("relation \"%s\" has no feature indices to train on",
-						lo->relname)));
-	if (DatumGetInt64(d) >= PG_INT32_MAX || DatumGetInt64(d) < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("feature index %lld in relation \"%s\" is out of range",
-						(long long) DatumGetInt64(d), lo->relname)));
-	lo->n_features = (int) DatumGetInt64(d) + 1;
-	SPI_finish();
-	cp_restore_search_path(nest);
-}
-
-/*
- * Before the first epoch: find what the weights' shape needs and the
- * layout does not know yet, the sparse dimension (n_features not given)
- * and, for softmax, the class set.  Each costs one query over the table
- * (docs/engine.md measures them).
+ * Before the first epoch: learn what the weights' shape and the features'
+ * encoding need and the layout does not know yet (the sparse dimension,
+ * softmax's classes, text labels, categories, standardizing statistics),
+ * in one pass over the table (preprocess_pass.c).
  */
 void
-cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes)
+cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed)
 {
-	if (ts->layout.mode == CP_FEATURES_SPARSE && ts->layout.n_features == 0)
-		infer_sparse_dimension(ts);
-	if (classes)
-		ts->layout.classes = cp_class_map_scan(cp_tuple_shuffle_relation(ts), &ts->layout);
+	cp_prep_first_pass(&ts->layout, cp_tuple_shuffle_relation(ts),
+					   ts->css.ss.ps.state->es_snapshot, &ts->params, seed,
+					   ts->buf_cxt);
 }
 
 /*

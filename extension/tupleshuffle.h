@@ -77,7 +77,7 @@ extern int64 cp_tuple_shuffle_held_rows(TupleShuffleState *ts, const char **key)
 extern Relation cp_tuple_shuffle_relation(TupleShuffleState *ts);
 extern const CpSizing *cp_tuple_shuffle_sizing(TupleShuffleState *ts);
 extern const CpLayout *cp_tuple_shuffle_layout(TupleShuffleState *ts);
-extern void cp_tuple_shuffle_find_shape(TupleShuffleState *ts, bool classes);
+extern void cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed);
 extern void cp_tuple_shuffle_reset_cache(TupleShuffleState *ts);
 extern bool cp_tuple_shuffle_wants_feedback(TupleShuffleState *ts);
 extern void *cp_tuple_shuffle_strategy_state(TupleShuffleState *ts);

@@ -29,24 +29,30 @@ Usage: scripts/convergence_study.py [--dsn DSN] [--quick] [--jobs 2] ...
 
 from __future__ import annotations
 
-import argparse
-import csv
-import datetime as dt
-import gzip
-import json
 import os
-import platform
-import struct
-import subprocess
-import sys
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from pathlib import Path
 
-import numpy as np
-import psycopg
-from psycopg import sql
+# One BLAS thread: on a small, loaded machine (the study's 2 cores are shared)
+# OpenBLAS's threads fight each other, and the exact solves of --grab ran 4x
+# slower with them.  An explicit setting in the environment wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import datetime as dt  # noqa: E402
+import gzip  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import struct  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor, as_completed  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import psycopg  # noqa: E402
+from psycopg import sql  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path("/usr/share/datasets/fashion-mnist")
@@ -607,6 +613,450 @@ def machine(conn: psycopg.Connection) -> dict:
             "git_commit": commit}
 
 
+# ---------------------------------------------------------------- GraB study (issue 10 §3)
+#
+# scripts/convergence_study.py --grab [--quick]: shuffle_once, corgipile and
+# grab on label-clustered and feature-ordered tables, at a constant and a
+# decaying learning rate, several seeds.  Per epoch it records the optimality
+# gap f(w) - f* (f = the mean training loss the engine minimises, l2 = 0; f*
+# from an exact L-BFGS solve on the same rows) and the held-out accuracy, and
+# it times grab's epochs against corgipile's in the same run.  Writes
+# convergence-grab.csv / .json / .md into --output-dir (docs/grab.md reads them).
+
+GRAB_STRATEGIES = ("shuffle_once", "corgipile", "grab")
+GRAB_DATASETS = ("synthetic-clustered", "synthetic-feature", "fashion-binary", "fashion-10")
+GRAB_PREFIX = "cg_"
+GRAB_DECAY = 0.8
+# Fashion-MNIST subsets are linearly separable or nearly so: without l2 the
+# minimum is at infinity (f* = 0, |w| grows without end) and every order only
+# measures how slowly SGD walks out there.  A small l2 makes f* a real minimum.
+GRAB_FASHION_L2 = 1e-3
+# constant rates: the simulation's 0.01 for the synthetic table (docs/grab-simulation.md),
+# the study's DEFAULT_LR for Fashion-MNIST
+GRAB_LR = {"synthetic-clustered": 0.01, "synthetic-feature": 0.01,
+           "fashion-binary": DEFAULT_LR["logistic"], "fashion-10": DEFAULT_LR["softmax"]}
+# softmax's 0.001 (best held-out accuracy after 20 epochs) leaves, after 10
+# epochs, a gap that is the same for every order (docs/grab.md): a 10x
+# constant rate too, where what remains of the gap is the order's
+GRAB_EXTRA_CONSTANT = {"fashion-10": 0.01}
+
+
+def grab_rates(name: str) -> list[tuple[str, float, float]]:
+    """(label, learning rate, decay) of the dataset's settings."""
+    out = [("constant", GRAB_LR[name], 1.0), ("decaying", GRAB_LR[name], GRAB_DECAY)]
+    if name in GRAB_EXTRA_CONSTANT:
+        out.append((f"constant {GRAB_EXTRA_CONSTANT[name]}", GRAB_EXTRA_CONSTANT[name], 1.0))
+    return out
+
+
+def synthetic_rows(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two Gaussian classes (-1/+1, Bayes accuracy about 94.5%), the table of
+    scripts/grab_simulation.py: overlapping classes, so the unregularised
+    minimum exists and is not far away."""
+    rng = np.random.default_rng(1000 + seed)
+    y = np.where(rng.random(n) < 0.5, -1, 1)
+    mu = rng.normal(size=d)
+    mu *= 1.6 / np.linalg.norm(mu)
+    x = rng.normal(size=(n, d)) + 0.3 + y[:, None] * mu[None, :]
+    return x, y
+
+
+def grab_data(args: argparse.Namespace) -> dict[str, dict]:
+    """The study's datasets: training rows in storage order, test rows, model."""
+    out = {}
+    if any(d.startswith("synthetic") for d in args.grab_datasets):
+        n, n_test = args.synthetic_rows, max(1000, args.synthetic_rows // 5)
+        x, y = synthetic_rows(n + n_test, 20, seed=0)
+        xtr, ytr, xte, yte = x[:n], y[:n], x[n:], y[n:]
+        storage = {"synthetic-clustered": np.argsort(ytr, kind="stable"),
+                   "synthetic-feature": np.argsort(xtr.mean(axis=1), kind="stable")}
+        for name, order in storage.items():
+            out[name] = {"model": "logistic", "x": xtr[order], "y": ytr[order], "l2": 0.0,
+                         "x_test": xte, "y_test": yte, "feature_type": "float8[]",
+                         "what": f"{n} rows x 20 features, two Gaussian classes, stored "
+                                 + ("sorted by label" if name.endswith("clustered")
+                                    else "sorted by the mean of the features")}
+    fashion = [d for d in args.grab_datasets if d.startswith("fashion")]
+    if fashion:
+        data = load_fashion(args.train_rows, args.test_rows)
+        xtr, ctr, _ = data["train"]
+        xte, cte, _ = data["test"]
+        # the engine reads float4 and widens to float8: f* uses the same values
+        xtr = (xtr / 255.0).astype(np.float32).astype(np.float64)
+        xte = (xte / 255.0).astype(np.float32).astype(np.float64)
+        if "fashion-binary" in fashion:
+            ytr, yte = binary_label(ctr), binary_label(cte)
+            order = np.argsort(ytr, kind="stable")
+            out["fashion-binary"] = {
+                "model": "logistic", "x": xtr[order], "y": ytr[order], "x_test": xte,
+                "l2": GRAB_FASHION_L2,
+                "y_test": yte, "feature_type": "float4[]",
+                "what": f"{len(ytr)} Fashion-MNIST images (stratified subsample), "
+                        "upper-body clothing vs the rest, stored sorted by label"}
+        if "fashion-10" in fashion:
+            order = np.argsort(ctr, kind="stable")
+            out["fashion-10"] = {
+                "model": "softmax", "x": xtr[order], "y": ctr[order].astype(int),
+                "l2": GRAB_FASHION_L2,
+                "x_test": xte, "y_test": cte.astype(int), "feature_type": "float4[]",
+                "what": f"{len(ctr)} Fashion-MNIST images (stratified subsample), "
+                        "10 classes, stored sorted by class"}
+    return {k: out[k] for k in args.grab_datasets}
+
+
+def grab_copy(conn: psycopg.Connection, table: str, x: np.ndarray, y: np.ndarray,
+              feature_type: str) -> dict:
+    conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute(f"CREATE TABLE {table} (id int, label int, features {feature_type})")
+    # the arrays stay in the heap pages (compressed), so a block of pages holds its rows
+    conn.execute(f"ALTER TABLE {table} ALTER COLUMN features SET STORAGE MAIN")
+    with conn.cursor().copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int4", "int4", feature_type])
+        for i in range(len(y)):
+            copy.write_row((i, int(y[i]), x[i].tolist()))
+    conn.execute(f"VACUUM ANALYZE {table}")
+    pages = conn.execute("SELECT relpages FROM pg_class WHERE oid = %s::regclass",
+                         (table,)).fetchone()[0]
+    return {"table": table, "rows": int(len(y)), "pages": int(pages),
+            "rows_per_page": len(y) / max(1, pages)}
+
+
+# f(w) for the engine's models, l2 = 0: logistic is the mean of
+# log(1 + exp(-y (w.x + b))) with y in {-1, +1}; softmax the mean cross-entropy,
+# weights laid out per class as [w_1..w_d, b] (the engine's layout).
+
+def logistic_f(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    z = x @ w[:-1] + w[-1]
+    m = y * z
+    f = float(np.mean(np.logaddexp(0.0, -m)))
+    s = -y * np.exp(-np.logaddexp(0.0, m))       # d/dz log(1 + exp(-y z))
+    g = np.empty_like(w)
+    g[:-1] = x.T @ s / len(y)
+    g[-1] = s.mean()
+    return f, g
+
+
+def softmax_f(w: np.ndarray, x: np.ndarray, y: np.ndarray, k: int) -> tuple[float, np.ndarray]:
+    d = x.shape[1]
+    W = w.reshape(k, d + 1)
+    z = x @ W[:, :-1].T + W[:, -1]
+    z -= z.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(z).sum(axis=1))
+    f = float(np.mean(lse - z[np.arange(len(y)), y]))
+    p = np.exp(z - lse[:, None])
+    p[np.arange(len(y)), y] -= 1.0
+    p /= len(y)
+    g = np.empty_like(W)
+    g[:, :-1] = p.T @ x
+    g[:, -1] = p.sum(axis=0)
+    return f, g.ravel()
+
+
+def exact_minimum(ds: dict) -> dict:
+    """f* by L-BFGS (scipy) on the same rows, objective and l2."""
+    from scipy.optimize import minimize
+
+    x, y = ds["x"], ds["y"]
+    k = int(y.max()) + 1 if ds["model"] == "softmax" else 1
+    fun = ds_f(ds)
+    t0 = time.monotonic()
+    res = minimize(fun, np.zeros(k * (x.shape[1] + 1)), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 20000, "maxfun": 40000, "gtol": 1e-8, "ftol": 1e-15})
+    f, g = fun(res.x)
+    return {"fstar": f, "grad_norm": float(np.linalg.norm(g)), "iterations": int(res.nit),
+            "weight_norm": float(np.linalg.norm(res.x)), "seconds": time.monotonic() - t0,
+            "solver": "scipy L-BFGS-B, gtol 1e-8", "message": str(res.message)}
+
+
+def ds_f(ds: dict):
+    """The objective and its gradient for the dataset, with its l2 term
+    (l2/2 |w|^2 over the weights, not the biases: the engine's shrink step)."""
+    x, y, l2 = ds["x"], ds["y"], ds["l2"]
+    d = x.shape[1]
+    if ds["model"] == "softmax":
+        k = int(y.max()) + 1
+        mask = np.tile(np.r_[np.ones(d), 0.0], k)
+        base = lambda w: softmax_f(w, x, y, k)  # noqa: E731
+    else:
+        mask = np.r_[np.ones(d), 0.0]
+        base = lambda w: logistic_f(w, x, y)  # noqa: E731
+
+    def fun(w):
+        f, g = base(w)
+        wm = w * mask
+        return f + 0.5 * l2 * float(wm @ wm), g + l2 * wm
+    return fun
+
+
+def engine_train(conn: psycopg.Connection, run: dict, epochs: int,
+                 validation: str | None) -> tuple[list[tuple], list[float], dict]:
+    name = run["model_name"]
+    conn.execute("SELECT corgipile.drop_model(m.model_name) FROM corgipile.models AS m"
+                 " WHERE m.model_name = %s", (name,))
+    rows = conn.execute(
+        "SELECT epoch, loss, validation_score, seconds FROM corgipile.train("
+        "%s::regclass, %s, model_name => %s, shuffle => %s, learning_rate => %s, "
+        "decay => %s, l2 => %s, max_epoch_num => %s, seed => %s, validation => %s, "
+        "standardize => 'off')",
+        (run["table"], run["model"], name, run["strategy"], run["learning_rate"],
+         run["decay"], run["l2"], epochs, run["seed"], validation)).fetchall()
+    weights, params = conn.execute(
+        "SELECT weights, params FROM corgipile.models WHERE model_name = %s",
+        (name,)).fetchone()
+    conn.execute("SELECT corgipile.drop_model(%s)", (name,))
+    return rows, weights, params
+
+
+def grab_setting(conn: psycopg.Connection, run: dict, ds: dict, fstar: float) -> dict:
+    """One (dataset, rate, seed, strategy): trainings of 1, 2, ..., E epochs
+    with the same seed.  A seed gives the same weights whatever
+    max_epoch_num, so the e-epoch training's weights are the E-epoch
+    training's after epoch e: f(w) - f* per epoch without a hook for
+    per-epoch weights.  The E-epoch training validates on the test table
+    (held-out accuracy per epoch); the shorter ones give the epoch times."""
+    E = run["epochs"]
+    gaps, secs = [], []
+    full = None
+    for e in range(1, E + 1):
+        rows, w, params = engine_train(conn, run, e, run["test_table"] if e == E else None)
+        gaps.append(ds_f(ds)(np.array(w, dtype=float))[0] - fstar)
+        if e < E or E == 1:
+            secs.append([r[3] for r in rows])
+        if full is not None and [r[1] for r in rows[:-1]] != full:
+            raise SystemExit(f"{run['model_name']}: the {e}-epoch training did not repeat the "
+                             "shorter one's epochs; per-epoch weights cannot be taken this way")
+        full = [r[1] for r in rows]
+    return {**run, "epochs_out": [
+        {"epoch": r[0], "loss": r[1], "validation_score": r[2], "seconds": r[3], "gap": g}
+        for r, g in zip(rows, gaps)],
+        "timing_seconds": secs[-1],
+        "engine_params": {k: params.get(k) for k in (
+            "pages_per_block", "blocks_per_buffer", "n_blocks", "grab_buffer_shuffle",
+            "grab_dim", "grab_projected")}}
+
+
+def grab_runs(args: argparse.Namespace, data: dict, tinfo: dict) -> list[dict]:
+    runs = []
+    for name in data:
+        for rate, lr, decay in grab_rates(name):
+            for seed in range(1, args.seeds + 1):
+                for strategy in GRAB_STRATEGIES:
+                    runs.append({
+                        "dataset": name, "model": data[name]["model"], "rate": rate,
+                        "learning_rate": lr, "decay": decay, "l2": data[name]["l2"],
+                        "seed": seed, "strategy": strategy, "epochs": args.epochs,
+                        "table": tinfo[name]["table"], "test_table": tinfo[name]["test_table"],
+                        "model_name": f"{GRAB_PREFIX}{name}_{rate}_{strategy}_s{seed}"
+                                      .replace("-", "_")})
+    return runs
+
+
+def noise_bound(a: np.ndarray, b: np.ndarray) -> float:
+    """Two standard errors of the difference of two means over seeds."""
+    def se(v):
+        return float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0
+    return 2.0 * float(np.hypot(se(a), se(b)))
+
+
+def grab_summary(results: list[dict], data: dict, args: argparse.Namespace) -> dict:
+    settings, checks, timing = [], [], []
+    for name in data:
+        for rate, lr, decay in grab_rates(name):
+            cell = {"dataset": name, "rate": rate, "learning_rate": lr, "decay": decay}
+            for strategy in GRAB_STRATEGIES:
+                gap = [r for r in results if r["dataset"] == name
+                       and r["rate"] == rate and r["strategy"] == strategy]
+                g = np.array([[e["gap"] for e in r["epochs_out"]] for r in gap])
+                a = np.array([[e["validation_score"] for e in r["epochs_out"]] for r in gap])
+                cell[strategy] = {
+                    "final_gap": g[:, -1].tolist(), "final_gap_mean": float(g[:, -1].mean()),
+                    "gap_per_epoch_mean": g.mean(axis=0).tolist(),
+                    "final_accuracy_mean": float(a[:, -1].mean()),
+                    "accuracy_per_epoch_mean": a.mean(axis=0).tolist(),
+                    "engine_params": gap[0]["engine_params"]}
+            cg = np.array(cell["corgipile"]["final_gap"])
+            gg = np.array(cell["grab"]["final_gap"])
+            cell["grab_over_corgipile"] = float(gg.mean() / cg.mean())
+            cell["noise"] = noise_bound(gg, cg)
+            settings.append(cell)
+            if rate.startswith("constant") and name != "synthetic-feature":
+                checks.append({"goal": "grab's final gap <= 1/2 of corgipile's (label-clustered, "
+                                       "constant rate)", "dataset": name, "rate": rate,
+                               "value": cell["grab_over_corgipile"],
+                               "holds": cell["grab_over_corgipile"] <= 0.5})
+            checks.append({"goal": "grab not worse than corgipile beyond noise "
+                                   "(mean gap difference <= 2 standard errors)",
+                           "dataset": name, "rate": rate,
+                           "value": float(gg.mean() - cg.mean()), "noise": cell["noise"],
+                           "holds": bool(gg.mean() - cg.mean() <= cell["noise"])})
+        t = {}
+        for strategy in ("corgipile", "grab"):
+            # epochs 2.. of the (E-1)-epoch trainings (no validation), constant rate
+            secs = [x for r in results if r["rate"] == "constant"
+                    and r["dataset"] == name and r["strategy"] == strategy
+                    for x in (r["timing_seconds"][1:] or r["timing_seconds"])]
+            t[strategy] = float(np.median(secs))
+        ratio = t["grab"] / t["corgipile"]
+        timing.append({"dataset": name, "corgipile_epoch_s": t["corgipile"],
+                       "grab_epoch_s": t["grab"], "ratio": ratio})
+        checks.append({"goal": "grab epoch <= 1.1 x corgipile epoch", "dataset": name,
+                       "rate": "constant", "value": ratio, "holds": ratio <= 1.1})
+    return {"settings": settings, "timing": timing, "checks": checks}
+
+
+def grab_markdown(summary: dict, report: dict) -> str:
+    L = ["<!-- written by scripts/convergence_study.py --grab; do not edit by hand -->", ""]
+    p = report["protocol"]
+    L.append(f"Generated {report['generated']} on {report['machine']['cpu']}, "
+             f"{report['machine']['cores']} cores (load average at start "
+             f"{report['machine']['load_average_at_start'][0]:.1f}), in "
+             f"{report['total_seconds']:.0f} s. Command: `{report['command']}`.")
+    L.append("")
+    L.append(f"{p['epochs']} epochs, seeds {p['seeds']}, batch size 1, engine default "
+             f"sizing (buffer 10%, default block size); constant = the rate below with "
+             f"decay 1, decaying = the same rate with decay {GRAB_DECAY} per epoch "
+             "(\"constant X\": rate X, decay 1). Gap = f(w) - f* after the epoch (f = the "
+             "engine's objective: mean training loss + l2/2 |w|^2 without the biases; f* from "
+             "L-BFGS on the same rows), mean over seeds; noise = two standard errors of the "
+             "difference of the grab and corgipile means (0 with one seed). Fashion-MNIST is a "
+             f"stratified subsample of {p.get('fashion_train_rows')} training and "
+             f"{p.get('fashion_test_rows')} test images.")
+    L.append("")
+    L.append("| dataset | rows (pages) | rows per block | lr | l2 | f* | solver gradient norm |")
+    L.append("|---|---|---|---|---|---|---|")
+    for name, d in report["datasets"].items():
+        s = next(c for c in summary["settings"] if c["dataset"] == name)
+        ep = s["grab"]["engine_params"]
+        rpb = d["rows"] / max(1, ep["n_blocks"] or 1)
+        L.append(f"| {name} | {d['rows']} ({d['pages']}) | {rpb:.1f} "
+                 f"({ep['pages_per_block']} page(s); grab buffer "
+                 f"{'shuffled' if ep['grab_buffer_shuffle'] == 'true' else 'kept in order'}"
+                 f"{', projected to ' + str(ep['grab_dim']) if ep['grab_projected'] == 'true' else ''}"
+                 f") | {GRAB_LR[name]} | {p['l2'][name]:g} | {d['fstar']:.6g} | "
+                 f"{d['grad_norm']:.1e} |")
+    L += ["", "Final gap (mean over seeds), grab / corgipile, and final held-out accuracy (%):", "",
+          "| dataset | rate | shuffle_once | corgipile | grab | grab / corgipile | noise (2 se) "
+          "| acc. shuffle_once | acc. corgipile | acc. grab |",
+          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in summary["settings"]:
+        L.append(f"| {c['dataset']} | {c['rate']} | "
+                 + " | ".join(f"{c[s]['final_gap_mean']:.2e}" for s in GRAB_STRATEGIES)
+                 + f" | {c['grab_over_corgipile']:.2f} | {c['noise']:.1e} | "
+                 + " | ".join(f"{100 * c[s]['final_accuracy_mean']:.2f}" for s in GRAB_STRATEGIES)
+                 + " |")
+    L += ["", "Gap per epoch (mean over seeds), constant rate:", ""]
+    E = p["epochs"]
+    L.append("| dataset | strategy | " + " | ".join(str(e) for e in range(1, E + 1)) + " |")
+    L.append("|---|---|" + "---:|" * E)
+    for c in summary["settings"]:
+        if not c["rate"].startswith("constant"):
+            continue
+        for s in GRAB_STRATEGIES:
+            L.append(f"| {c['dataset']} | {s} | "
+                     + " | ".join(f"{v:.1e}" for v in c[s]["gap_per_epoch_mean"]) + " |")
+    L += ["", "Epoch time (median over epochs 2.. of the trainings without validation, constant rate, all seeds; the strategies alternate, so they share the machine's load):", "",
+          "| dataset | corgipile epoch (s) | grab epoch (s) | grab / corgipile |",
+          "|---|---:|---:|---:|"]
+    for t in summary["timing"]:
+        L.append(f"| {t['dataset']} | {t['corgipile_epoch_s']:.3f} | {t['grab_epoch_s']:.3f} | "
+                 f"{t['ratio']:.2f} |")
+    L += ["", "Goals (issue 10 §3):", "", "| goal | dataset | rate | value | holds |",
+          "|---|---|---|---:|---|"]
+    for c in summary["checks"]:
+        v = f"{c['value']:.3g}" + (f" (noise {c['noise']:.1e})" if "noise" in c else "")
+        L.append(f"| {c['goal']} | {c['dataset']} | {c['rate']} | {v} | "
+                 f"{'yes' if c['holds'] else 'NO'} |")
+    return "\n".join(L) + "\n"
+
+
+def grab_study(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    out = args.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    data = grab_data(args)
+    tinfo: dict[str, dict] = {}
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
+        mach = machine(conn)
+        for name, ds in data.items():
+            t0 = time.monotonic()
+            table = GRAB_PREFIX + name.replace("-", "_")
+            tinfo[name] = grab_copy(conn, table, ds["x"], ds["y"], ds["feature_type"])
+            test = grab_copy(conn, table + "_test", ds["x_test"], ds["y_test"], ds["feature_type"])
+            tinfo[name]["test_table"] = test["table"]
+            tinfo[name]["test_rows"] = test["rows"]
+            sol = exact_minimum(ds)
+            tinfo[name].update(sol, what=ds["what"], model=ds["model"])
+            log(f"  {table}: {tinfo[name]['rows']} rows, {tinfo[name]['pages']} pages; "
+                f"f* = {sol['fstar']:.6g} (|grad| {sol['grad_norm']:.1e}, {sol['iterations']} "
+                f"iterations) in {time.monotonic() - t0:.0f} s")
+    runs = grab_runs(args, data, tinfo)
+    log(f"{len(runs)} settings, each trained for 1..{args.epochs} epochs, {args.jobs} at a time")
+    runner = Runner(args.dsn)
+    results: list[dict] = []
+    t0 = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(lambda r: grab_setting(runner.conn(), r, data[r["dataset"]],
+                                                          tinfo[r["dataset"]]["fstar"]), r)
+                       for r in runs]
+            for k, fut in enumerate(futures, 1):
+                r = fut.result()
+                results.append(r)
+                last = r["epochs_out"][-1]
+                log(f"  [{k}/{len(runs)} {time.monotonic() - t0:5.0f}s] {r['dataset']} {r['rate']} "
+                    f"{r['strategy']:<12} seed {r['seed']}: gap {last['gap']:.3e}, held-out "
+                    f"{last['validation_score']:.4f}, "
+                    f"{np.median(r['timing_seconds']):.3f} s/epoch")
+    finally:
+        runner.close()
+
+    summary = grab_summary(results, data, args)
+    with open(out / "convergence-grab.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["dataset", "model", "rate", "learning_rate", "decay", "l2", "strategy",
+                    "seed", "epoch", "train_loss_progressive", "gap", "validation_score",
+                    "seconds"])
+        for r in results:
+            for e in r["epochs_out"]:
+                w.writerow([r["dataset"], r["model"], r["rate"], r["learning_rate"],
+                            r["decay"], r["l2"], r["strategy"], r["seed"], e["epoch"], e["loss"],
+                            e["gap"], e["validation_score"], e["seconds"]])
+    report = {
+        "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "convergence_study.py " + " ".join(sys.argv[1:]),
+        "protocol": {"epochs": args.epochs, "seeds": list(range(1, args.seeds + 1)),
+                     "strategies": list(GRAB_STRATEGIES), "quick": args.quick,
+                     "learning_rates": {k: GRAB_LR[k] for k in data}, "decay": GRAB_DECAY,
+                     "batch_size": 1, "buffer_size": "10%", "block_size": "default",
+                     "l2": {k: data[k]["l2"] for k in data},
+                     "fashion_train_rows": args.train_rows, "fashion_test_rows": args.test_rows,
+                     "synthetic_rows": args.synthetic_rows,
+                     "gap": "f(w) - f* after each epoch, f = the engine's objective (mean loss "
+                            "+ l2/2 |w|^2 without the biases) computed in numpy from the "
+                            "weights of the same-seed training of that many epochs",
+                     "accuracy": "validation_score (test table) of the full-length training",
+                     "epoch_time": "median of epochs 2.. of the (E-1)-epoch trainings "
+                                   "(no validation), constant rate, all seeds"},
+        "machine": mach,
+        "datasets": {k: {kk: vv for kk, vv in v.items()} for k, v in tinfo.items()},
+        "summary": summary, "runs": results,
+        "total_seconds": time.monotonic() - started,
+    }
+    (out / "convergence-grab.json").write_text(json.dumps(report, indent=1))
+    (out / "convergence-grab.md").write_text(grab_markdown(summary, report))
+    log(f"Wrote {out / 'convergence-grab.csv'}, .json and .md in "
+        f"{time.monotonic() - started:.0f} s")
+    for c in summary["checks"]:
+        log(f"  {'ok ' if c['holds'] else 'NO '} {c['goal']}: {c['dataset']} {c['rate']} "
+            f"{c['value']:.3g}")
+    return 0
+
+
 def csv_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -649,7 +1099,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 3000/1000 rows, 1 seed, 2 epochs, one sweep block size")
     p.add_argument("--output-dir", type=Path, default=ROOT / "docs")
+    p.add_argument("--grab", action="store_true",
+                   help="the GraB study instead (issue 10: shuffle_once, corgipile, grab; "
+                        "optimality gap per epoch; writes convergence-grab.*)")
+    p.add_argument("--grab-datasets", type=csv_list, default=list(GRAB_DATASETS),
+                   help=f"with --grab: among {', '.join(GRAB_DATASETS)}")
+    p.add_argument("--synthetic-rows", type=int, default=None,
+                   help="with --grab: rows of the synthetic table (default 100000, quick 10000)")
     args = p.parse_args(argv)
+    if args.grab:
+        # Fashion-MNIST subsampled (8,000 of 60,000 training images): the
+        # exact softmax solve and 72 settings x (1 + 2 + ... + E) epochs must
+        # fit a loaded 2-core machine
+        args.epochs = args.epochs or (2 if args.quick else 10)
+        args.seeds = args.seeds or (1 if args.quick else 3)
+        args.train_rows = args.train_rows or (1000 if args.quick else 8000)
+        args.test_rows = args.test_rows or (300 if args.quick else 2000)
+        args.synthetic_rows = args.synthetic_rows or (5000 if args.quick else 100000)
+        bad = [d for d in args.grab_datasets if d not in GRAB_DATASETS]
+        if bad:
+            p.error(f"--grab-datasets: unknown {', '.join(bad)}")
+        if args.epochs < 1 or args.seeds < 1 or args.jobs < 1:
+            p.error("--epochs, --seeds and --jobs must be positive")
+        return args
     if args.epochs is None:
         args.epochs = 2 if args.quick else 20
     if args.seeds is None:
@@ -693,6 +1165,8 @@ def order_figure(args: argparse.Namespace, tinfo: dict, figures: list[dict]) -> 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.grab:
+        return grab_study(args)
     out = args.output_dir
     img = out / "img"
     img.mkdir(parents=True, exist_ok=True)

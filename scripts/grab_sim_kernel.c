@@ -62,6 +62,7 @@ sim_free(CpGrabAcc *acc)
 {
 	free(acc->sums);
 	free(acc->counts);
+	free(acc->proj_map);
 	free(acc);
 }
 

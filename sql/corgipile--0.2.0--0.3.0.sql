@@ -104,3 +104,40 @@ ROWS 20
 SUPPORT corgipile.train_support;
 
 COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';
+
+-- import_model takes the preprocess column too (an exported standardized
+-- or one-hot model predicts wrongly without it); validated like the rest
+-- of the row.  A new argument changes the signature: drop and create.
+DROP FUNCTION corgipile.import_model(text, text, text, text, text[], text, integer,
+                                     float8[], jsonb, jsonb, jsonb, timestamptz);
+CREATE FUNCTION corgipile.import_model(
+    model_name      text,
+    model           text,
+    relation        text,
+    label           text,
+    features        text[],
+    feature_indices text,
+    n_features      integer,
+    weights         float8[],
+    classes         jsonb,
+    params          jsonb,
+    history         jsonb,
+    created_at      timestamptz DEFAULT NULL,
+    preprocess      jsonb DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'corgipile_import_model'
+-- not STRICT: feature_indices, classes, created_at and preprocess may be NULL
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.import_model IS 'Store a model exported from another database; the row is validated as predict() would load it and is owned by the caller.';
+
+-- A model's weights in the original units of its features (standardized
+-- models store them in the scaled space): USAGE on the model, and the
+-- right to read its training relation, as for the models view's
+-- preprocess column.
+CREATE FUNCTION corgipile.model_coefficients(model_name text)
+RETURNS TABLE (output integer, feature text, weight float8)
+AS 'MODULE_PATHNAME', 'corgipile_model_coefficients'
+LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION corgipile.model_coefficients IS 'The model''s weights in the original units of its features, one row per weight (feature NULL: the intercept); output numbers softmax''s classes from 1.';

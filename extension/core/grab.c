@@ -59,6 +59,20 @@ grab_below(uint64 *state, uint64 bound)
 	}
 }
 
+/* The projection's row and sign bit for input coordinate j, segment t. */
+static inline int64
+grab_proj_entry(const CpGrabAcc *acc, int64 j, int t)
+{
+	int			s = acc->proj_nnz;
+	int32		lo = (int32) (((int64) t * acc->dim) / s);
+	int32		hi = (int32) (((int64) (t + 1) * acc->dim) / s);
+	uint64		h = grab_mix64(acc->proj_seed ^
+							   grab_mix64((uint64) j * CP_GRAB_PROJ_NNZ + (uint64) t));
+	int32		row = lo + (int32) ((h >> 1) % (uint64) (hi - lo));
+
+	return ((int64) row << 1) | (int64) (h & 1);
+}
+
 /*
  * Bytes of an accumulator of n_blocks sums of dim doubles plus the counts,
  * or false when that does not fit in a Size.
@@ -84,9 +98,9 @@ cp_grab_acc_bytes(int64 n_blocks, int32 dim, Size *bytes)
 
 /*
  * The length of a stored block sum: the gradient's own length when all the
- * sums fit in budget bytes, else the widest projection that fits.  Returns
- * -1 when not even a CP_GRAB_MIN_PROJ_DIM projection fits (the caller asks
- * for larger blocks or more memory).
+ * sums fit in budget bytes, else a projection, as wide as fits but at most
+ * CP_GRAB_MAX_PROJ_DIM.  Returns -1 when not even a CP_GRAB_MIN_PROJ_DIM
+ * projection fits (the caller asks for larger blocks or more memory).
  */
 int32
 cp_grab_choose_dim(int64 n_blocks, int32 n_weights, Size budget)
@@ -108,7 +122,7 @@ cp_grab_choose_dim(int64 n_blocks, int32 n_weights, Size budget)
 		per_block = (uint64) n_weights - 1;	/* cannot happen; be safe */
 	if (per_block < CP_GRAB_MIN_PROJ_DIM)
 		return -1;
-	return (int32) per_block;
+	return (int32) Min(per_block, CP_GRAB_MAX_PROJ_DIM);
 }
 
 /*
@@ -138,7 +152,24 @@ cp_grab_acc_init(CpGrabAcc *acc, int64 n_blocks, int32 n_weights, int32 dim,
 	/* bytes covers both products, so neither can overflow */
 	acc->sums = alloc((Size) n_blocks * (Size) dim * sizeof(double));
 	acc->counts = alloc((Size) n_blocks * sizeof(int64));
-	return acc->sums != NULL && acc->counts != NULL;
+	if (acc->sums == NULL || acc->counts == NULL)
+		return false;
+	/*
+	 * n_weights <= INT32_MAX and proj_nnz <= 4: the product fits a Size;
+	 * row < dim (at most CP_GRAB_MAX_PROJ_DIM from cp_grab_choose_dim), and
+	 * row << 1 must fit an int32.
+	 */
+	if (acc->proj_nnz > 0 && dim <= PG_INT32_MAX / 2 &&
+		(Size) n_weights * acc->proj_nnz * sizeof(int32) <= CP_GRAB_PROJ_MAP_MAX_BYTES)
+	{
+		acc->proj_map = alloc((Size) n_weights * acc->proj_nnz * sizeof(int32));
+		if (acc->proj_map == NULL)
+			return false;
+		for (int64 j = 0; j < n_weights; j++)
+			for (int t = 0; t < acc->proj_nnz; t++)
+				acc->proj_map[j * acc->proj_nnz + t] = (int32) grab_proj_entry(acc, j, t);
+	}
+	return true;
 }
 
 /* Start an epoch: every sum and count back to zero. */
@@ -149,7 +180,13 @@ cp_grab_acc_reset(CpGrabAcc *acc)
 	memset(acc->counts, 0, (Size) acc->n_blocks * sizeof(int64));
 }
 
-/* Add v at input coordinate j into a projected sum. */
+/*
+ * Add v at input coordinate j into a projected sum.  The table, when there
+ * is one, holds exactly what grab_proj_entry computes: the two paths add the
+ * same values in the same order (two multiplications and a division per
+ * segment and coordinate are most of an add's cost without it, several
+ * times the SGD step's own arithmetic for a softmax model).
+ */
 static inline void
 grab_proj_add(const CpGrabAcc *acc, double *sum, int64 j, double v)
 {
@@ -158,13 +195,10 @@ grab_proj_add(const CpGrabAcc *acc, double *sum, int64 j, double v)
 	v *= acc->proj_scale;
 	for (int t = 0; t < s; t++)
 	{
-		int32		lo = (int32) (((int64) t * acc->dim) / s);
-		int32		hi = (int32) (((int64) (t + 1) * acc->dim) / s);
-		uint64		h = grab_mix64(acc->proj_seed ^
-								   grab_mix64((uint64) j * CP_GRAB_PROJ_NNZ + (uint64) t));
-		int32		row = lo + (int32) ((h >> 1) % (uint64) (hi - lo));
+		int64		e = acc->proj_map ? acc->proj_map[j * s + t] :
+			grab_proj_entry(acc, j, t);
 
-		sum[row] += (h & 1) ? v : -v;
+		sum[e >> 1] += (e & 1) ? v : -v;
 	}
 }
 

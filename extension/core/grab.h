@@ -27,10 +27,27 @@
  * rows and signs are a hash of (seed, coordinate, segment), so the matrix is
  * never stored and a sparse gradient costs CP_GRAB_PROJ_NNZ additions per
  * nonzero, not one per output dimension as a dense Gaussian matrix would.
+ *
+ * One segment (CountSketch: each coordinate to one output, random sign):
+ * with 4 a grab epoch of Fashion-MNIST softmax took 2-2.7x corgipile's, with
+ * 1 about 2x, and the unit test's inner products stay within 15% at
+ * 3,000 -> 512 (docs/grab.md).
  */
-#define CP_GRAB_PROJ_NNZ 4
+#define CP_GRAB_PROJ_NNZ 1
 /* a projection narrower than this orders blocks little better than random */
 #define CP_GRAB_MIN_PROJ_DIM 64
+
+/*
+ * ... and a wider one costs more than it gives: an add costs
+ * CP_GRAB_PROJ_NNZ additions per gradient coordinate whatever the width, but
+ * the walk and the reset at each epoch's end cost n_blocks x dim, and wide
+ * sums spread the adds over more cache.  Measured on Fashion-MNIST softmax
+ * (7,850 weights, 1,200 blocks): projected to 6,995, a grab epoch took 2.4x
+ * corgipile's; exact sums 1.16x (docs/grab.md).
+ */
+#define CP_GRAB_MAX_PROJ_DIM 1024
+/* the projection's (row, sign) table is kept when it takes at most this */
+#define CP_GRAB_PROJ_MAP_MAX_BYTES ((Size) 16 * 1024 * 1024)
 
 /* Per-epoch accumulator: one dim-vector and one tuple count per block. */
 typedef struct CpGrabAcc
@@ -43,6 +60,13 @@ typedef struct CpGrabAcc
 	double		proj_scale;		/* 1 / sqrt(proj_nnz) */
 	double	   *sums;			/* n_blocks * dim, block-major */
 	int64	   *counts;			/* n_blocks tuples */
+
+	/*
+	 * Projected only: the hash's output for every (coordinate, segment), as
+	 * (row << 1) | sign, n_weights * proj_nnz entries; NULL when that would
+	 * exceed CP_GRAB_PROJ_MAP_MAX_BYTES (the hash is then computed per add).
+	 */
+	int32	   *proj_map;
 } CpGrabAcc;
 
 /* Why a stored order was refused (cp_grab_deserialize). */

@@ -99,6 +99,9 @@ typedef struct CpModel
 	 * or NULL.  Rows then come with their block (CpBuffer.row_blocks).
 	 */
 	struct CpGrabAcc *grab;
+	double	   *grab_snap;		/* n_weights, set by the caller with grab: the
+								 * weights at a block's start (NULL: sums are
+								 * added row by row) */
 } CpModel;
 
 typedef void *(*CpAllocZero) (Size size);

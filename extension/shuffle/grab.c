@@ -14,12 +14,14 @@
  * Whether a buffer's rows are still shuffled is decided once per run from
  * the table's statistics, by the rule of docs/grab-simulation.md: blocks of
  * at most 100 rows on average keep GraB's order, larger blocks (or a table
- * never analysed) get their buffer shuffled.
+ * never analysed) get their buffer shuffled.  corgipile.grab_buffer
+ * overrides the rule.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "utils/guc.h"
 #include "utils/rel.h"
 
 #include "core/grab.h"
@@ -28,6 +30,44 @@
 
 /* the largest average block, in rows, that keeps GraB's order in a buffer */
 #define GRAB_KEEP_ORDER_MAX_ROWS 100.0
+
+/* corgipile.grab_buffer: the rule above, or an override */
+typedef enum GrabBufferMode
+{
+	GRAB_BUFFER_AUTO,
+	GRAB_BUFFER_SHUFFLED,
+	GRAB_BUFFER_KEPT
+} GrabBufferMode;
+
+static const struct config_enum_entry grab_buffer_options[] = {
+	{"auto", GRAB_BUFFER_AUTO, false},
+	{"shuffled", GRAB_BUFFER_SHUFFLED, false},
+	{"kept", GRAB_BUFFER_KEPT, false},
+	{NULL, 0, false}
+};
+
+static int	grab_buffer_mode = GRAB_BUFFER_AUTO;
+
+/*
+ * The buffer choice is measured, not derived (docs/grab.md), so a user whose
+ * table sits near the threshold, and the study that measured it, can set it.
+ * A setting, not a train() parameter: it changes no SQL signature, and the
+ * choice made is recorded in the model's params either way.
+ */
+void
+cp_grab_define_gucs(void)
+{
+	DefineCustomEnumVariable("corgipile.grab_buffer",
+							 "Whether shuffle => 'grab' shuffles the rows of a buffer or keeps GraB's block order.",
+							 "auto keeps the order when a block holds at most 100 rows on average (pg_class estimate), "
+							 "else shuffles; shuffled and kept force the choice.",
+							 &grab_buffer_mode,
+							 GRAB_BUFFER_AUTO,
+							 grab_buffer_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+}
 
 typedef struct GrabState
 {
@@ -69,8 +109,11 @@ grab_begin(const CpStrategyEnv *env)
 		g->rows_per_block = tuples / pages * env->sizing->pages_per_block;
 	else
 		g->rows_per_block = -1;
-	g->shuffle_buffer = !(g->rows_per_block >= 0 &&
-						  g->rows_per_block <= GRAB_KEEP_ORDER_MAX_ROWS);
+	if (grab_buffer_mode == GRAB_BUFFER_AUTO)
+		g->shuffle_buffer = !(g->rows_per_block >= 0 &&
+							  g->rows_per_block <= GRAB_KEEP_ORDER_MAX_ROWS);
+	else
+		g->shuffle_buffer = (grab_buffer_mode == GRAB_BUFFER_SHUFFLED);
 	return g;
 }
 

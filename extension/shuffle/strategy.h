@@ -135,6 +135,7 @@ extern const CpStrategy cp_strategy_epoch_shuffle;
 extern const CpStrategy cp_strategy_grab;
 
 /* grab's per-run choices and stored state (shuffle/grab.c) */
+extern void cp_grab_define_gucs(void);
 extern const char *cp_grab_buffer_choice(void *state);
 extern bool cp_grab_last_walk(void *state, const uint32 **visit,
 							  const int8 **signs, uint32 *n_blocks);

@@ -492,7 +492,7 @@ def cmd_models(args: argparse.Namespace) -> int:
                             "feature_indices", "n_features", "classes", "created_at", "owner"):
                     print(f"{key:16} {'' if doc[key] is None else doc[key]}")
                 print(f"{'params':16} {json.dumps(model.params, sort_keys=True)}")
-                print(f"{'intercept':16} {', '.join(f'{b:.6g}' for b in model.intercept)}")
+                print(f"{'intercept':16} {', '.join(f'{b:.6g}' for b in model.scaled_intercept)}")
                 if args.weights:
                     print(f"{'weights':16} {', '.join(f'{w:.17g}' for w in model.weights)}")
                 print()

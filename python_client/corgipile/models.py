@@ -11,6 +11,15 @@ Python, weights as a numpy array; :func:`export_model` /
 Floats survive the trip bit for bit (JSON numbers are written with
 Python's shortest round-trip repr), so predictions after an import are
 identical.
+
+Models trained with ``standardize`` (the default since 0.3.0) or with text
+and boolean feature columns store their preprocessing in ``preprocess``
+(docs/preprocessing.md): the weights are in the scaled space, what the
+server predicts with. :attr:`Model.coef` / :attr:`Model.intercept` give them
+in the features' original units (as scikit-learn users expect),
+:attr:`Model.scaled_coef` / :attr:`Model.scaled_intercept` as stored, and
+:meth:`Model.decision_function` takes raw rows, one-hot expanding category
+columns and applying the stored transform as the server does.
 """
 
 from __future__ import annotations
@@ -79,6 +88,7 @@ class Model:
     history: list[Epoch] = field(repr=False)
     created_at: _dt.datetime | None = None
     owner: str | None = None
+    preprocess: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def is_classifier(self) -> bool:
@@ -86,14 +96,109 @@ class Model:
 
     @property
     def coef(self) -> np.ndarray:
-        """Feature weights, shape (n_outputs, n_features): one row for a
-        binary or regression model, one per class for softmax."""
-        return self._matrix()[:, :-1]
+        """Feature weights in the features' original units, shape
+        (n_outputs, n_features): one row for a binary or regression model,
+        one per class for softmax. For a standardized model these are
+        w / std (the server's cp_prep_weights_to_original); category
+        indicators are not scaled."""
+        scale, _ = self._transform()
+        return self.scaled_coef * scale
 
     @property
     def intercept(self) -> np.ndarray:
-        """Biases, shape (n_outputs,)."""
+        """Biases in original units, shape (n_outputs,): b + sum(w * offset),
+        i.e. b - sum(w * mean / std) for centred features."""
+        _, offset = self._transform()
+        return self.scaled_intercept + self.scaled_coef @ offset
+
+    @property
+    def scaled_coef(self) -> np.ndarray:
+        """The weights as stored: in the scaled space of a standardized model."""
+        return self._matrix()[:, :-1]
+
+    @property
+    def scaled_intercept(self) -> np.ndarray:
+        """The biases as stored."""
         return self._matrix()[:, -1]
+
+    def _transform(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per model feature, the scale and offset of x' = x * scale + offset
+        that training applied (ones and zeros when nothing was scaled)."""
+        n = self.n_features
+        scale = np.ones(n)
+        offset = np.zeros(n)
+        prep = self.preprocess
+        if prep is None:
+            if self.params.get("standardize", "off") != "off":
+                raise ModelFormatError(
+                    f"model {self.name} was standardized, but its preprocessing is hidden: "
+                    "the role may not read the relation it was trained on")
+            return scale, offset
+        if prep.get("standardize", "off") == "off":
+            return scale, offset
+        centred = prep["standardize"] == "on"
+        mean = np.zeros(n)
+        std = np.zeros(n)
+        skip = np.zeros(n, dtype=bool)
+        pos = 0
+        for f in prep["features"]:
+            kind = f["kind"]
+            if kind == "number":
+                mean[pos], std[pos] = f["mean"], f["std"]
+                pos += 1
+            elif kind == "onehot":
+                skip[pos:pos + len(f["categories"])] = True
+                pos += len(f["categories"])
+            else:  # array, sparse: one figure per element
+                mean[:] = f["mean"]
+                std[:] = f["std"]
+                pos = n
+        with np.errstate(divide="ignore"):
+            scale = np.where((std > 0) & np.isfinite(std), 1.0 / std, 1.0)
+        offset = -mean * scale if centred else np.zeros(n)
+        scale[skip] = 1.0
+        offset[skip] = 0.0
+        return scale, offset
+
+    def _categories(self) -> list[list[str] | None] | None:
+        """Per feature column, its categories (None for a number), or None
+        when no column is one-hot encoded."""
+        if not self.preprocess:
+            return None
+        cats = [f.get("categories") if f.get("kind") == "onehot" else None
+                for f in self.preprocess.get("features", [])]
+        return cats if any(c is not None for c in cats) else None
+
+    def encode(self, rows: Any) -> np.ndarray:
+        """Raw rows as the model's feature vectors (before scaling): each
+        category column replaced by its indicators in code order; a NULL
+        (None, NaN) or unseen value is all zeros, as on the server. rows is
+        a pandas DataFrame with the feature columns, or a sequence of rows
+        holding the feature columns in the model's order."""
+        cats = self._categories()
+        if cats is None:
+            arr = np.asarray(rows, dtype=np.float64)
+            return arr.reshape(1, -1) if arr.ndim == 1 else arr
+        if hasattr(rows, "columns") and hasattr(rows, "itertuples"):
+            rows = rows[self.features].itertuples(index=False, name=None)
+        out = []
+        for row in rows:
+            row = list(row)
+            if len(row) != len(self.features):
+                raise ValueError(f"model {self.name} reads {len(self.features)} columns "
+                                 f"({', '.join(self.features)}), got {len(row)}")
+            x: list[float] = []
+            for value, col in zip(row, cats):
+                if col is None:
+                    x.append(float("nan") if value is None else float(value))
+                    continue
+                ind = [0.0] * len(col)
+                key = _category_key(value)
+                if key is not None and key in col:
+                    ind[col.index(key)] = 1.0
+                x.extend(ind)
+            out.append(x)
+        return np.array(out, dtype=np.float64).reshape(-1, self.n_features)
 
     def _matrix(self) -> np.ndarray:
         width = self.n_features + 1
@@ -120,15 +225,17 @@ class Model:
         return pd.DataFrame.from_records(self.history, columns=list(_EPOCH_FIELDS))
 
     def decision_function(self, x: Any) -> np.ndarray:
-        """w·x + b for each row of a dense 2-D array, computed locally (binary
-        and regression models). Use Client.predict for the server's labels."""
-        arr = np.asarray(x, dtype=np.float64)
-        if arr.ndim == 1:
-            arr = arr.reshape(1, -1)
+        """w·x + b for each raw row, computed locally as the server does:
+        category columns one-hot expanded (see :meth:`encode`), then the
+        stored transform, then the stored weights. A dense 2-D array of
+        numbers for models without category columns. Use Client.predict for
+        the server's labels."""
+        scale, offset = self._transform()
+        arr = self.encode(x)
         if arr.shape[1] != self.n_features:
             raise ValueError(f"model {self.name} takes {self.n_features} features, "
                              f"got {arr.shape[1]}")
-        out: np.ndarray = arr @ self.coef.T + self.intercept
+        out: np.ndarray = (arr * scale + offset) @ self.scaled_coef.T + self.scaled_intercept
         return out[:, 0] if out.shape[1] == 1 else out
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,6 +257,7 @@ class Model:
                          for k, v in rec.items()} for rec in self.history_records()],
             "created_at": self.created_at.isoformat() if self.created_at else None,
             "owner": self.owner,
+            "preprocess": self.preprocess,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -216,7 +324,8 @@ class Model:
             n_features=n_features, weights=np.array(weights, dtype=np.float64),
             classes=need("classes", list, optional=True),
             params=need("params", dict, optional=True) or {}, history=history,
-            created_at=created_at, owner=doc.get("owner"))
+            created_at=created_at, owner=doc.get("owner"),
+            preprocess=need("preprocess", dict, optional=True) if "preprocess" in doc else None)
 
 
 def _epoch(rec: dict[str, Any]) -> Epoch:
@@ -230,6 +339,16 @@ def _epoch(rec: dict[str, Any]) -> Epoch:
 
 def _float(v: Any) -> float:
     return float("nan") if v is None else float(v)
+
+
+def _category_key(value: Any) -> str | None:
+    """A category value as the server knows it: a boolean's text output
+    (true/false), a string as is; None or NaN for NULL."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    return str(value)
 
 
 class ModelInfo(NamedTuple):
@@ -248,18 +367,18 @@ class ModelInfo(NamedTuple):
 
 
 _COLUMNS = ("model_name, model, relation, label, features, feature_indices, n_features, "
-            "weights, classes, params, history, created_at, owner")
+            "weights, classes, params, history, created_at, owner, preprocess")
 
 
 def _row_to_model(row: tuple[Any, ...]) -> Model:
     (name, model, relation, label, features, feature_indices, n_features, weights,
-     classes, params, history, created_at, owner) = row
+     classes, params, history, created_at, owner, preprocess) = row
     return Model(
         name=name, model=model, relation=relation, label=label, features=list(features),
         feature_indices=feature_indices, n_features=n_features,
         weights=np.array(weights, dtype=np.float64), classes=classes,
         params=params or {}, history=[_epoch(r) for r in (history or [])],
-        created_at=created_at, owner=owner)
+        created_at=created_at, owner=owner, preprocess=preprocess)
 
 
 def get_model(conn: psycopg.Connection[Any], name: str) -> Model:
@@ -321,12 +440,13 @@ def import_model(conn: psycopg.Connection[Any], doc: Any, name: str | None = Non
     try:
         conn.execute(
             "SELECT corgipile.import_model(%s, %s, %s, %s, %s::text[], %s, %s, "
-            " %s::float8[], %s, %s, %s, %s::timestamptz)",
+            " %s::float8[], %s, %s, %s, %s::timestamptz, %s::jsonb)",
             (model.name, model.model, model.relation or "(unknown)", model.label,
              model.features, model.feature_indices, model.n_features,
              [float(w) for w in model.weights],
              None if model.classes is None else Jsonb(model.classes), Jsonb(model.params),
-             Jsonb(model.history_records()), model.created_at))
+             Jsonb(model.history_records()), model.created_at,
+             None if model.preprocess is None else Jsonb(model.preprocess)))
     except pgerrors.DuplicateObject:
         raise ModelExists(f'model "{model.name}" already exists; pass replace=True or '
                           'another name') from None

@@ -124,3 +124,56 @@ def test_quick_run_writes_complete_results(study):
         assert len(data) > 10_000, p
         assert data[:8] == PNG_MAGIC, p
     assert {f["file"] for f in report["figures"]} == {f"img/{name}" for name in expected}
+
+
+GRAB_DATASETS = {"synthetic-clustered", "synthetic-feature", "fashion-binary", "fashion-10"}
+
+
+@pytest.fixture
+def grab_study(dsn, tmp_path):
+    if not DATA.is_dir():
+        pytest.skip(f"{DATA} missing (Debian package dataset-fashion-mnist)")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--grab", "--quick", "--dsn", dsn,
+         "--output-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return tmp_path
+
+
+def test_grab_quick_run_writes_complete_results(grab_study):
+    """--grab --quick: every dataset x rate x strategy, each epoch's gap
+    f(w) - f* (never below 0 beyond the solver's tolerance) and held-out
+    accuracy, the epoch-time comparison and the issue's three goals."""
+    out = grab_study
+    report = json.loads((out / "convergence-grab.json").read_text())
+    assert report["protocol"]["epochs"] == 2
+    assert report["protocol"]["seeds"] == [1]
+    assert report["protocol"]["quick"] is True
+    assert set(report["datasets"]) == GRAB_DATASETS
+    for name, d in report["datasets"].items():
+        assert d["grad_norm"] < 1e-5, (name, d)
+
+    with open(out / "convergence-grab.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    epochs = defaultdict(list)
+    for r in rows:
+        gap = float(r["gap"])
+        assert math.isfinite(gap) and gap > -1e-7, r
+        assert 0.0 <= float(r["validation_score"]) <= 1.0, r
+        epochs[(r["dataset"], r["rate"], r["strategy"])].append(int(r["epoch"]))
+    # every dataset at a constant and a decaying rate (fashion-10 also at a
+    # second constant rate), each with the three strategies
+    settings = {(d, rate) for d, rate, _ in epochs}
+    assert {(d, rate) for d in GRAB_DATASETS for rate in ("constant", "decaying")} <= settings
+    assert set(epochs) == {(d, rate, s) for d, rate in settings
+                           for s in ("shuffle_once", "corgipile", "grab")}
+    assert all(es == [1, 2] for es in epochs.values()), epochs
+
+    summary = report["summary"]
+    assert {t["dataset"] for t in summary["timing"]} == GRAB_DATASETS
+    assert all(t["corgipile_epoch_s"] > 0 and t["grab_epoch_s"] > 0 for t in summary["timing"])
+    goals = {c["goal"].split(" (")[0] for c in summary["checks"]}
+    assert len(goals) == 3, goals
+    md = (out / "convergence-grab.md").read_text()
+    assert "grab / corgipile" in md and "Goals" in md

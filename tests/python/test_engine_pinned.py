@@ -93,9 +93,9 @@ def test_seed_pins_the_weights(data, shuffle, layout, double_buffer):
                      "double_buffer => {}, shuffle => {}, model_name => {}").format(
         sql.Literal(double_buffer), sql.Literal(shuffle), sql.Literal(name))
     if layout == "dense":
-        q = sql.SQL("SELECT count(*) FROM corgipile.train('pin_dense', 'logistic', {})").format(common)
+        q = sql.SQL("SELECT count(*) FROM corgipile.train('pin_dense', 'logistic', standardize => 'off', {})").format(common)
     else:
-        q = sql.SQL("SELECT count(*) FROM corgipile.train('pin_sparse', 'svm', features => 'vals', "
+        q = sql.SQL("SELECT count(*) FROM corgipile.train('pin_sparse', 'svm', standardize => 'off', features => 'vals', "
                     "feature_indices => 'idx', {})").format(common)
     conn.execute(q)
     got = digest(weights(conn, name))
@@ -109,7 +109,7 @@ def test_seed_pins_softmax_weights(data, shuffle):
     conn = data
     conn.execute("CREATE TABLE pin_multi AS SELECT id, (id % 3) AS label, features FROM pin_dense")
     name = f"pin_softmax_{shuffle}"
-    conn.execute("SELECT count(*) FROM corgipile.train('pin_multi', 'softmax', model_name => %s, "
+    conn.execute("SELECT count(*) FROM corgipile.train('pin_multi', 'softmax', standardize => 'off', model_name => %s, "
                  "max_epoch_num => 2, seed => 3, block_size => '2', buffer_size => '8', "
                  "shuffle => %s)", (name, shuffle))
     got = digest(weights(conn, name))

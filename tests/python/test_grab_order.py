@@ -9,6 +9,7 @@ training loss.  The comparison is a fixed-seed check of that one setting
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from datagen import linear_task, load_table, weights
@@ -57,6 +58,76 @@ def test_grab_reaches_a_lower_training_loss_than_corgipile(clustered):
     assert grab < corgi, (grab, corgi)
 
 
+def gaussian_classes(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two overlapping Gaussian classes (scripts/grab_simulation.py's table):
+    the loss has a minimum at a finite, small |w|, so that 10 epochs get near
+    it and what is left of the gap is what the order costs.  (On nearly
+    separable data such as linear_task's, every order is still far from a
+    minimum at a large |w| after 10 epochs and ends at the same gap:
+    docs/grab.md.)"""
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n) < 0.5, -1, 1)
+    mu = rng.normal(size=d)
+    mu *= 1.6 / np.linalg.norm(mu)
+    return rng.normal(size=(n, d)) + 0.3 + y[:, None] * mu[None, :], y
+
+
+def min_log_loss(x: np.ndarray, y: np.ndarray) -> float:
+    """f*: the minimum of the mean log loss (no penalty, as the engine's l2 = 0),
+    by Newton's method."""
+    a = np.hstack([x, np.ones((len(y), 1))])
+    w = np.zeros(a.shape[1])
+    for _ in range(30):
+        p = 1.0 / (1.0 + np.exp(y * (a @ w)))
+        h = (a * (p * (1 - p))[:, None]).T @ a / len(y)
+        w -= np.linalg.solve(h, a.T @ (-y * p) / len(y))
+    return float(np.mean(np.logaddexp(0.0, -y * (a @ w))))
+
+
+def test_grab_halves_corgipiles_gap_on_clustered_gaussians(conn):
+    """The issue's goal on a small table: at a constant rate, grab's final
+    f(w) - f* is at most half of corgipile's.  Measured over 3 tables x 5
+    seeds the ratio was 0.004-0.38 (this pair: 0.016); docs/grab.md."""
+    x, y = gaussian_classes(20000, 8, seed=0)
+    load_table(conn, "grab_gauss", x, y, order="label")
+    fstar = min_log_loss(x, y)
+    gap = {}
+    for shuffle in ("corgipile", "grab"):
+        conn.execute(
+            "SELECT count(*) FROM corgipile.train('grab_gauss', 'logistic', "
+            "model_name => %s, shuffle => %s, seed => 5, learning_rate => 0.01, decay => 1.0, "
+            "max_epoch_num => 10, standardize => 'off')", (f"gauss_{shuffle}", shuffle))
+        gap[shuffle] = conn.execute(
+            "SELECT value FROM corgipile.evaluate(%s, 'grab_gauss') WHERE metric = 'log_loss'",
+            (f"gauss_{shuffle}",)).fetchone()[0] - fstar
+    assert gap["corgipile"] > 0 and gap["grab"] > 0, gap
+    assert gap["grab"] <= 0.5 * gap["corgipile"], gap
+
+
+def test_grab_buffer_setting(clustered):
+    """corgipile.grab_buffer overrides the rows-per-block rule; the choice is
+    recorded in params and shown by EXPLAIN."""
+    conn = clustered
+    for mode, recorded, shown in (("shuffled", "true", "shuffled"),
+                                  ("kept", "false", "kept in order"),
+                                  ("auto", "false", "kept in order")):
+        conn.execute(f"SET corgipile.grab_buffer = {mode}")
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN (COSTS OFF) SELECT * FROM corgipile.train('grab_clustered', 'logistic', "
+            "shuffle => 'grab')"))
+        assert f"GraB Buffer: {shown}" in plan, plan
+        train(conn, f"gbuf_{mode}", "grab")
+        params = conn.execute("SELECT params FROM corgipile.models WHERE model_name = %s",
+                              (f"gbuf_{mode}",)).fetchone()[0]
+        assert params["grab_buffer_shuffle"] == recorded, (mode, params)
+    # kept and auto (which keeps on this table) train the same way; shuffled does not
+    assert weights(conn, "gbuf_kept") == weights(conn, "gbuf_auto")
+    assert weights(conn, "gbuf_kept") != weights(conn, "gbuf_shuffled")
+    conn.execute("RESET corgipile.grab_buffer")
+    with pytest.raises(Exception, match="grab_buffer"):
+        conn.execute("SET corgipile.grab_buffer = sideways")
+
+
 def test_grab_same_seed_same_weights(clustered):
     conn = clustered
     train(conn, "grab_s1", "grab", seed=9)
@@ -98,7 +169,10 @@ def test_estimator_warm_start(clustered, dsn):
     clf = corgipile.SGDClassifier(dsn, loss="log_loss", shuffle="grab", warm_start="gw_est",
                                   max_epoch_num=1, learning_rate=1e-12, seed=1)
     clf.fit("grab_clustered")
-    start = weights(conn, "gw_est")
+    # coef_ and intercept_ are in the features' original units
+    start = [r[0] for r in conn.execute(
+        "SELECT weight FROM corgipile.model_coefficients('gw_est') WITH ORDINALITY "
+        "AS c(o, f, weight, n) ORDER BY n")]
     got = list(clf.coef_.ravel()) + list(clf.intercept_.ravel())
     assert max(abs(a - b) for a, b in zip(start, got)) < 1e-6
 

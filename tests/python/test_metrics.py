@@ -29,9 +29,11 @@ def test_binary_metrics(binary, model):
     conn = binary
     conn.execute("SELECT count(*) FROM corgipile.train('bin_train', %s, model_name => 'm', "
                  "max_epoch_num => 3, seed => 1)", (model,))
+    # the weights in the features' original units (the model is standardized)
     rows = conn.execute("SELECT label, corgipile.predict('m', t), "
-                        "(SELECT weights FROM corgipile.models WHERE model_name = 'm') AS w, features "
-                        "FROM bin_test t").fetchall()
+                        "(SELECT array_agg(c.weight ORDER BY c.n) FROM "
+                        " corgipile.model_coefficients('m') WITH ORDINALITY AS c(o, f, weight, n))"
+                        " AS w, features FROM bin_test t").fetchall()
     y = np.array([r[0] for r in rows])
     pred = np.array([r[1] for r in rows])
     w = np.array(rows[0][2])
@@ -93,5 +95,8 @@ def test_regression_metrics(conn):
     assert got["rmse"] == pytest.approx(np.sqrt(metrics.mean_squared_error(y, pred)), rel=1e-9)
     assert got["mae"] == pytest.approx(metrics.mean_absolute_error(y, pred), rel=1e-9)
     assert got["r2"] == pytest.approx(metrics.r2_score(y, pred), rel=1e-9)
-    w = conn.execute("SELECT weights FROM corgipile.models WHERE model_name = 'lin'").fetchone()[0]
+    # in the features' original units, whatever the model trained in
+    w = [r[0] for r in conn.execute(
+        "SELECT weight FROM corgipile.model_coefficients('lin') WITH ORDINALITY AS c(o, f, weight, n) "
+        "ORDER BY n")]
     assert np.allclose(w, [1.5, -2.0, 0.5, 3.0, 0.7], atol=0.1)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/buffer.h"
+#include "core/grab.h"
 #include "core/linear_model.h"
 #include "core/shuffle.h"
 #include "core/worker.h"
@@ -654,6 +655,93 @@ test_cancel(void)
 	CHECK(atomic_load(&job.saw_cancel) == 1, "the job did not see the cancel");
 }
 
+/*
+ * GraB with the buffer kept in block order takes each block's gradient sum
+ * from the weights (train_by_blocks): the weights are exactly those of the
+ * row-by-row path, the counts too, and the sums agree to rounding with l2 =
+ * 0 and within k lr l2 (the shrink's weighting) with l2 > 0.  Also across a
+ * cancel in the middle of a block, and for softmax and a projected sum.
+ */
+static void
+test_grab_block_sums(void)
+{
+	for (int variant = 0; variant < 5; variant++)
+	{
+		bool		softmax = (variant == 1 || variant == 4);
+		double		l2 = (variant == 2) ? 1e-3 : 0.0;
+		bool		cancel_mid = (variant == 3);
+		bool		projected = (variant == 4);
+		int			d = 5,
+					k = softmax ? 3 : 1,
+					rows_per_block = 7;
+		int64		n = 3000,
+					n_blocks = (n + rows_per_block - 1) / rows_per_block;
+		CpBuffer	b = blobs(n, d, 1.0, 61);
+		CpModel		a,
+					r;
+		CpGrabAcc	ga,
+					gr;
+		int32		dim;
+		double		maxsum = 0.0,
+					maxdiff = 0.0,
+					tol;
+		volatile sig_atomic_t flag = 1;
+		CpCancel	cancel;
+		int64		pos = 0;
+		int			stops = 0;
+		bool		counts_equal = true;
+
+		b.row_blocks = tracked_calloc(n, sizeof(uint32));
+		b.with_blocks = true;
+		for (int64 i = 0; i < n; i++)
+		{
+			b.row_blocks[i] = (uint32) (i / rows_per_block);
+			if (softmax)
+				b.labels[i] = (double) (i % 3);
+		}
+		cp_model_init(&a, softmax ? CP_MODEL_SOFTMAX : CP_MODEL_LOGISTIC, d, k, false, 1,
+					  l2, 0.0, alloc_zero);
+		cp_model_init(&r, softmax ? CP_MODEL_SOFTMAX : CP_MODEL_LOGISTIC, d, k, false, 1,
+					  l2, 0.0, alloc_zero);
+		a.learning_rate = r.learning_rate = 0.05;
+		dim = projected ? a.n_weights - 4 : a.n_weights;
+		CHECK(cp_grab_acc_init(&ga, n_blocks, a.n_weights, dim, 9, alloc_zero) &&
+			  cp_grab_acc_init(&gr, n_blocks, r.n_weights, dim, 9, alloc_zero), "grab init");
+		a.grab = &ga;
+		r.grab = &gr;
+		r.grab_snap = tracked_calloc(r.n_weights, sizeof(double));
+
+		/* a: row by row (an explicit order); r: by blocks */
+		b.order_is_identity = false;
+		cp_model_train(&a, &b, 0, NULL);
+		b.order_is_identity = true;
+		if (cancel_mid)
+		{
+			cp_cancel_init(&cancel, &flag);
+			while ((pos = cp_model_train(&r, &b, pos, &cancel)) < b.n_rows)
+				stops++;
+			CHECK(stops >= 3, "a raised flag stopped training by blocks %d times", stops);
+		}
+		else
+			cp_model_train(&r, &b, 0, NULL);
+
+		CHECK(memcmp(a.w, r.w, sizeof(double) * a.n_weights) == 0,
+			  "variant %d: training by blocks changed the weights", variant);
+		for (int64 i = 0; i < n_blocks; i++)
+			counts_equal &= (ga.counts[i] == gr.counts[i]);
+		CHECK(counts_equal, "variant %d: block counts differ", variant);
+		for (int64 i = 0; i < n_blocks * dim; i++)
+		{
+			maxsum = Max(maxsum, fabs(ga.sums[i]));
+			maxdiff = Max(maxdiff, fabs(ga.sums[i] - gr.sums[i]));
+		}
+		tol = (l2 > 0.0) ? 2.0 * rows_per_block * 0.05 * l2 : 1e-9;
+		CHECK(maxsum > 0.1 && maxdiff <= tol * maxsum,
+			  "variant %d: block sums from the weights differ by %g of %g", variant,
+			  maxdiff, maxsum);
+	}
+}
+
 int
 main(void)
 {
@@ -666,6 +754,7 @@ main(void)
 	test_sparse_equals_dense();
 	test_resume();
 	test_gather_matches_direct();
+	test_grab_block_sums();
 	test_softmax();
 	test_l1();
 	test_worker();

@@ -530,7 +530,8 @@ test_projection(void)
 				k = 512;
 	CpGrabAcc	a,
 				b,
-				c;
+				c,
+				e;
 	double	   *x = calloc(d, sizeof(double));
 	double	   *y = calloc(d, sizeof(double));
 	double	   *px = calloc(k, sizeof(double));
@@ -587,6 +588,16 @@ test_projection(void)
 	CHECK(memcmp(a.sums, b.sums, sizeof(double) * k) == 0, "projection is deterministic");
 	CHECK(memcmp(a.sums, c.sums, sizeof(double) * k) != 0, "another seed, another projection");
 
+	/* the projection's table adds exactly what its hash computes */
+	CHECK(a.proj_map != NULL, "a projection of %d weights keeps its table", d);
+	CHECK(cp_grab_acc_init(&e, 2, d, k, 42, alloc_zero), "init e");
+	e.proj_map = NULL;
+	cp_grab_add_dense(&e, 0, 0, x, d, 1.0);
+	CHECK(memcmp(a.sums, e.sums, sizeof(double) * k) == 0, "table and hash add the same sums");
+	CHECK(cp_grab_acc_init(&e, 1, 5 * 1000 * 1000, 64, 42, alloc_zero), "init wide");
+	CHECK(e.proj_nnz > 0 && e.proj_map == NULL,
+		  "5M weights project without a table (it would take 20 MB)");
+
 	/* a sparse add of every other coordinate equals the dense add of those */
 	memset(y, 0, sizeof(double) * d);
 	for (int j = 0; j < d; j += 2)
@@ -632,10 +643,16 @@ test_sizes(void)
 
 	/* the engine's default sizes fit: exact sums */
 	CHECK(cp_grab_choose_dim(2500, 21, 64 * 1024 * 1024) == 21, "2500 x 21 exact");
-	/* Fashion-MNIST softmax: 1500 blocks x 7850 weights = 94 MB > 64 MB */
-	CHECK(cp_grab_choose_dim(1500, 7850, 64 * 1024 * 1024) ==
-		  (int32) ((64 * 1024 * 1024 / 1500 - 8) / 8),
+	/*
+	 * Fashion-MNIST softmax: 1500 blocks x 7850 weights = 94 MB > 64 MB:
+	 * projected, to at most CP_GRAB_MAX_PROJ_DIM; with less room, as wide as
+	 * fits
+	 */
+	CHECK(cp_grab_choose_dim(1500, 7850, 64 * 1024 * 1024) == CP_GRAB_MAX_PROJ_DIM,
 		  "projected to %d", cp_grab_choose_dim(1500, 7850, 64 * 1024 * 1024));
+	CHECK(cp_grab_choose_dim(30000, 7850, 64 * 1024 * 1024) ==
+		  (int32) ((64 * 1024 * 1024 / 30000 - 8) / 8),
+		  "30000 blocks: projected to %d", cp_grab_choose_dim(30000, 7850, 64 * 1024 * 1024));
 	CHECK(cp_grab_choose_dim(1000000, 7850, 64 * 1024 * 1024) == -1,
 		  "too many blocks for the budget");
 	CHECK(cp_grab_choose_dim(PG_INT64_MAX, 7850, 64 * 1024 * 1024) == -1,

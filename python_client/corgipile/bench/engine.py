@@ -39,6 +39,8 @@ def _train(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle: str,
         "learning_rate": cfg.learning_rate, "decay": cfg.decay, "max_epoch_num": cfg.epochs,
         "l2": cfg.l2, "buffer_size": cfg.buffer_size, "seed": cfg.seed,
         "double_buffer": cfg.double_buffer,
+        # raw features, as every baseline of the benchmark reads them
+        "standardize": "off",
     }
     if cfg.block_size is not None:
         params["block_size"] = cfg.block_size

@@ -29,6 +29,7 @@ from datagen import accuracy, linear_task, load_table, weights
 
 
 def engine_train(conn, table, model, name, **params):
+    params.setdefault("standardize", "off")  # the baseline reads raw features
     args = ", ".join(f"{k} => %({k})s" for k in params)
     return conn.execute(
         f"SELECT epoch, loss, score FROM corgipile.train(%(t)s, %(m)s, model_name => %(n)s, {args})",

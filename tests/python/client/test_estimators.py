@@ -80,8 +80,8 @@ def test_classifier_on_a_table(client, points, conn, dsn):
     # the same training through the client gives bit-identical weights
     stored = client.train("points", "svm", model_name="ref", max_epoch_num=5, seed=1,
                           learning_rate=0.05)
-    assert np.array_equal(clf.coef_[0], stored.weights[:-1])
-    assert clf.intercept_[0] == stored.weights[-1]
+    assert np.array_equal(clf.coef_[0], stored.coef[0])
+    assert clf.intercept_[0] == stored.intercept[0]
     # in the database (the model re-created in a rolled-back transaction)...
     pred = clf.predict("heldout")
     expected = [r[0] for r in conn.execute(
@@ -236,7 +236,8 @@ def test_softmax_with_integer_and_text_classes(client, conn, dsn):
 def test_binary_text_labels_on_arrays_and_probabilities(dsn, conn):
     x, y = linear_task(600, 4, seed=5)
     words = np.where(y > 0, "yes", "no")
-    clf = corgipile.SGDClassifier(dsn, loss="log_loss", max_epoch_num=5, seed=1)
+    clf = corgipile.SGDClassifier(dsn, loss="log_loss", max_epoch_num=5, seed=1,
+                                  standardize="off")
     clf.fit(x[:500], words[:500])
     assert list(clf.classes_) == ["no", "yes"] and clf.model_.model == "logistic"
     pred = clf.predict(x[500:])
@@ -333,25 +334,10 @@ def test_accuracy_matches_scikit_learn(dsn):
 
 # -- scikit-learn's estimator checks -----------------------------------------------------
 
-# the checks that cannot pass, and why
-_DIVERGES = ("make_regression's unscaled targets (hundreds) make the engine's SGD diverge "
-             "at its default learning_rate=0.1; the engine stops with an error. Issue 13 "
-             "section 1 (standardize in the engine) is the fix")
-
-
-_ONE_SAMPLE = ("one row of 3 * uniform(10): at learning_rate=0.1, lr * |x|^2 is about 3, "
-               "above SGD's stability limit of 2, so the loss grows every epoch and the "
-               "engine's divergence check (issue 13 section 2) stops with an error. With "
-               "standardize (issue 13 section 1) the single row is constant and the check "
-               "passes, as the three above (verified on a merge with h-m's branch)")
-
-
 def _expected_failures(estimator):
-    if isinstance(estimator, corgipile.SGDRegressor):
-        return {"check_fit_idempotent": _DIVERGES,
-                "check_fit_check_is_fitted": _DIVERGES,
-                "check_n_features_in": _DIVERGES,
-                "check_fit2d_1sample": _ONE_SAMPLE}
+    """The checks that cannot pass, and why: none since the engine
+    standardizes features (issue 13 section 1). Before, four regressor
+    checks on unscaled data diverged at the default learning_rate."""
     return {}
 
 

@@ -1,14 +1,14 @@
 -- Prediction from stored models, in the training table's label convention.
 SET corgipile.progress = off;
-SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'p_svm',
+SELECT count(*) FROM corgipile.train('points', 'svm', standardize => 'off', model_name => 'p_svm',
                                      max_epoch_num => 5, seed => 11);
-SELECT count(*) FROM corgipile.train('points01', 'logistic', model_name => 'p_lr01',
+SELECT count(*) FROM corgipile.train('points01', 'logistic', standardize => 'off', model_name => 'p_lr01',
                                      max_epoch_num => 5, seed => 11);
-SELECT count(*) FROM corgipile.train('points_bool', 'svm', model_name => 'p_bool',
+SELECT count(*) FROM corgipile.train('points_bool', 'svm', standardize => 'off', model_name => 'p_bool',
                                      max_epoch_num => 5, seed => 11);
-SELECT count(*) FROM corgipile.train('points_cols', 'svm', model_name => 'p_cols',
+SELECT count(*) FROM corgipile.train('points_cols', 'svm', standardize => 'off', model_name => 'p_cols',
                                      features => 'x1,x2', max_epoch_num => 5, seed => 11);
-SELECT count(*) FROM corgipile.train('points_sparse', 'svm', model_name => 'p_sparse',
+SELECT count(*) FROM corgipile.train('points_sparse', 'svm', standardize => 'off', model_name => 'p_sparse',
                                      features => 'vals', feature_indices => 'idx',
                                      max_epoch_num => 5, seed => 11);
 

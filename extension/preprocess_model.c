@@ -1,0 +1,492 @@
+/*-------------------------------------------------------------------------
+ *
+ * preprocess_model.c
+ *	  A model's preprocessing: one-hot encoding of category columns, the
+ *	  standardizing transform, and their JSON form in
+ *	  corgipile.model_store.preprocess (docs/preprocessing.md).
+ *
+ * The stored form is data like every other column of a model row: whoever
+ * wrote it (corgipile.import_model() takes user rows), reading it back
+ * validates every field, and a damaged one is an ERROR naming the model and
+ * the column, never a wrong prediction.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+
+#include "layout.h"
+#include "preprocess_model.h"
+
+/* the core's allocator callback: zeroed memory of the current context */
+void *
+cp_prep_palloc0(Size size)
+{
+	return MemoryContextAllocExtended(CurrentMemoryContext, size,
+									  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+}
+
+/* Columns one-hot encoded when named in features. */
+bool
+cp_prep_is_category_type(Oid type)
+{
+	return type == TEXTOID || type == VARCHAROID || type == BOOLOID;
+}
+
+bool
+cp_prep_has_onehot(const CpPrep *prep)
+{
+	if (prep == NULL)
+		return false;
+	for (int i = 0; i < prep->n_columns; i++)
+		if (prep->columns[i].onehot)
+			return true;
+	return false;
+}
+
+/*
+ * The bytes a category value is known by: a boolean's text output, a
+ * string's bytes (detoasted in the current memory context).
+ */
+const char *
+cp_prep_category_bytes(Datum d, Oid type, int32 *len)
+{
+	if (type == BOOLOID)
+	{
+		const char *s = DatumGetBool(d) ? CP_PREP_TRUE : CP_PREP_FALSE;
+
+		*len = (int32) strlen(s);
+		return s;
+	}
+	else
+	{
+		text	   *t = DatumGetTextPP(d);
+
+		*len = (int32) VARSIZE_ANY_EXHDR(t);
+		return VARDATA_ANY(t);
+	}
+}
+
+/*
+ * Write a category column's indicators at x (col->width of them): all 0,
+ * and a 1 at the value's code.  NULL and values the dictionary does not
+ * know stay all zeros and count in *unseen.
+ */
+void
+cp_prep_encode_column(const CpPrepColumn *col, Datum d, bool isnull, Oid type,
+					  double *x, int64 *unseen)
+{
+	int32		len;
+	const char *s;
+	int32		code;
+
+	memset(x, 0, sizeof(double) * col->width);
+	if (isnull)
+	{
+		(*unseen)++;
+		return;
+	}
+	s = cp_prep_category_bytes(d, type, &len);
+	code = cp_prep_dict_code(col->dict, s, len);
+	if (code == CP_PREP_NO_CODE)
+		(*unseen)++;
+	else
+		x[code] = 1.0;
+}
+
+/* ---------------------------------------------------------------------
+ * Writing the JSON
+ * ---------------------------------------------------------------------
+ */
+
+static void
+json_double(StringInfo buf, double v)
+{
+	char		num[DOUBLE_SHORTEST_DECIMAL_LEN];
+
+	/* the shortest text that reads back as the same double */
+	double_to_shortest_decimal_buf(v, num);
+	appendStringInfoString(buf, num);
+}
+
+static void
+json_doubles(StringInfo buf, const double *v, int32 n)
+{
+	appendStringInfoChar(buf, '[');
+	for (int32 j = 0; j < n; j++)
+	{
+		if (j > 0)
+			appendStringInfoString(buf, ", ");
+		json_double(buf, v[j]);
+	}
+	appendStringInfoChar(buf, ']');
+}
+
+/*
+ * The preprocess jsonb of a trained model (shape in docs/preprocessing.md).
+ * Means and stds use the shortest exact float8 output, so the transform
+ * rebuilt from them is bit-identical to training's.
+ */
+void
+cp_prep_to_json(const CpPrep *prep, StringInfo buf, List *feature_names,
+				CpFeatureMode mode)
+{
+	bool		scaled = prep->transform != NULL;
+
+	appendStringInfo(buf, "{\"version\": 1, \"standardize\": ");
+	escape_json(buf, cp_standardize_name(prep->standardize));
+	appendStringInfoString(buf, ", \"features\": [");
+	if (mode == CP_FEATURES_COLUMNS)
+	{
+		for (int i = 0; i < prep->n_columns; i++)
+		{
+			const CpPrepColumn *col = &prep->columns[i];
+
+			if (i > 0)
+				appendStringInfoString(buf, ", ");
+			appendStringInfoString(buf, "{\"name\": ");
+			escape_json(buf, col->name);
+			if (col->onehot)
+			{
+				appendStringInfoString(buf, ", \"kind\": \"onehot\", \"categories\": [");
+				for (int32 c = 0; c < col->width; c++)
+				{
+					int32		len;
+					const char *s = cp_prep_dict_value(col->dict, c, &len);
+
+					if (c > 0)
+						appendStringInfoString(buf, ", ");
+					escape_json(buf, pnstrdup(s, len));
+				}
+				appendStringInfoChar(buf, ']');
+			}
+			else
+			{
+				appendStringInfoString(buf, ", \"kind\": \"number\"");
+				if (scaled)
+				{
+					appendStringInfoString(buf, ", \"mean\": ");
+					json_double(buf, prep->means[col->offset]);
+					appendStringInfoString(buf, ", \"std\": ");
+					json_double(buf, prep->stds[col->offset]);
+				}
+			}
+			appendStringInfoChar(buf, '}');
+		}
+	}
+	else
+	{
+		appendStringInfoString(buf, "{\"name\": ");
+		escape_json(buf, linitial(feature_names));
+		appendStringInfo(buf, ", \"kind\": \"%s\"",
+						 mode == CP_FEATURES_SPARSE ? "sparse" : "array");
+		if (scaled)
+		{
+			appendStringInfoString(buf, ", \"mean\": ");
+			json_doubles(buf, prep->means, prep->n_features);
+			appendStringInfoString(buf, ", \"std\": ");
+			json_doubles(buf, prep->stds, prep->n_features);
+		}
+		appendStringInfoChar(buf, '}');
+	}
+	appendStringInfo(buf, "], \"n_model_features\": %d, \"constant_features\": %d, \"rows\": " INT64_FORMAT "}",
+					 prep->n_features, prep->n_constant, prep->n_rows);
+}
+
+/*
+ * The weights in the features' original units, one block per output
+ * (cp_prep_weights_to_original); a copy of w when nothing is scaled.
+ */
+double *
+cp_prep_original_weights(const CpPrep *prep, const double *w, int32 n_outputs)
+{
+	Size		n = mul_size((Size) prep->n_features + 1, n_outputs);
+	double	   *out = palloc_array(double, n);
+
+	if (prep->transform == NULL)
+		memcpy(out, w, sizeof(double) * n);
+	else
+		cp_prep_weights_to_original(prep->transform, w, out, n_outputs);
+	return out;
+}
+
+/* ---------------------------------------------------------------------
+ * Reading and validating the JSON
+ * ---------------------------------------------------------------------
+ */
+
+#define damaged(model_name, ...) \
+	ereport(ERROR, \
+			(errcode(ERRCODE_DATA_CORRUPTED), \
+			 errmsg("model \"%s\" is damaged: column preprocess is invalid", (model_name)), \
+			 errdetail(__VA_ARGS__), \
+			 errhint("Drop the model with corgipile.drop_model() and train it again.")))
+
+static JsonbValue *
+get_key(JsonbContainer *obj, const char *key)
+{
+	return getKeyJsonValueFromContainer(obj, key, strlen(key), NULL);
+}
+
+static char *
+get_string(JsonbContainer *obj, const char *key, const char *model_name,
+		   const char *where)
+{
+	JsonbValue *v = get_key(obj, key);
+
+	if (v == NULL || v->type != jbvString)
+		damaged(model_name, "%s has no string \"%s\".", where, key);
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static double
+value_double(const JsonbValue *v, const char *model_name, const char *what)
+{
+	double		d;
+
+	if (v == NULL || v->type != jbvNumeric)
+		damaged(model_name, "%s is not a number.", what);
+	d = DatumGetFloat8(DirectFunctionCall1(numeric_float8,
+										   NumericGetDatum(v->val.numeric)));
+	if (!isfinite(d))
+		damaged(model_name, "%s is not a finite number.", what);
+	return d;
+}
+
+/* The elements of a JSON array (nested containers as jbvBinary). */
+static JsonbValue *
+array_elements(const JsonbValue *v, const char *model_name, const char *what,
+			   int *n)
+{
+	JsonbIterator *it;
+	JsonbValue	elem;
+	JsonbIteratorToken tok;
+	JsonbValue *out;
+	int			count;
+	int			i = 0;
+
+	if (v == NULL || v->type != jbvBinary ||
+		!JsonContainerIsArray(v->val.binary.data) ||
+		JsonContainerIsScalar(v->val.binary.data))
+		damaged(model_name, "%s is not a JSON array.", what);
+	count = JsonContainerSize(v->val.binary.data);
+	out = palloc_array(JsonbValue, Max(count, 1));
+	it = JsonbIteratorInit(v->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &elem, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		if (i >= count)
+			damaged(model_name, "%s has more elements than it says.", what);
+		out[i++] = elem;
+	}
+	*n = i;
+	return out;
+}
+
+static JsonbContainer *
+value_object(const JsonbValue *v, const char *model_name, const char *what)
+{
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+		damaged(model_name, "%s is not a JSON object.", what);
+	return v->val.binary.data;
+}
+
+/* mean and std of a number column, or of each element of an array */
+static void
+read_moments(CpPrep *prep, JsonbContainer *f, int32 at, int32 n,
+			 bool arrays, const char *model_name, const char *name)
+{
+	JsonbValue *mv = get_key(f, "mean");
+	JsonbValue *sv = get_key(f, "std");
+	JsonbValue *means = mv;
+	JsonbValue *stds = sv;
+	int			n_means = 1;
+	int			n_stds = 1;
+
+	if (arrays)
+	{
+		means = array_elements(mv, model_name, psprintf("The mean of \"%s\"", name), &n_means);
+		stds = array_elements(sv, model_name, psprintf("The std of \"%s\"", name), &n_stds);
+	}
+	if (n_means != n || n_stds != n)
+		damaged(model_name, "Feature \"%s\" has %d means and %d stds for %d features.",
+				name, n_means, n_stds, n);
+	for (int32 j = 0; j < n; j++)
+	{
+		double		mean = value_double(&means[j], model_name,
+										psprintf("A mean of \"%s\"", name));
+		double		std = value_double(&stds[j], model_name,
+									   psprintf("A std of \"%s\"", name));
+
+		if (std < 0.0)
+			damaged(model_name, "A std of \"%s\" is negative.", name);
+		prep->means[at + j] = mean;
+		prep->stds[at + j] = std;
+		cp_prep_transform_set(prep->transform, at + j, mean, std);
+	}
+}
+
+/* A onehot column's dictionary, rebuilt so that code i is categories[i]. */
+static void
+read_categories(CpPrepColumn *col, JsonbContainer *f, const char *model_name)
+{
+	JsonbValue *cats;
+	int			n;
+
+	cats = array_elements(get_key(f, "categories"), model_name,
+						  psprintf("The categories of \"%s\"", col->name), &n);
+	if (n < 1 || n > CP_PREP_MAX_CATEGORIES)
+		damaged(model_name, "Column \"%s\" has %d categories; expected 1 to %d.",
+				col->name, n, CP_PREP_MAX_CATEGORIES);
+	col->dict = palloc0(sizeof(CpPrepDict));
+	if (!cp_prep_dict_init(col->dict, n, cp_prep_palloc0))
+		elog(ERROR, "corgipile: could not size a dictionary of %d categories", n);
+	for (int i = 0; i < n; i++)
+	{
+		if (cats[i].type != jbvString)
+			damaged(model_name, "Category %d of \"%s\" is not a string.", i + 1, col->name);
+		if (cp_prep_dict_add(col->dict, cats[i].val.string.val,
+							 cats[i].val.string.len) != CP_PREP_DICT_ADDED)
+			damaged(model_name, "Category %d of \"%s\" repeats an earlier one.", i + 1, col->name);
+	}
+	cp_prep_dict_finish(col->dict);
+	/* codes are positions only if the list is in bytewise order */
+	for (int i = 0; i < n; i++)
+		if (cp_prep_dict_code(col->dict, cats[i].val.string.val,
+							  cats[i].val.string.len) != i)
+			damaged(model_name, "The categories of \"%s\" are not in byte order.", col->name);
+	col->width = n;
+}
+
+/*
+ * The preprocessing stored with a model, validated against what the rest
+ * of its row says (the model's dimension, its feature columns, its
+ * layout).  Allocated in the current memory context.
+ */
+CpPrep *
+cp_prep_from_jsonb(Jsonb *jb, const char *model_name, int32 n_features,
+				   List *feature_names, CpFeatureMode mode)
+{
+	JsonbContainer *root = &jb->root;
+	CpPrep	   *prep = palloc0(sizeof(CpPrep));
+	JsonbValue *v;
+	JsonbValue *feats;
+	char	   *standardize;
+	int			n_feats;
+	int32		at = 0;
+
+	if (!JsonContainerIsObject(root))
+		damaged(model_name, "It is not a JSON object.");
+	v = get_key(root, "version");
+	if (value_double(v, model_name, "version") != 1.0)
+		damaged(model_name, "Its version is not 1.");
+	standardize = get_string(root, "standardize", model_name, "It");
+	if (strcmp(standardize, "on") == 0)
+		prep->standardize = CP_STANDARDIZE_ON;
+	else if (strcmp(standardize, "scale_only") == 0)
+		prep->standardize = CP_STANDARDIZE_SCALE_ONLY;
+	else if (strcmp(standardize, "off") == 0)
+		prep->standardize = CP_STANDARDIZE_OFF;
+	else
+		damaged(model_name, "standardize \"%s\" is not on, scale_only or off.", standardize);
+	if (mode == CP_FEATURES_SPARSE && prep->standardize == CP_STANDARDIZE_ON)
+		damaged(model_name, "A sparse model cannot be centred.");
+	if (value_double(get_key(root, "n_model_features"), model_name,
+					 "n_model_features") != (double) n_features)
+		damaged(model_name, "n_model_features is not the model's n_features %d.", n_features);
+	prep->n_features = n_features;
+	if (prep->standardize != CP_STANDARDIZE_OFF)
+	{
+		prep->transform = palloc0(sizeof(CpPrepTransform));
+		if (!cp_prep_transform_init(prep->transform, n_features,
+									prep->standardize == CP_STANDARDIZE_ON,
+									cp_prep_palloc0))
+			elog(ERROR, "corgipile: could not size the transform of %d features", n_features);
+		prep->means = palloc0_array(double, n_features);
+		prep->stds = palloc0_array(double, n_features);
+	}
+
+	feats = array_elements(get_key(root, "features"), model_name, "features", &n_feats);
+	if (n_feats != list_length(feature_names))
+		damaged(model_name, "It describes %d features; the model has %d feature columns.",
+				n_feats, list_length(feature_names));
+	if (mode == CP_FEATURES_COLUMNS)
+	{
+		prep->n_columns = n_feats;
+		prep->columns = palloc0_array(CpPrepColumn, n_feats);
+	}
+	for (int i = 0; i < n_feats; i++)
+	{
+		JsonbContainer *f = value_object(&feats[i], model_name, "A feature");
+		char	   *name = get_string(f, "name", model_name, "A feature");
+		char	   *kind = get_string(f, "kind", model_name, "A feature");
+
+		if (strcmp(name, list_nth(feature_names, i)) != 0)
+			damaged(model_name, "Feature %d is \"%s\"; the model's feature column %d is \"%s\".",
+					i + 1, name, i + 1, (char *) list_nth(feature_names, i));
+		if (mode != CP_FEATURES_COLUMNS)
+		{
+			const char *want = mode == CP_FEATURES_SPARSE ? "sparse" : "array";
+
+			if (strcmp(kind, want) != 0)
+				damaged(model_name, "Feature \"%s\" has kind \"%s\"; the model's layout needs \"%s\".",
+						name, kind, want);
+			if (prep->transform)
+				read_moments(prep, f, 0, n_features, true, model_name, name);
+			at = n_features;
+			continue;
+		}
+		prep->columns[i].name = name;
+		prep->columns[i].offset = at;
+		if (strcmp(kind, "number") == 0)
+		{
+			prep->columns[i].width = 1;
+			if (at >= n_features)
+				damaged(model_name, "The features need more than n_features %d positions.", n_features);
+			if (prep->transform)
+				read_moments(prep, f, at, 1, false, model_name, name);
+		}
+		else if (strcmp(kind, "onehot") == 0)
+		{
+			prep->columns[i].onehot = true;
+			read_categories(&prep->columns[i], f, model_name);
+			if (prep->columns[i].width > n_features - at)
+				damaged(model_name, "The features need more than n_features %d positions.", n_features);
+		}
+		else
+			damaged(model_name, "Feature \"%s\" has kind \"%s\"; expected number or onehot.",
+					name, kind);
+		at += prep->columns[i].width;
+	}
+	if (at != n_features)
+		damaged(model_name, "The features fill %d positions; the model has %d.", at, n_features);
+	/* figures for information, kept through a warm start */
+	v = get_key(root, "constant_features");
+	if (v != NULL)
+	{
+		double		c = value_double(v, model_name, "constant_features");
+
+		if (c < 0 || c > n_features || c != floor(c))
+			damaged(model_name, "constant_features is not a count of features.");
+		prep->n_constant = (int32) c;
+	}
+	v = get_key(root, "rows");
+	if (v != NULL)
+	{
+		double		r = value_double(v, model_name, "rows");
+
+		if (r < 0 || r > (double) PG_INT64_MAX || r != floor(r))
+			damaged(model_name, "rows is not a count of rows.");
+		prep->n_rows = (int64) r;
+	}
+	return prep;
+}

@@ -1,0 +1,71 @@
+/*-------------------------------------------------------------------------
+ *
+ * preprocess_model.h
+ *	  The preprocessing a model carries (issue 13 §1): which feature
+ *	  columns are one-hot encoded and with which dictionary, where each
+ *	  column lands in the model's feature vector, and the standardizing
+ *	  transform.  Learnt by a first pass over the table before epoch 1
+ *	  (preprocess_pass.c), stored as the model's preprocess jsonb, rebuilt
+ *	  from it for predict*() and evaluate().  The arithmetic is the plain-C
+ *	  core's (core/preprocess.h); this is the server-side glue.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_PREPROCESS_MODEL_H
+#define CORGIPILE_PREPROCESS_MODEL_H
+
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "utils/jsonb.h"
+
+#include "core/preprocess.h"
+#include "layout.h"
+#include "params.h"
+
+/* One feature column of the columns layout. */
+typedef struct CpPrepColumn
+{
+	char	   *name;
+	bool		onehot;			/* a text, varchar or boolean column */
+	CpPrepDict *dict;			/* onehot: its categories */
+	int32		offset;			/* its first position in the model's vector */
+	int32		width;			/* 1, or the number of categories */
+} CpPrepColumn;
+
+struct CpPrep
+{
+	CpStandardize standardize;	/* resolved: ON, SCALE_ONLY or OFF */
+	int32		n_columns;		/* columns layout: one per feature column;
+								 * 0 for the array and sparse layouts */
+	CpPrepColumn *columns;
+	int32		n_features;		/* the model's dimension */
+	CpPrepTransform *transform; /* NULL when standardize is off */
+	double	   *means;			/* n_features, what is stored; NULL if off */
+	double	   *stds;
+	int32		n_constant;		/* constant numeric columns (std 0) */
+	int64		n_rows;			/* rows the statistics were learnt from */
+};
+
+/* a boolean column's categories, as its text output */
+#define CP_PREP_FALSE "false"
+#define CP_PREP_TRUE "true"
+
+extern bool cp_prep_is_category_type(Oid type);
+extern void *cp_prep_palloc0(Size size);
+extern const char *cp_prep_category_bytes(Datum d, Oid type, int32 *len);
+extern bool cp_prep_has_onehot(const CpPrep *prep);
+extern void cp_prep_encode_column(const CpPrepColumn *col, Datum d, bool isnull,
+								  Oid type, double *x, int64 *unseen);
+extern CpPrep *cp_prep_from_jsonb(Jsonb *jb, const char *model_name,
+								  int32 n_features, List *feature_names,
+								  CpFeatureMode mode);
+extern void cp_prep_to_json(const CpPrep *prep, StringInfo buf,
+							List *feature_names, CpFeatureMode mode);
+extern void cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
+							   const CpTrainParams *p, uint64 seed,
+							   MemoryContext cxt);
+extern double *cp_prep_original_weights(const CpPrep *prep, const double *w,
+										int32 n_outputs);
+
+#endif							/* CORGIPILE_PREPROCESS_MODEL_H */

@@ -1,0 +1,772 @@
+/*-------------------------------------------------------------------------
+ *
+ * preprocess_pass.c
+ *	  The first pass before epoch 1 (issue 13 §1, docs/preprocessing.md):
+ *	  one sequential read of the table that learns what the weights' shape
+ *	  and the features' encoding need before the first gradient step.
+ *
+ *	  - per-feature mean and standard deviation (dense) or scale (sparse),
+ *	    when standardize is not off;
+ *	  - the one-hot dictionary of each text or boolean feature column;
+ *	  - the class set of softmax, and the two values of a binary
+ *	    classifier's text label;
+ *	  - the sparse dimension when n_features is not given.
+ *
+ * It replaces the SELECT DISTINCT label / max(index) queries of earlier
+ * versions, so a training needs at most this one extra read, and none at
+ * all when there is nothing to learn (standardize => 'off', numbers only,
+ * a numeric label, a known dimension): then every value and weight is
+ * what 0.2.0 computed, bit for bit.
+ *
+ * Rows are read in physical order (the order does not matter to any of
+ * these, and sequential reading is fastest).  Rows that validation => 'N%'
+ * holds out are left out of the statistics and dictionaries, so the
+ * held-out score does not see them; the class and label sets, which are
+ * the label's domain rather than a feature statistic, come from every row
+ * with a label, as the DISTINCT query did.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/tableam.h"
+#include "catalog/pg_type.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "datum_convert.h"
+#include "models.h"
+#include "preprocess_model.h"
+
+typedef struct PassState
+{
+	CpLayout   *lo;
+	const CpTrainParams *p;
+	MemoryContext cxt;			/* what the pass learns lives here, not in
+								 * the per-row context */
+	CpStandardize standardize;
+	bool		want_stats;
+	bool		want_dicts;
+	bool		want_classes;
+	bool		want_dim;
+	CpPrepDict *classes;		/* softmax: every label's text */
+	CpPrepDict *labels;			/* a binary classifier's text label */
+	CpPrepDict **dicts;			/* per column, category columns only */
+	int		   *numeric_index;	/* per column: its statistics slot, or -1 */
+	int			n_numeric;
+	CpPrepStats stats;
+	bool		stats_ready;
+	bool		stats_too_big;	/* a dimension no model can have */
+	double	   *row;			/* a row of numbers */
+	int32	   *idx;			/* a sparse row's indices */
+	int			row_cap;
+	int64		max_index;		/* sparse: the largest index seen, or -1 */
+	uint64		dict_bytes;		/* bytes of all learnt category strings */
+	uint64		byte_budget;	/* work_mem */
+	int64		n_rows;			/* rows the statistics saw */
+} PassState;
+
+/* What cp_prep_dict_init allocates for max_categories, before any value. */
+static uint64
+dict_table_bytes(int32 max_categories)
+{
+	uint64		slots = 4;
+
+	while (slots < 2 * (uint64) max_categories)
+		slots <<= 1;
+	return slots * sizeof(int32) +
+		(uint64) max_categories * (sizeof(CpPrepDictEntry) + sizeof(int32));
+}
+
+/* auto is on for dense features, scale_only for sparse ones */
+static CpStandardize
+resolve_standardize(const CpLayout *lo, CpStandardize s)
+{
+	bool		sparse = lo->mode == CP_FEATURES_SPARSE;
+
+	if (s == CP_STANDARDIZE_AUTO)
+		return sparse ? CP_STANDARDIZE_SCALE_ONLY : CP_STANDARDIZE_ON;
+	if (s == CP_STANDARDIZE_ON && sparse)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: standardize => 'on' would centre the sparse features of \"%s\" and make every row dense",
+						lo->relname),
+				 errhint("Use standardize => 'scale_only' (the default for sparse features) or 'off'.")));
+	return s;
+}
+
+static void
+ensure_row(PassState *ps, int n)
+{
+	MemoryContext old;
+
+	if (n <= ps->row_cap)
+		return;
+	old = MemoryContextSwitchTo(ps->cxt);
+	n = Max(n, ps->row_cap * 2);
+	if (ps->row == NULL)
+	{
+		ps->row = MemoryContextAllocHuge(CurrentMemoryContext, mul_size(sizeof(double), n));
+		ps->idx = MemoryContextAllocHuge(CurrentMemoryContext, mul_size(sizeof(int32), n));
+	}
+	else
+	{
+		ps->row = repalloc_huge(ps->row, mul_size(sizeof(double), n));
+		ps->idx = repalloc_huge(ps->idx, mul_size(sizeof(int32), n));
+	}
+	ps->row_cap = n;
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Statistics over n features; for sparse rows without a known dimension
+ * they grow with the largest index, keeping what was learnt (a feature
+ * not seen yet has count, mean and m2 zero, which is its true state).
+ */
+static void
+ensure_stats(PassState *ps, int64 n)
+{
+	CpPrepStats old = ps->stats;
+	MemoryContext oldcxt;
+
+	if ((ps->stats_ready && n <= ps->stats.n_features) || ps->stats_too_big)
+		return;
+	oldcxt = MemoryContextSwitchTo(ps->cxt);
+	/*
+	 * A dimension whose weights cannot be one array value: the model's size
+	 * check refuses it after the pass, with its own message; learn nothing
+	 * more for it rather than allocate statistics that size.
+	 */
+	if (n >= (int64) (MaxAllocSize / sizeof(double)))
+	{
+		ps->stats_too_big = true;
+		return;
+	}
+	/* grow by half again at least, so rising indices cost little */
+	if (ps->stats_ready)
+		n = Min(Max(n, (int64) ps->stats.n_features + ps->stats.n_features / 2),
+				(int64) (MaxAllocSize / sizeof(double)) - 1);
+	if (!cp_prep_stats_init(&ps->stats, (int32) n, false, cp_prep_palloc0))
+		elog(ERROR, "corgipile: could not size the statistics of %lld features",
+			 (long long) n);
+	if (ps->stats_ready)
+	{
+		memcpy(ps->stats.count, old.count, sizeof(int64) * old.n_features);
+		memcpy(ps->stats.mean, old.mean, sizeof(double) * old.n_features);
+		memcpy(ps->stats.m2, old.m2, sizeof(double) * old.n_features);
+		ps->stats.n_rows = old.n_rows;
+		pfree(old.count);
+		pfree(old.mean);
+		pfree(old.m2);
+	}
+	ps->stats_ready = true;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/* Learn a value of a text or boolean feature column. */
+static void
+learn_category(PassState *ps, int i, Datum d)
+{
+	CpLayout   *lo = ps->lo;
+	CpPrepDict *dict = ps->dicts[i];
+	int32		len;
+	const char *s = cp_prep_category_bytes(d, lo->column_types[i], &len);
+	uint64		before = dict->total_bytes;
+	MemoryContext old = MemoryContextSwitchTo(ps->cxt);
+	CpPrepDictStatus st = cp_prep_dict_add(dict, s, len);
+
+	MemoryContextSwitchTo(old);
+	switch (st)
+	{
+		case CP_PREP_DICT_FOUND:
+			return;
+		case CP_PREP_DICT_ADDED:
+			break;
+		case CP_PREP_DICT_FULL:
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("column \"%s\" of relation \"%s\" has more than %d distinct values",
+							(char *) list_nth(lo->feature_names, i), lo->relname,
+							dict->max_categories),
+					 errhint("Raise max_categories, or leave the column out of features.")));
+			break;
+		case CP_PREP_DICT_NO_MEMORY:
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory learning the categories of column \"%s\"",
+							(char *) list_nth(lo->feature_names, i))));
+			break;
+	}
+	ps->dict_bytes += dict->total_bytes - before;
+	if (ps->dict_bytes > ps->byte_budget)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the categories of column \"%s\" of relation \"%s\" take more than work_mem (%d kB)",
+						(char *) list_nth(lo->feature_names, i), lo->relname, work_mem),
+				 errdetail("%d distinct values so far.", dict->n_entries),
+				 errhint("Leave the column out of features, or raise work_mem.")));
+}
+
+/* Learn a label's text: softmax's classes, or a binary text label. */
+static void
+learn_label(PassState *ps, Datum d, const CpRowContext *where)
+{
+	CpLayout   *lo = ps->lo;
+	char	   *s;
+	int32		len;
+	CpPrepDict *dict = ps->want_classes ? ps->classes : ps->labels;
+	MemoryContext old;
+	CpPrepDictStatus st;
+
+	if (lo->label_type == TEXTOID || lo->label_type == VARCHAROID)
+	{
+		text	   *t = DatumGetTextPP(d);
+
+		/* the dictionary copies what it learns: no copy needed here */
+		len = VARSIZE_ANY_EXHDR(t);
+		s = VARDATA_ANY(t);
+	}
+	else
+	{
+		if (lo->label_type == BOOLOID)
+			s = DatumGetBool(d) ? CP_PREP_TRUE : CP_PREP_FALSE;
+		else
+			s = psprintf(INT64_FORMAT, cp_datum_to_int64(d, lo->label_type));
+		len = (int32) strlen(s);
+	}
+	old = MemoryContextSwitchTo(ps->cxt);
+	st = cp_prep_dict_add(dict, s, len);
+	MemoryContextSwitchTo(old);
+	switch (st)
+	{
+		case CP_PREP_DICT_FOUND:
+			return;
+		case CP_PREP_DICT_ADDED:
+			/* as the category dictionaries: the labels' text within work_mem */
+			if (dict->total_bytes > ps->byte_budget)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("the values of label column \"%s\" of relation \"%s\" take more than work_mem (%d kB)",
+								lo->label_name, lo->relname, work_mem),
+						 errdetail("%d distinct values so far.", dict->n_entries),
+						 errhint("Use shorter labels, or raise work_mem.")));
+			return;
+		case CP_PREP_DICT_FULL:
+			if (dict == ps->labels)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_EXCEPTION),
+						 errmsg("label column \"%s\" of relation \"%s\" has more than two distinct values; a %s model has two classes",
+								lo->label_name, lo->relname, cp_model_kind_name(lo->model)),
+						 errdetail("\"%s\" in %s is a third value.", pnstrdup(s, len),
+								   cp_row_description(where)),
+						 errhint("Use model 'softmax' for more than two classes.")));
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("label column \"%s\" of \"%s\" has more than %d distinct values",
+							lo->label_name, lo->relname, CP_MAX_CLASSES),
+					 errhint("A softmax model takes a label with few classes; use 'linear' for a continuous one.")));
+			break;
+		case CP_PREP_DICT_NO_MEMORY:
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory learning the labels of \"%s\"", lo->relname)));
+	}
+}
+
+/*
+ * The largest index of a sparse row's index array, or false when the row
+ * has an index training would refuse (NULL, negative, not below limit):
+ * training reports that, with the row, when it reads it, so the pass
+ * fails no earlier and with no other message than before.
+ */
+static bool
+largest_index(ArrayType *idx, int n, int64 limit, int64 *top)
+{
+	const char *p = ARR_DATA_PTR(idx);
+	int64		lo = 0;
+	int64		hi = -1;
+
+	if (array_contains_nulls(idx))
+		return false;
+#define SCAN(type) \
+	for (int k = 0; k < n; k++) \
+	{ \
+		int64		v = ((const type *) p)[k]; \
+		lo = Min(lo, v); \
+		hi = Max(hi, v); \
+	}
+	switch (getBaseType(ARR_ELEMTYPE(idx)))
+	{
+		case INT2OID:
+			SCAN(int16);
+			break;
+		case INT4OID:
+			SCAN(int32);
+			break;
+		case INT8OID:
+			SCAN(int64);
+			break;
+		default:
+			return false;
+	}
+#undef SCAN
+	*top = hi;
+	return lo >= 0 && hi < limit;
+}
+
+/* The largest index of every row, as the max(index) query found it. */
+static void
+learn_indices(PassState *ps, Datum d, const CpRowContext *where)
+{
+	ArrayType  *idx = DatumGetArrayTypeP(d);
+	int			n = cp_array_length(idx, where, "feature_indices");
+	int64		top = -1;
+
+	largest_index(idx, n, PG_INT64_MAX, &top);
+	ps->max_index = Max(ps->max_index, top);
+}
+
+/* The features of one row that training will use, into the statistics. */
+static void
+learn_features(PassState *ps, Datum *vals, bool *isnull,
+			   const CpRowContext *where)
+{
+	CpLayout   *lo = ps->lo;
+
+	switch (lo->mode)
+	{
+		case CP_FEATURES_COLUMNS:
+			for (int i = 0; i < lo->n_columns; i++)
+				if (!(lo->column_onehot && lo->column_onehot[i]) &&
+					isnull[lo->column_attnos[i] - 1])
+					return;
+			for (int i = 0; i < lo->n_columns; i++)
+			{
+				int			a = lo->column_attnos[i] - 1;
+
+				if (lo->column_onehot && lo->column_onehot[i])
+				{
+					if (!isnull[a])
+						learn_category(ps, i, vals[a]);
+				}
+				else if (ps->want_stats)
+				{
+					double		v = cp_datum_to_double(vals[a], lo->column_types[i]);
+
+					cp_check_finite(v, where);
+					ps->row[ps->numeric_index[i]] = v;
+				}
+			}
+			if (ps->want_stats)
+				cp_prep_stats_add_dense(&ps->stats, ps->row);
+			break;
+		case CP_FEATURES_ARRAY:
+			{
+				ArrayType  *arr;
+				int			len;
+
+				if (isnull[lo->values_attno - 1])
+					return;
+				arr = DatumGetArrayTypeP(vals[lo->values_attno - 1]);
+				len = cp_array_length(arr, where, "features");
+				if (!ps->stats_ready)
+				{
+					if (len == 0)
+						ereport(ERROR,
+								(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+								 errmsg("features array in %s is empty",
+										cp_row_description(where))));
+					if (lo->n_features > 0 && len != lo->n_features)
+						return;	/* training reports the ragged row */
+					ensure_stats(ps, len);
+					ensure_row(ps, len);
+				}
+				if (len != ps->stats.n_features)
+					ereport(ERROR,
+							(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+							 errmsg("features array in %s has %d elements; expected %d",
+									cp_row_description(where), len, ps->stats.n_features),
+							 errhint("Every row needs the same number of features; set n_features to say how many.")));
+				if (cp_array_to_doubles(arr, ps->row, len, where))
+					cp_prep_stats_add_dense(&ps->stats, ps->row);
+				break;
+			}
+		case CP_FEATURES_SPARSE:
+			{
+				ArrayType  *idx;
+				ArrayType  *val;
+				int			n;
+				int64		top = -1;
+
+				if (isnull[lo->values_attno - 1] || isnull[lo->indices_attno - 1])
+					return;
+				idx = DatumGetArrayTypeP(vals[lo->indices_attno - 1]);
+				val = DatumGetArrayTypeP(vals[lo->values_attno - 1]);
+				n = cp_array_length(idx, where, "feature_indices");
+				if (n != cp_array_length(val, where, "features"))
+					return;		/* training reports it */
+				if (!largest_index(idx, n, lo->n_features > 0 ? lo->n_features : PG_INT32_MAX,
+								   &top))
+					return;
+				ensure_row(ps, n);
+				if (!cp_array_to_indices(idx, ps->idx, n, lo->n_features, where) ||
+					!cp_array_to_doubles(val, ps->row, n, where))
+					return;
+				ensure_stats(ps, Max(top + 1, lo->n_features > 0 ? lo->n_features : 1));
+				if (!ps->stats_too_big)
+					cp_prep_stats_add_sparse(&ps->stats, ps->idx, ps->row, n);
+				break;
+			}
+		case CP_FEATURES_NONE:
+			break;
+	}
+	ps->n_rows++;
+}
+
+static void
+read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
+{
+	CpLayout   *lo = ps->lo;
+	/*
+	 * From the first page, never joining a synchronized scan mid-table: the
+	 * statistics' last bits depend on the order rows are added in, and a
+	 * seed must give the same model whatever else reads the table.
+	 */
+	TableScanDesc scan = table_beginscan_strat(rel, snapshot, 0, NULL, true, false);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext,
+												  "corgipile first pass row",
+												  ALLOCSET_DEFAULT_SIZES);
+	double		fraction = ps->p->validation_fraction;
+	bool		features = ps->want_stats || ps->want_dicts;
+	int64		seen = 0;
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		CpRowContext where = {lo->relname, &slot->tts_tid};
+		MemoryContext old = MemoryContextSwitchTo(row_cxt);
+		Datum	   *vals;
+		bool	   *isnull;
+		bool		has_label;
+
+		slot_getsomeattrs(slot, lo->max_attno);
+		vals = slot->tts_values;
+		isnull = slot->tts_isnull;
+		has_label = !isnull[lo->label_attno - 1];
+
+		/* as the max(index) query did: every row's indices */
+		if (ps->want_dim && !isnull[lo->indices_attno - 1])
+			learn_indices(ps, vals[lo->indices_attno - 1], &where);
+		/* as the DISTINCT query did: every row's label */
+		if (has_label && (ps->want_classes || lo->label_is_text))
+			learn_label(ps, vals[lo->label_attno - 1], &where);
+		if (features && has_label &&
+			!(fraction > 0.0 &&
+			  cp_prep_holdout(seed, ItemPointerGetBlockNumber(&slot->tts_tid),
+							  ItemPointerGetOffsetNumber(&slot->tts_tid), fraction)))
+			learn_features(ps, vals, isnull, &where);
+
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(row_cxt);
+		if ((++seen % 256) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	MemoryContextDelete(row_cxt);
+}
+
+/* The classes of softmax, from the labels' text, in class order. */
+static void
+finish_classes(PassState *ps)
+{
+	CpLayout   *lo = ps->lo;
+	int			n = ps->classes->n_entries;
+	char	  **names;
+
+	if (n > CP_MAX_CLASSES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("label column \"%s\" of \"%s\" has more than %d distinct values",
+						lo->label_name, lo->relname, CP_MAX_CLASSES),
+				 errhint("A softmax model takes a label with few classes; use 'linear' for a continuous one.")));
+	if (n < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("label column \"%s\" of \"%s\" has %d distinct value%s; softmax needs at least two classes",
+						lo->label_name, lo->relname, n, n == 1 ? "" : "s")));
+	cp_prep_dict_finish(ps->classes);
+	names = palloc_array(char *, n);
+	for (int c = 0; c < n; c++)
+	{
+		int32		len;
+		const char *s = cp_prep_dict_value(ps->classes, c, &len);
+
+		names[c] = pnstrdup(s, len);
+	}
+	/* integer classes are sorted by value there */
+	lo->classes = cp_class_map_from_names(lo->label_type, names, n);
+}
+
+static void
+finish_labels(PassState *ps)
+{
+	CpLayout   *lo = ps->lo;
+
+	if (ps->labels->n_entries != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("label column \"%s\" of relation \"%s\" has %d distinct value%s; a %s model needs two",
+						lo->label_name, lo->relname, ps->labels->n_entries,
+						ps->labels->n_entries == 1 ? "" : "s",
+						cp_model_kind_name(lo->model))));
+	cp_prep_dict_finish(ps->labels);
+	lo->label_dict = ps->labels;
+}
+
+/* The model's encoding and transform from what the pass learnt. */
+static CpPrep *
+build_prep(PassState *ps)
+{
+	CpLayout   *lo = ps->lo;
+	CpPrep	   *prep = palloc0(sizeof(CpPrep));
+	int32		at = 0;
+
+	prep->standardize = ps->standardize;
+	prep->n_rows = ps->n_rows;
+	if (lo->mode == CP_FEATURES_COLUMNS)
+	{
+		prep->n_columns = lo->n_columns;
+		prep->columns = palloc0_array(CpPrepColumn, lo->n_columns);
+		for (int i = 0; i < lo->n_columns; i++)
+		{
+			CpPrepColumn *col = &prep->columns[i];
+
+			col->name = list_nth(lo->feature_names, i);
+			col->offset = at;
+			if (lo->column_onehot && lo->column_onehot[i])
+			{
+				col->onehot = true;
+				col->dict = ps->dicts[i];
+				cp_prep_dict_finish(col->dict);
+				/* a column with only NULLs still takes one (always 0) slot */
+				col->width = Max(col->dict->n_entries, 1);
+				if (col->dict->n_entries == 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_NO_DATA),
+							 errmsg("column \"%s\" of relation \"%s\" has no non-NULL value to learn categories from",
+									col->name, lo->relname),
+							 errhint("Leave the column out of features.")));
+			}
+			else
+				col->width = 1;
+			if (at > PG_INT32_MAX - col->width)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("the features of \"%s\" encode to too many columns",
+								lo->relname)));
+			at += col->width;
+		}
+		if (lo->has_onehot && ps->p->n_features > 0 && ps->p->n_features != at)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("corgipile.train: n_features is %d but the feature columns encode to %d features",
+							ps->p->n_features, at)));
+	}
+	else
+		at = lo->n_features > 0 ? lo->n_features :
+			(ps->stats_ready ? ps->stats.n_features : 0);
+	prep->n_features = at;
+	/* sparse rows may not have reached the last indices: size them now */
+	if (lo->mode != CP_FEATURES_COLUMNS && at > 0 && ps->want_stats)
+		ensure_stats(ps, at);
+	if (at <= 0 || !ps->want_stats || ps->stats_too_big)
+	{
+		/* nothing scaled (e.g. only category columns): say so */
+		prep->standardize = CP_STANDARDIZE_OFF;
+		return prep;
+	}
+
+	prep->transform = palloc0(sizeof(CpPrepTransform));
+	if (!cp_prep_transform_init(prep->transform, at,
+								ps->standardize == CP_STANDARDIZE_ON, cp_prep_palloc0))
+		elog(ERROR, "corgipile: could not size the transform of %d features", at);
+	prep->means = palloc0_array(double, at);
+	prep->stds = palloc0_array(double, at);
+	for (int32 j = 0; j < at; j++)
+	{
+		int			s = j;
+		double		mean;
+		double		var;
+		double		std;
+
+		if (lo->mode == CP_FEATURES_COLUMNS)
+		{
+			int			i = 0;
+
+			while (i + 1 < lo->n_columns && prep->columns[i + 1].offset <= j)
+				i++;
+			if (prep->columns[i].onehot)
+				continue;		/* indicators stay 0/1: identity */
+			s = ps->numeric_index[i];
+		}
+		cp_prep_stats_moments(&ps->stats, s, &mean, &var);
+		if (cp_prep_is_constant(mean, var, ps->stats.n_rows))
+		{
+			std = 0.0;
+			prep->n_constant++;
+		}
+		else
+			std = sqrt(var);
+		prep->means[j] = mean;
+		prep->stds[j] = std;
+		cp_prep_transform_set(prep->transform, j, mean, std);
+	}
+	return prep;
+}
+
+/* Adopt a warm start model's stored preprocessing (or its absence). */
+static void
+adopt_warm(PassState *ps)
+{
+	CpLayout   *lo = ps->lo;
+	CpStoredModel *w = cp_models_load(ps->p->warm_start);
+
+	/* SGD's warm start checks say what does not fit */
+	if (w->mode != lo->mode ||
+		(w->prep != NULL && lo->n_features > 0 && w->prep->n_features != lo->n_features))
+		return;
+	cp_layout_use_prep(lo, w->prep, w->model_name);
+}
+
+/*
+ * Before epoch 1: learn what the layout needs, and attach the model's
+ * preprocessing to it (lo->prep, NULL when nothing is encoded or scaled).
+ * Everything lives in cxt, the training's memory.
+ */
+void
+cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
+				   const CpTrainParams *p, uint64 seed, MemoryContext cxt)
+{
+	PassState	ps;
+	MemoryContext old;
+	bool		warm = p->warm_start != NULL;
+
+	memset(&ps, 0, sizeof(ps));
+	ps.lo = lo;
+	ps.p = p;
+	ps.cxt = cxt;
+	ps.standardize = resolve_standardize(lo, p->standardize);
+	ps.want_stats = ps.standardize != CP_STANDARDIZE_OFF && !warm;
+	ps.want_dicts = lo->has_onehot && !warm;
+	ps.want_classes = lo->model == CP_MODEL_SOFTMAX;
+	ps.want_dim = lo->mode == CP_FEATURES_SPARSE && lo->n_features == 0;
+	ps.max_index = -1;
+	ps.byte_budget = (uint64) work_mem * 1024;
+
+	old = MemoryContextSwitchTo(cxt);
+	if (ps.want_classes)
+	{
+		ps.classes = palloc0(sizeof(CpPrepDict));
+		if (!cp_prep_dict_init(ps.classes, CP_MAX_CLASSES + 1, cp_prep_palloc0))
+			elog(ERROR, "corgipile: could not size the class dictionary");
+	}
+	if (lo->label_is_text)
+	{
+		ps.labels = palloc0(sizeof(CpPrepDict));
+		if (!cp_prep_dict_init(ps.labels, 2, cp_prep_palloc0))
+			elog(ERROR, "corgipile: could not size the label dictionary");
+	}
+	if (lo->mode == CP_FEATURES_COLUMNS)
+	{
+		ps.dicts = palloc0_array(CpPrepDict *, lo->n_columns);
+		ps.numeric_index = palloc_array(int, lo->n_columns);
+		for (int i = 0; i < lo->n_columns; i++)
+		{
+			ps.numeric_index[i] = -1;
+			if (lo->column_onehot && lo->column_onehot[i])
+			{
+				if (!ps.want_dicts)
+					continue;
+				/* the dictionary's tables are sized for max_categories now */
+				ps.dict_bytes += dict_table_bytes(p->max_categories);
+				if (ps.dict_bytes > ps.byte_budget)
+					ereport(ERROR,
+							(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+							 errmsg("the category dictionaries of relation \"%s\" would take more than work_mem (%d kB)",
+									lo->relname, work_mem),
+							 errdetail("Each text or boolean feature column takes %llu bytes for max_categories %d, before its values.",
+									   (unsigned long long) dict_table_bytes(p->max_categories),
+									   p->max_categories),
+							 errhint("Lower max_categories, name fewer category columns, or raise work_mem.")));
+				ps.dicts[i] = palloc0(sizeof(CpPrepDict));
+				if (!cp_prep_dict_init(ps.dicts[i], p->max_categories, cp_prep_palloc0))
+					ereport(ERROR,
+							(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+							 errmsg("corgipile.train: max_categories %d is too large",
+									p->max_categories)));
+			}
+			else
+				ps.numeric_index[i] = ps.n_numeric++;
+		}
+		if (ps.want_stats && ps.n_numeric > 0)
+		{
+			ensure_stats(&ps, ps.n_numeric);
+			ensure_row(&ps, ps.n_numeric);
+		}
+		else if (ps.want_stats)
+			ps.want_stats = false;	/* only categories: nothing to scale */
+	}
+	else if (ps.want_stats && lo->n_features > 0)
+	{
+		ensure_stats(&ps, lo->n_features);
+		ensure_row(&ps, lo->n_features);
+	}
+
+	if (ps.want_stats || ps.want_dicts || ps.want_classes || ps.want_dim ||
+		lo->label_is_text)
+	{
+		instr_time	start;
+		instr_time	elapsed;
+
+		INSTR_TIME_SET_CURRENT(start);
+		read_table(&ps, rel, snapshot, seed);
+		INSTR_TIME_SET_CURRENT(elapsed);
+		INSTR_TIME_SUBTRACT(elapsed, start);
+		/* scripts/bench_first_pass.py reads this */
+		ereport(DEBUG1,
+				(errmsg_internal("corgipile: first pass over \"%s\": %.6f s, " INT64_FORMAT " rows learnt from",
+								 lo->relname, INSTR_TIME_GET_DOUBLE(elapsed), ps.n_rows)));
+	}
+
+	if (ps.want_dim)
+	{
+		if (ps.max_index < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_NO_DATA),
+					 errmsg("relation \"%s\" has no feature indices to train on",
+							lo->relname)));
+		if (ps.max_index >= PG_INT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("feature index %lld in relation \"%s\" is out of range",
+							(long long) ps.max_index, lo->relname)));
+		lo->n_features = (int) ps.max_index + 1;
+	}
+	if (ps.want_classes)
+		finish_classes(&ps);
+	if (lo->label_is_text)
+		finish_labels(&ps);
+	if (warm)
+		adopt_warm(&ps);
+	else if (ps.want_stats || ps.want_dicts)
+		cp_layout_use_prep(lo, build_prep(&ps), "(being trained)");
+	MemoryContextSwitchTo(old);
+}
