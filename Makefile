@@ -8,6 +8,7 @@ OBJS = \
 	extension/corgipile.o \
 	extension/datum_convert.o \
 	extension/evaluate.o \
+	extension/holdout.o \
 	extension/layout.o \
 	extension/model_admin.o \
 	extension/model_coefficients.o \
@@ -47,7 +48,7 @@ OBJS = \
 MODULEDIR = extension
 DATA = extension/corgipile.control $(wildcard sql/corgipile--*.sql)
 
-REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel
+REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel validation divergence
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
 PG_CPPFLAGS = -I$(srcdir)/extension

@@ -31,6 +31,7 @@
 
 #include "core/linear_model.h"
 #include "corgipile.h"
+#include "evaluate.h"
 #include "layout.h"
 #include "models.h"
 #include "preprocess_model.h"
@@ -38,32 +39,6 @@
 PG_FUNCTION_INFO_V1(corgipile_evaluate);
 
 #define CP_EVAL_BATCH 4096
-
-typedef struct CpEvalState
-{
-	const CpStoredModel *stored;
-	CpModel		model;
-	int64		n;
-	/* binary */
-	int64		tp,
-				fp,
-				tn,
-				fn;
-	double		log_loss_sum;
-	double	   *scores;			/* for auc */
-	bool	   *positive;
-	int64		cap;
-	/* softmax: per class */
-	int64	   *class_tp;
-	int64	   *class_fp;
-	int64	   *class_fn;
-	int64		correct;
-	/* linear */
-	double		sse,
-				sae,
-				sum_y,
-				sum_y2;
-} CpEvalState;
 
 static void *
 alloc_zero(Size size)
@@ -195,8 +170,9 @@ ratio(double num, double den)
 }
 
 static void
-put(ReturnSetInfo *rsinfo, const char *metric, double value)
+put(void *arg, const char *metric, double value)
 {
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
 	Datum		values[2];
 	bool		nulls[2] = {false, isnan(value)};
 
@@ -291,21 +267,35 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 				 errmsg("relation \"%s\" has no rows with a non-NULL label and features to evaluate",
 						lo.relname)));
 
-	switch (ev.model.kind)
+	cp_eval_metrics(&ev, put, rsinfo);
+	/* category values the model had not seen (or NULL), encoded as zeros */
+	if (cp_prep_has_onehot(ev.stored->prep))
+		put(rsinfo, "unseen_values", (double) lo.n_unseen);
+	return (Datum) 0;
+}
+
+/*
+ * The metrics of the rows added so far, each handed to fn: the rows of
+ * corgipile.evaluate(), and training's held-out rows (validation => 'N%').
+ */
+void
+cp_eval_metrics(const CpEvalState *ev, CpMetricFn fn, void *arg)
+{
+	switch (ev->model.kind)
 	{
 		case CP_MODEL_SVM:
 		case CP_MODEL_LOGISTIC:
 			{
-				double		precision = ratio(ev.tp, ev.tp + ev.fp);
-				double		recall = ratio(ev.tp, ev.tp + ev.fn);
+				double		precision = ratio(ev->tp, ev->tp + ev->fp);
+				double		recall = ratio(ev->tp, ev->tp + ev->fn);
 
-				put(rsinfo, "accuracy", (double) (ev.tp + ev.tn) / ev.n);
-				put(rsinfo, "precision", precision);
-				put(rsinfo, "recall", recall);
-				put(rsinfo, "f1", ratio(2 * precision * recall, precision + recall));
-				put(rsinfo, "auc", auc(&ev));
-				put(rsinfo, "log_loss", ev.model.kind == CP_MODEL_LOGISTIC ?
-					ev.log_loss_sum / ev.n : NAN);
+				fn(arg, "accuracy", (double) (ev->tp + ev->tn) / ev->n);
+				fn(arg, "precision", precision);
+				fn(arg, "recall", recall);
+				fn(arg, "f1", ratio(2 * precision * recall, precision + recall));
+				fn(arg, "auc", auc(ev));
+				fn(arg, "log_loss", ev->model.kind == CP_MODEL_LOGISTIC ?
+					ev->log_loss_sum / ev->n : NAN);
 				break;
 			}
 		case CP_MODEL_SOFTMAX:
@@ -313,33 +303,55 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 				double		f1_sum = 0.0;
 				int			present = 0;
 
-				for (int k = 0; k < ev.model.n_outputs; k++)
+				for (int k = 0; k < ev->model.n_outputs; k++)
 				{
-					int64		tp = ev.class_tp[k];
+					int64		tp = ev->class_tp[k];
 
-					if (tp + ev.class_fp[k] + ev.class_fn[k] == 0)
+					if (tp + ev->class_fp[k] + ev->class_fn[k] == 0)
 						continue;
 					present++;
-					f1_sum += 2.0 * tp / (2.0 * tp + ev.class_fp[k] + ev.class_fn[k]);
+					f1_sum += 2.0 * tp / (2.0 * tp + ev->class_fp[k] + ev->class_fn[k]);
 				}
-				put(rsinfo, "accuracy", (double) ev.correct / ev.n);
-				put(rsinfo, "macro_f1", f1_sum / Max(present, 1));
-				put(rsinfo, "log_loss", ev.log_loss_sum / ev.n);
+				fn(arg, "accuracy", (double) ev->correct / ev->n);
+				fn(arg, "macro_f1", f1_sum / Max(present, 1));
+				fn(arg, "log_loss", ev->log_loss_sum / ev->n);
 				break;
 			}
 		case CP_MODEL_LINEAR:
 			{
-				double		mean = ev.sum_y / ev.n;
-				double		sst = ev.sum_y2 - ev.n * mean * mean;
+				double		mean = ev->sum_y / ev->n;
+				double		sst = ev->sum_y2 - ev->n * mean * mean;
 
-				put(rsinfo, "rmse", sqrt(ev.sse / ev.n));
-				put(rsinfo, "mae", ev.sae / ev.n);
-				put(rsinfo, "r2", sst > 0 ? 1.0 - ev.sse / sst : NAN);
+				fn(arg, "rmse", sqrt(ev->sse / ev->n));
+				fn(arg, "mae", ev->sae / ev->n);
+				fn(arg, "r2", sst > 0 ? 1.0 - ev->sse / sst : NAN);
 				break;
 			}
 	}
-	/* category values the model had not seen (or NULL), encoded as zeros */
-	if (cp_prep_has_onehot(ev.stored->prep))
-		put(rsinfo, "unseen_values", (double) lo.n_unseen);
-	return (Datum) 0;
+}
+
+/*
+ * An accumulator for a model being trained (weights w, the shape of like);
+ * cp_eval_add_rows adds each buffer of rows.
+ */
+void
+cp_eval_init(CpEvalState *ev, const CpModel *like, double *w)
+{
+	memset(ev, 0, sizeof(*ev));
+	if (!cp_model_init(&ev->model, like->kind, like->n_features, like->n_outputs,
+					   like->sparse, 1, 0.0, 0.0, alloc_zero))
+		elog(ERROR, "corgipile: could not size the evaluated model");
+	ev->model.w = w;
+	if (ev->model.kind == CP_MODEL_SOFTMAX)
+	{
+		ev->class_tp = palloc0(sizeof(int64) * ev->model.n_outputs);
+		ev->class_fp = palloc0(sizeof(int64) * ev->model.n_outputs);
+		ev->class_fn = palloc0(sizeof(int64) * ev->model.n_outputs);
+	}
+}
+
+void
+cp_eval_add_rows(const CpBuffer *buf, void *arg)
+{
+	add_rows(buf, arg);
 }

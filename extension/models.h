@@ -41,6 +41,8 @@ typedef struct CpTrainRecord
 	const CpSizing *sizing;
 	Relation	rel;
 	const char *validation_name;	/* or NULL */
+	const char *holdout_json;	/* validation => 'N%': the held-out rows'
+								 * figures (holdout.c), or NULL */
 	int64		seed;
 	const CpModel *model;
 	const double *weights;		/* the weights kept (the best epoch's) */

@@ -1105,6 +1105,9 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	ExecutorStart(qd, 0);
 	ts = (TupleShuffleState *) qd->planstate;
 	drop_block_cache(ts);
+	/* validation => 'N%': the same rows held out as in the leader */
+	if (cp_tuple_shuffle_holdout(ts) != NULL)
+		cp_tuple_shuffle_holdout(ts)->seed = sh->seed;
 
 	cp_tuple_shuffle_impose_sizing(ts, &sh->sizing);
 	ts->layout.n_features = sh->n_features;

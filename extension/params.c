@@ -167,6 +167,15 @@ text_arg(const Datum *values, const bool *nulls, CpArg arg)
  * regclass parameter of 0.2.0 was) or a percentage of the training table's
  * rows held out ('20%').
  */
+static bool
+is_percentage(const char *s)
+{
+	size_t		len = strlen(s);
+
+	/* '20%'; a quoted name may hold a % of its own ('"10% sample"') */
+	return len > 0 && s[len - 1] == '%' && s[0] != '"';
+}
+
 static void
 parse_validation(const char *s, CpTrainParams *p)
 {
@@ -174,7 +183,7 @@ parse_validation(const char *s, CpTrainParams *p)
 	p->validation_fraction = 0.0;
 	if (s == NULL)
 		return;
-	if (strchr(s, '%') != NULL)
+	if (is_percentage(s))
 	{
 		if (!cp_prep_parse_percent(s, &p->validation_fraction))
 			ereport(ERROR,
@@ -199,7 +208,7 @@ cp_qualify_validation(Datum value)
 	char	   *s = TextDatumGetCString(value);
 	Oid			relid;
 
-	if (s[0] == '\0' || strchr(s, '%') != NULL)
+	if (s[0] == '\0' || is_percentage(s))
 		return value;
 	relid = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(s)),
 							 NoLock, false);
@@ -426,13 +435,6 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	p->workers = nulls[CP_ARG_WORKERS] ? 0 :
 		positive_int(values, nulls, CP_ARG_WORKERS);
 	cp_parallel_check_workers(p);
-
-	/* the 0.3.0 signature is ahead of the engine here (work in progress) */
-	if (p->validation_fraction > 0.0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("corgipile.train: a held-out percentage as validation is not available yet"),
-				 errhint("Give the name of a validation table.")));
 }
 
 /* Parse the argument list of a planned call, all of it constants. */

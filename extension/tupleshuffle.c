@@ -112,6 +112,8 @@ cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
 	if (ts->strategy->seed)
 		ts->strategy->seed(ts->strategy_state, seed);
 	cp_block_shuffle_set_seed(ts->child, seed);
+	if (ts->holdout != NULL)
+		ts->holdout->seed = seed;
 }
 
 /*
@@ -182,6 +184,15 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		cp_block_shuffle_set_order_source(ts->child, ts->strategy->block_order,
 										  ts->strategy_state);
 	cp_tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
+	if (ts->params.validation_fraction > 0.0 && !ts->scan_mode)
+	{
+		ts->holdout = MemoryContextAlloc(ts->buf_cxt, sizeof(CpHoldout));
+		cp_holdout_init(ts->holdout, ts->params.validation_fraction,
+						ts->layout.mode == CP_FEATURES_SPARSE, ts->buf_cxt);
+		/* with workers, each process reads some blocks: the leader re-reads */
+		if (ts->params.workers > 1)
+			ts->holdout->reread = true;
+	}
 
 	/*
 	 * Later epochs take the blocks the first one converted from memory
@@ -266,6 +277,13 @@ read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
 		deform_row(ts, &tup, slot->tts_values, slot->tts_isnull);
 		ExecStoreVirtualTuple(slot);
 		slot->tts_tid = tup.t_self;
+		/* validation => 'N%': held-out rows are never trained on (nor cached) */
+		if (ts->holdout != NULL && cp_holdout_take(ts->holdout, &ts->layout, slot))
+		{
+			ExecClearTuple(slot);
+			MemoryContextReset(ts->row_cxt);
+			continue;
+		}
 		if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)
 			dst->row_blocks[dst->n_rows - 1] = block;
 		ExecClearTuple(slot);
@@ -429,6 +447,13 @@ void *
 cp_tuple_shuffle_strategy_state(TupleShuffleState *ts)
 {
 	return ts->strategy_state;
+}
+
+/* validation => 'N%': the held-out rows, or NULL. */
+CpHoldout *
+cp_tuple_shuffle_holdout(TupleShuffleState *ts)
+{
+	return ts->holdout;
 }
 
 /* Whether SGD should sum gradients per block for the strategy (GraB). */

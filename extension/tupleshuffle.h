@@ -17,6 +17,7 @@
 
 #include "blockshuffle.h"
 #include "core/buffer.h"
+#include "holdout.h"
 #include "layout.h"
 #include "params.h"
 #include "shuffle/strategy.h"
@@ -50,6 +51,7 @@ typedef struct TupleShuffleState
 	struct CpBlockCache *cache; /* the first epoch's blocks, or NULL */
 	MemoryContext row_cxt;		/* reset after every row */
 	MemoryContext buf_cxt;		/* buffers this node and its strategy own */
+	CpHoldout  *holdout;		/* validation => 'N%': rows kept out, or NULL */
 
 	/* scan mode: the buffer being emitted */
 	CpBuffer	out;
@@ -79,6 +81,7 @@ extern void cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed);
 extern void cp_tuple_shuffle_reset_cache(TupleShuffleState *ts);
 extern bool cp_tuple_shuffle_wants_feedback(TupleShuffleState *ts);
 extern void *cp_tuple_shuffle_strategy_state(TupleShuffleState *ts);
+extern CpHoldout *cp_tuple_shuffle_holdout(TupleShuffleState *ts);
 extern void cp_tuple_shuffle_epoch_feedback(TupleShuffleState *ts,
 											const struct CpGrabAcc *acc);
 

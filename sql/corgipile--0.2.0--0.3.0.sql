@@ -33,7 +33,7 @@ SELECT s.model_name,
             THEN s.params
             -- the figures of params that describe the training relation
             ELSE s.params OPERATOR(pg_catalog.-)
-                 '{n_blocks,pages_per_block,blocks_per_buffer,window_rows,reservoir_rows,validation}'::text[]
+                 '{n_blocks,pages_per_block,blocks_per_buffer,window_rows,reservoir_rows,validation,holdout}'::text[]
        END AS params,
        CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
                      pg_catalog.pg_has_role(s.owner_id, 'USAGE'))

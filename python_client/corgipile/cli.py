@@ -84,7 +84,8 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
                                             "size, or pages"),
     (["--seed"], "seed", int, "random seed, for reproducible runs"),
     (["--validation"], "validation", str,
-     "held-out table scored after each epoch, or a percentage of this table (20%%)"),
+     "held-out table scored after each epoch, or a percentage of this table's rows "
+     "held out (20%%: the same rows for the same --seed)"),
     (["--l1"], "l1", float, "L1 penalty (0)"),
     (["--tolerance"], "tolerance", float,
      "early stopping: stop when the loss improves by less than this"),
@@ -112,6 +113,7 @@ def _add_train(sub: Any) -> None:
                "  corgipile train points logistic --name clf --epochs 10 --lr 0.05 --seed 1\n"
                "  corgipile train points svm --where \"split = 'train'\" "
                "--validation heldout\n"
+               "  corgipile train points logistic --validation 20% --seed 1\n"
                "  corgipile train docs lr --features vals --feature-indices idx\n"
                "  corgipile train points svm --set some_new_param=value",
         formatter_class=argparse.RawDescriptionHelpFormatter)

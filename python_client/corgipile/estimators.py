@@ -35,6 +35,10 @@ Design, in short:
   (``Client.import_model``) inside a transaction that is rolled back after
   the query. With ``model_name``, ``fit`` stores the model under that name
   (replacing an older one) and the database uses it directly.
+- **Validation.** ``validation="20%"`` holds out that share of the rows
+  (per row, from ``seed``): ``history_`` has their score for every epoch and
+  ``model_.params["holdout"]`` their final figures and metrics. A table
+  name scores that table instead (fitting on a table only).
 - **Labels.** On arrays, any labels work: ``classes_`` is ``np.unique(y)``
   and the table gets -1/+1 (two classes) or 0..K-1 (softmax); predictions
   map back to ``classes_``. On a table, the classes are the model's

@@ -334,17 +334,10 @@ def test_accuracy_matches_scikit_learn(dsn):
 
 # -- scikit-learn's estimator checks -----------------------------------------------------
 
-# the checks that cannot pass, and why
-_DIVERGES = ("make_regression's unscaled targets (hundreds) make the engine's SGD diverge "
-             "at its default learning_rate=0.1; the engine stops with an error. Issue 13 "
-             "section 1 (standardize in the engine) is the fix")
-
-
 def _expected_failures(estimator):
-    if isinstance(estimator, corgipile.SGDRegressor):
-        return {"check_fit_idempotent": _DIVERGES,
-                "check_fit_check_is_fitted": _DIVERGES,
-                "check_n_features_in": _DIVERGES}
+    """The checks that cannot pass, and why: none since the engine
+    standardizes features (issue 13 section 1). Before, four regressor
+    checks on unscaled data diverged at the default learning_rate."""
     return {}
 
 

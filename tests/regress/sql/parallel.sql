@@ -103,6 +103,16 @@ SELECT (a.preprocess->'features') = (b.preprocess->'features') AS same_preproces
 FROM corgipile.models a, corgipile.models b
 WHERE a.model_name = 'par_text1' AND b.model_name = 'par_text2';
 
+-- validation => 'N%': every process holds out the leader's rows
+SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_hold1',
+                                     validation => '20%', buffer_size => '16 pages',
+                                     max_epoch_num => 2, seed => 7);
+SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_hold2', workers => 2,
+                                     validation => '20%', buffer_size => '16 pages',
+                                     max_epoch_num => 2, seed => 7);
+SELECT model_name, history->-1->>'tuples' AS trained, params->'holdout'->>'rows' AS held_out
+FROM corgipile.models WHERE model_name IN ('par_hold1', 'par_hold2') ORDER BY 1;
+
 -- a LIMIT that stops before the last epoch's row stores nothing, as with
 -- one process (the epochs ran, their rows were not all taken)
 SELECT epoch FROM corgipile.train('ppoints', 'svm', model_name => 'par_cut', workers => 2,
