@@ -91,6 +91,7 @@ def main() -> int:
 
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
+        conn.execute("LOAD 'corgipile'")  # its settings exist from now on (superuser)
         conn.execute("SET corgipile.progress = off")
         conn.execute("SET max_parallel_workers_per_gather = 0")  # no parallel scans
         if args.block_cache is not None:
