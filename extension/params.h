@@ -99,6 +99,10 @@ typedef struct CpTrainParams
 	int32		workers;			/* processes that train, leader included */
 } CpTrainParams;
 
+/* learning_rate => NULL: by the model's loss */
+#define CP_DEFAULT_LEARNING_RATE 0.1
+#define CP_DEFAULT_LEARNING_RATE_LINEAR 0.01
+
 /* How a table is cut into blocks and buffers. */
 typedef struct CpSizing
 {

@@ -30,7 +30,7 @@
 	X(FEATURE_INDICES, feature_indices, TEXTOID, true, (Datum) 0, "NULL::text") \
 	X(N_FEATURES, n_features, INT4OID, true, (Datum) 0, "NULL::integer") \
 	X(SHUFFLE, shuffle, TEXTOID, false, CStringGetTextDatum("corgipile"), "'corgipile'::text") \
-	X(LEARNING_RATE, learning_rate, FLOAT8OID, false, Float8GetDatum(0.1), "0.1") \
+	X(LEARNING_RATE, learning_rate, FLOAT8OID, true, (Datum) 0, "NULL::double precision") \
 	X(DECAY, decay, FLOAT8OID, false, Float8GetDatum(0.95), "0.95") \
 	X(MAX_EPOCH_NUM, max_epoch_num, INT4OID, false, Int32GetDatum(20), "20") \
 	X(BATCH_SIZE, batch_size, INT4OID, false, Int32GetDatum(1), "1") \

@@ -9,7 +9,8 @@
 --   * corgipile.train: validation becomes text (a relation name as before,
 --     or a percentage of the training table held out per row, '20%');
 --     new parameters standardize, max_categories and workers, appended so
---     that positional calls of 0.2.0 keep their meaning.
+--     that positional calls of 0.2.0 keep their meaning; learning_rate's
+--     default is NULL: 0.01 for linear (squared loss), 0.1 for the others.
 
 \echo Use "ALTER EXTENSION corgipile UPDATE TO '0.3.0'" to load this file. \quit
 
@@ -70,7 +71,7 @@ CREATE FUNCTION corgipile.train(
     feature_indices text DEFAULT NULL,
     n_features      integer DEFAULT NULL,
     shuffle         text DEFAULT 'corgipile',
-    learning_rate   float8 DEFAULT 0.1,
+    learning_rate   float8 DEFAULT NULL,
     decay           float8 DEFAULT 0.95,
     max_epoch_num   integer DEFAULT 20,
     batch_size      integer DEFAULT 1,
