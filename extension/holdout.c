@@ -16,7 +16,6 @@
 #include <math.h>
 
 #include "access/tableam.h"
-#include "common/shortest_dec.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/json.h"
@@ -25,6 +24,7 @@
 #include "core/preprocess.h"
 #include "evaluate.h"
 #include "holdout.h"
+#include "models.h"
 
 void
 cp_holdout_init(CpHoldout *h, double fraction, bool sparse, MemoryContext cxt)
@@ -160,16 +160,7 @@ json_key_number(StringInfo buf, const char *key, double v)
 {
 	escape_json(buf, key);
 	appendStringInfoString(buf, ": ");
-	if (isfinite(v))
-	{
-		char		num[DOUBLE_SHORTEST_DECIMAL_LEN];
-
-		/* the shortest text that reads back as the same double */
-		double_to_shortest_decimal_buf(v, num);
-		appendStringInfoString(buf, num);
-	}
-	else
-		appendStringInfoString(buf, "null");
+	cp_json_number(buf, v);
 }
 
 typedef struct MetricsOut

@@ -35,8 +35,13 @@
 #include "models.h"
 #include "model_store.h"
 #include "preprocess_model.h"
-static void
-json_number(StringInfo buf, double v)
+/*
+ * A float8 as JSON: the shortest text that reads back as the same double
+ * (PostgreSQL's float8out), or null when it is not finite.  The one writer
+ * of numbers for the model row's jsonb (params, history, preprocess).
+ */
+void
+cp_json_number(StringInfo buf, double v)
 {
 	if (isfinite(v))
 	{
@@ -69,7 +74,7 @@ json_key_number(StringInfo buf, const char *key, double value)
 	appendStringInfoString(buf, ", ");
 	escape_json(buf, key);
 	appendStringInfoString(buf, ": ");
-	json_number(buf, value);
+	cp_json_number(buf, value);
 }
 
 static char *

@@ -17,13 +17,13 @@
 #include <math.h>
 
 #include "catalog/pg_type.h"
-#include "common/shortest_dec.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
 #include "layout.h"
+#include "models.h"
 #include "preprocess_model.h"
 
 /* the core's allocator callback: zeroed memory of the current context */
@@ -108,16 +108,6 @@ cp_prep_encode_column(const CpPrepColumn *col, Datum d, bool isnull, Oid type,
  */
 
 static void
-json_double(StringInfo buf, double v)
-{
-	char		num[DOUBLE_SHORTEST_DECIMAL_LEN];
-
-	/* the shortest text that reads back as the same double */
-	double_to_shortest_decimal_buf(v, num);
-	appendStringInfoString(buf, num);
-}
-
-static void
 json_doubles(StringInfo buf, const double *v, int32 n)
 {
 	appendStringInfoChar(buf, '[');
@@ -125,7 +115,7 @@ json_doubles(StringInfo buf, const double *v, int32 n)
 	{
 		if (j > 0)
 			appendStringInfoString(buf, ", ");
-		json_double(buf, v[j]);
+		cp_json_number(buf, v[j]);
 	}
 	appendStringInfoChar(buf, ']');
 }
@@ -174,9 +164,9 @@ cp_prep_to_json(const CpPrep *prep, StringInfo buf, List *feature_names,
 				if (scaled)
 				{
 					appendStringInfoString(buf, ", \"mean\": ");
-					json_double(buf, prep->means[col->offset]);
+					cp_json_number(buf, prep->means[col->offset]);
 					appendStringInfoString(buf, ", \"std\": ");
-					json_double(buf, prep->stds[col->offset]);
+					cp_json_number(buf, prep->stds[col->offset]);
 				}
 			}
 			appendStringInfoChar(buf, '}');
