@@ -273,7 +273,9 @@ class Runner:
             "SELECT epoch, tuples, loss, score, validation_score, seconds "
             "FROM corgipile.train(%s::regclass, %s, model_name => %s, label => %s, "
             "shuffle => %s, learning_rate => %s, decay => %s, max_epoch_num => %s, "
-            "buffer_size => %s, block_size => %s, seed => %s, validation => %s)",
+            "buffer_size => %s, block_size => %s, seed => %s, validation => %s, "
+            # the study's figures are of raw features, as its exact solvers see them
+            "standardize => 'off')",
             (run["table"], run["model"], run["model_name"], run["label"], run["strategy"],
              run["learning_rate"], run["decay"], run["epochs"], run["buffer"],
              run["block_size"], run["seed"], run["test_table"])).fetchall()
