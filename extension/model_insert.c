@@ -113,6 +113,11 @@ params_json(const CpTrainRecord *rec)
 	json_key_string(&buf, "standardize", rec->layout->prep && rec->layout->prep->transform ?
 					cp_standardize_name(rec->layout->prep->standardize) : "off", true);
 	json_key_number(&buf, "max_categories", p->max_categories);
+	json_key_number(&buf, "workers", Max(rec->workers, 1));
+	if (rec->parallel_sync != NULL)
+		json_key_string(&buf, "parallel_sync", rec->parallel_sync, true);
+	if (rec->parallel_grab != NULL)
+		json_key_string(&buf, "parallel_grab", rec->parallel_grab, true);
 	if (rec->held_rows > 0 && rec->held_rows_key != NULL)
 		json_key_number(&buf, rec->held_rows_key, (double) rec->held_rows);
 	if (rec->grab)

@@ -51,6 +51,9 @@ typedef struct CpTrainRecord
 	int64		held_rows;		/* rows the strategy holds back (window,
 								 * reservoir) */
 	const char *held_rows_key;	/* their params JSON key */
+	int			workers;		/* processes that trained, leader included */
+	const char *parallel_sync;	/* workers > 1: corgipile.parallel_sync */
+	const char *parallel_grab;	/* ... and for grab, corgipile.parallel_grab */
 	const CpEpochResult *results;
 	int			n_results;
 

@@ -966,6 +966,15 @@ save_model(SgdState *s)
 			ereport(NOTICE,
 					(errmsg("corgipile: model=%s %s", s->model_name, summary)));
 	}
+	rec.workers = s->n_procs;
+	if (s->n_procs > 1)
+	{
+		/* the settings that change a parallel training's weights */
+		rec.parallel_sync = cp_parallel_sync == CP_SYNC_AVERAGE ? "average" : "hogwild";
+		if (s->params.shuffle == CP_SHUFFLE_GRAB)
+			rec.parallel_grab = cp_parallel_grab == CP_GRAB_PAIR_BALANCE ?
+				"pair_balance" : "independent";
+	}
 	rec.seed = s->seed;
 	rec.model = &s->model;
 	rec.results = s->results;

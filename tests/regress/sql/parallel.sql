@@ -103,6 +103,11 @@ SELECT (a.preprocess->'features') = (b.preprocess->'features') AS same_preproces
 FROM corgipile.models a, corgipile.models b
 WHERE a.model_name = 'par_text1' AND b.model_name = 'par_text2';
 
+-- what changes a parallel training's weights is kept with the model
+SELECT model_name, params->>'workers' AS workers, params->>'parallel_sync' AS sync,
+       params->>'parallel_grab' AS grab_order
+FROM corgipile.models WHERE model_name IN ('par_a', 'par_grab', 'par_text1') ORDER BY 1;
+
 -- validation => 'N%': every process holds out the leader's rows
 SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_hold1',
                                      validation => '20%', buffer_size => '16 pages',
