@@ -111,6 +111,17 @@ def main() -> int:
 
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
+        # a demo cluster kept from an earlier checkout has that version's
+        # catalog: update it, or, if that checkout's scripts predate the
+        # versions' final form, start the demo's extension afresh
+        try:
+            with conn.transaction():
+                conn.execute("ALTER EXTENSION corgipile UPDATE")
+        except psycopg.Error as e:
+            print("The demo cluster's corgipile catalog cannot be updated "
+                  f"({e.diag.message_primary}); recreating it (the demo's models are dropped).")
+            conn.execute("DROP EXTENSION corgipile CASCADE")
+            conn.execute("CREATE EXTENSION corgipile")
         conn.add_notice_handler(on_notice)
         ensure_data(conn)
         results = {s: train(conn, s, args) for s in ("no_shuffle", "corgipile")}
