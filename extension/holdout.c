@@ -53,31 +53,41 @@ kept_bytes(const CpBuffer *b)
 }
 
 /*
- * Is the row in slot held out?  If so, and the first epoch is being read,
- * keep it (converted with the training's layout, so labels map, and
- * categories and the standardizing transform apply, the same way), unless
- * the kept rows would outgrow the budget: then drop them all and score by
- * reading the table again.  (The arrays grow by doubling, so for a moment
- * while they are copied they may take up to twice the budget.)  Called on
- * the main thread, in the row memory context of the caller.
+ * Is the row at tid held out?  *keep says whether the caller must hand it
+ * to cp_holdout_keep: during the first epoch, while the kept rows fit the
+ * budget.  Decided from the ctid alone, before the row is deformed.
  */
 bool
-cp_holdout_take(CpHoldout *h, CpLayout *lo, TupleTableSlot *slot)
+cp_holdout_take(CpHoldout *h, ItemPointer tid, bool *keep)
 {
-	if (!cp_holdout_is_held_out(h, &slot->tts_tid))
+	*keep = false;
+	if (!cp_holdout_is_held_out(h, tid))
 		return false;
 	if (h->complete)
 		return true;
 	h->n_seen++;
-	if (h->reread)
-		return true;
+	*keep = !h->reread;
+	return true;
+}
+
+/*
+ * Keep a held-out row of the first epoch, converted with the training's
+ * layout (so labels map, and categories and the standardizing transform
+ * apply, the same way), unless the kept rows would outgrow the budget: then
+ * drop them all and score by reading the table again.  (The arrays grow by
+ * doubling, so for a moment while they are copied they may take up to
+ * twice the budget.)  Called on the main thread, in the row memory context
+ * of the caller.
+ */
+void
+cp_holdout_keep(CpHoldout *h, CpLayout *lo, TupleTableSlot *slot)
+{
 	cp_layout_append(lo, slot, &h->rows);
 	if (kept_bytes(&h->rows) > h->budget)
 	{
 		cp_buffer_free(&h->rows);
 		h->reread = true;
 	}
-	return true;
 }
 
 /* The first epoch has read every row: the kept rows are all of them. */

@@ -49,7 +49,8 @@ typedef struct CpHoldout
 extern void cp_holdout_init(CpHoldout *h, double fraction, bool sparse,
 							MemoryContext cxt);
 extern bool cp_holdout_is_held_out(const CpHoldout *h, ItemPointer tid);
-extern bool cp_holdout_take(CpHoldout *h, CpLayout *lo, TupleTableSlot *slot);
+extern bool cp_holdout_take(CpHoldout *h, ItemPointer tid, bool *keep);
+extern void cp_holdout_keep(CpHoldout *h, CpLayout *lo, TupleTableSlot *slot);
 extern void cp_holdout_epoch_done(CpHoldout *h);
 extern char *cp_holdout_report(CpHoldout *h, const CpLayout *lo, Relation rel,
 							   Snapshot snapshot, CpBuffer *batch,

@@ -273,13 +273,25 @@ read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
 
 	while (cp_block_shuffle_next_tuple(ts->child, &tup))
 	{
+		bool		keep = false;
+		bool		held_out;
+
 		n++;
+
+		/*
+		 * validation => 'N%': held-out rows are never trained on (nor
+		 * cached).  The ctid decides, so a row that is not kept (every
+		 * epoch after the first) is not even deformed.
+		 */
+		held_out = ts->holdout != NULL && cp_holdout_take(ts->holdout, &tup.t_self, &keep);
+		if (held_out && !keep)
+			continue;
 		deform_row(ts, &tup, slot->tts_values, slot->tts_isnull);
 		ExecStoreVirtualTuple(slot);
 		slot->tts_tid = tup.t_self;
-		/* validation => 'N%': held-out rows are never trained on (nor cached) */
-		if (ts->holdout != NULL && cp_holdout_take(ts->holdout, &ts->layout, slot))
+		if (held_out)
 		{
+			cp_holdout_keep(ts->holdout, &ts->layout, slot);
 			ExecClearTuple(slot);
 			MemoryContextReset(ts->row_cxt);
 			continue;
