@@ -122,9 +122,14 @@ params_json(const CpTrainRecord *rec)
 		json_key_number(&buf, rec->held_rows_key, (double) rec->held_rows);
 	if (rec->grab)
 	{
-		json_key_string(&buf, "grab_granularity", "block", true);
+		json_key_string(&buf, "grab_granularity",
+						rec->grab_unit_blocks > 1 ? "blocks" : "block", true);
+		json_key_number(&buf, "grab_unit_blocks", rec->grab_unit_blocks);
 		json_key_string(&buf, "grab_buffer_shuffle",
 						rec->grab_buffer_shuffle ? "true" : "false", true);
+		json_key_number(&buf, "grab_epochs_kept", rec->grab_epochs_kept);
+		if (rec->grab_statistic >= 0)
+			json_key_number(&buf, "grab_block_mean_sq", rec->grab_statistic);
 		json_key_number(&buf, "grab_pages_per_block", rec->sizing->pages_per_block);
 		json_key_number(&buf, "grab_n_blocks", rec->sizing->n_blocks);
 		json_key_number(&buf, "grab_n_pages", rec->sizing->n_pages);

@@ -63,7 +63,11 @@ typedef struct CpTrainRecord
 	 * cp_grab_serialize, base64 (NULL when no epoch was walked).
 	 */
 	bool		grab;
-	bool		grab_buffer_shuffle;
+	bool		grab_buffer_shuffle;	/* the last epoch's */
+	int32		grab_unit_blocks;	/* blocks in a GraB unit */
+	int64		grab_epochs;	/* epochs ordered, and kept in order */
+	int64		grab_epochs_kept;
+	double		grab_statistic; /* mean |block mean row|^2; < 0: none */
 	int32		grab_dim;
 	int32		grab_n_weights;
 	const char *grab_state;

@@ -278,20 +278,30 @@ static void
 init_grab(SgdState *s)
 {
 	const CpSizing *sz = cp_tuple_shuffle_sizing(s->ts);
+	void	   *state = cp_tuple_shuffle_strategy_state(s->ts);
 	Size		budget = (Size) maintenance_work_mem * 1024;
-	int32		dim = cp_grab_choose_dim(Max(sz->n_blocks, 1), s->model.n_weights, budget);
+	uint32		n_units;
+	int32		dim;
+
+	/* parallel.c keeps a sum per block, in shared memory */
+	if (s->par != NULL)
+		cp_grab_set_unit_blocks(state, 1);
+	n_units = cp_grab_n_units(state);
+	dim = cp_grab_choose_dim(Max(n_units, 1), s->model.n_weights, budget);
 
 	if (dim < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("shuffle \"grab\" needs more memory than maintenance_work_mem (%d kB) for the gradient sums of %u blocks",
 						maintenance_work_mem, sz->n_blocks),
-				 errhint("Raise maintenance_work_mem or block_size.")));
+				 errhint("Raise maintenance_work_mem, block_size or corgipile.grab_unit_blocks.")));
 	s->grab = palloc0(sizeof(CpGrabAcc));
-	if (!cp_grab_acc_init(s->grab, Max(sz->n_blocks, 1), s->model.n_weights, dim,
+	if (!cp_grab_acc_init(s->grab, Max(n_units, 1), s->model.n_weights, dim,
 						  cp_derive_seed((uint64) s->seed, 7), palloc0))
 		elog(ERROR, "corgipile: GraB sizes do not fit");	/* checked above */
 	s->model.grab = s->grab;
+	/* units of several blocks: sums are kept per unit */
+	s->model.grab_unit_of = cp_grab_unit_map(state);
 	s->model.grab_snap = palloc(mul_size(sizeof(double), s->model.n_weights));
 	/* shuffled dense buffers are gathered before training (core), blocks too */
 	if (s->model.gather_rows > 0)
@@ -847,6 +857,9 @@ run_epoch(SgdState *s)
 	 */
 	if (s->grab != NULL && s->par == NULL)
 	{
+		/* the next epoch's buffer choice, at the next epoch's rate */
+		cp_grab_plan_epoch(cp_tuple_shuffle_strategy_state(s->ts),
+						   s->learning_rate * s->params.decay);
 		cp_tuple_shuffle_epoch_feedback(s->ts, s->grab);
 		cp_grab_acc_reset(s->grab);
 	}
@@ -918,6 +931,8 @@ record_grab(SgdState *s, CpTrainRecord *rec)
 
 	rec->grab = true;
 	rec->grab_buffer_shuffle = strcmp(cp_grab_buffer_choice(state), "shuffled") == 0;
+	cp_grab_choices(state, &rec->grab_unit_blocks, &rec->grab_epochs,
+					&rec->grab_epochs_kept, &rec->grab_statistic);
 	rec->grab_dim = s->grab ? s->grab->dim : 0;
 	rec->grab_n_weights = s->model.n_weights;
 	if (cp_grab_last_walk(state, &visit, &signs, &n_blocks) &&

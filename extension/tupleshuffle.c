@@ -480,6 +480,9 @@ void
 cp_tuple_shuffle_epoch_feedback(TupleShuffleState *ts, const struct CpGrabAcc *acc)
 {
 	ts->strategy->epoch_feedback(ts->strategy_state, acc);
+	/* GraB decides the next epoch's buffer shuffle per epoch */
+	if (ts->strategy->permutes)
+		ts->permute = ts->strategy->permutes(ts->strategy_state);
 }
 
 /* How the table is cut into blocks and buffers. */
@@ -611,7 +614,10 @@ tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyInteger("Blocks per Buffer", NULL, ts->blocks_per_buffer, es);
 	ExplainPropertyText("Features", cp_layout_mode_name(ts->layout.mode), es);
 	if (ts->strategy->id == CP_SHUFFLE_GRAB)
+	{
 		ExplainPropertyText("GraB Buffer", cp_grab_buffer_choice(ts->strategy_state), es);
+		cp_grab_explain_plan(ts->strategy_state, es);
+	}
 	if (es->analyze)
 	{
 		ExplainPropertyInteger("Buffers Filled", NULL, ts->buffers_filled, es);

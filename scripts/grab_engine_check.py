@@ -65,16 +65,17 @@ def load(conn: psycopg.Connection, name: str, x: np.ndarray, y: np.ndarray) -> n
     return page
 
 
-def engine(conn, table, shuffle, lr, seed, epochs, block=None, buffer_mode="auto"):
+def engine(conn, table, shuffle, lr, seed, epochs, block=None, buffer_mode="auto",
+           model="logistic", l2=0.0, decay=1.0):
     name = "gec_model"
     conn.execute("SET corgipile.grab_buffer = %s" % psycopg.sql.Literal(buffer_mode).as_string(conn))
     conn.execute("SELECT corgipile.drop_model(m.model_name) FROM corgipile.models m "
                  "WHERE m.model_name = %s", (name,))
     hist = conn.execute(
-        "SELECT seconds FROM corgipile.train(%s::regclass, 'logistic', model_name => %s, "
-        "shuffle => %s, seed => %s, learning_rate => %s, decay => 1.0, max_epoch_num => %s, "
-        "block_size => %s, standardize => 'off')",
-        (table, name, shuffle, seed, lr, epochs, block)).fetchall()
+        "SELECT seconds FROM corgipile.train(%s::regclass, %s, model_name => %s, "
+        "shuffle => %s, seed => %s, learning_rate => %s, decay => %s, max_epoch_num => %s, "
+        "block_size => %s, l2 => %s, standardize => 'off')",
+        (table, model, name, shuffle, seed, lr, decay, epochs, block, l2)).fetchall()
     w, params = conn.execute("SELECT weights, params FROM corgipile.models "
                              "WHERE model_name = %s", (name,)).fetchone()
     conn.execute("SELECT corgipile.drop_model(%s)", (name,))
@@ -114,11 +115,115 @@ def fmt(v: float) -> str:
     return f"{v:.2e}"
 
 
+def step_settings(quick: bool) -> list[dict]:
+    """Part C's tables: Fashion-MNIST as scripts/convergence_study.py --grab
+    loads it (8,000 images sorted by label, l2 = 0.001), and the Gaussian
+    table at rates above 0.01."""
+    import convergence_study as cs
+
+    args = argparse.Namespace(grab_datasets=["fashion-binary", "fashion-10"],
+                              train_rows=1000 if quick else 8000,
+                              test_rows=300 if quick else 2000,
+                              synthetic_rows=20_000 if quick else 100_000)
+    out = []
+    for name, ds in cs.grab_data(args).items():
+        rates = [0.01, 0.001] if quick else (
+            [0.03, 0.01, 0.003, 0.001] if name == "fashion-binary" else [0.01, 0.003, 0.001])
+        blocks = ["1"] if quick else ["1", "4"]
+        out.append({"name": name, "ds": ds, "rates": rates, "blocks": blocks,
+                    "solve": lambda ds=ds: cs.exact_minimum(ds)["fstar"],
+                    "f": cs.ds_f(ds)})
+    return out
+
+
+def part_c(conn, seeds, epochs, quick, n_gauss) -> list[str]:
+    """The buffer choice against the step size: kept order and a shuffled
+    buffer against corgipile where one step moves the model far (Fashion-MNIST
+    rows have |x|^2 ~ 130; the Gaussian table ~ 24 at rates up to 0.1)."""
+    import convergence_study as cs
+
+    P = ["", "## C. Buffer kept or shuffled, by step size (engine)", "",
+         "Final gap over corgipile's with the same block size (< 1 is better); "
+         "‖x‖² is the rows' mean squared norm as trained (standardize off), "
+         "*step* = rate × mean ‖x‖², *block* = step × rows per block; ‖x̄_b‖² is the rows' "
+         "mean of the squared norm of their block's mean row, *coherent* = rate × ‖x̄_b‖².", "",
+         "| table | block_size | rows per block | rate | step | block | coherent | corgipile | "
+         "grab kept | grab shuffled | kept / corgipile | shuffled / corgipile | auto rule picks |",
+         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    sets = step_settings(quick)
+    gauss_rates = [0.1] if quick else [0.3, 0.1, 0.03]
+    for s in seeds:
+        x, y = gs.make_table(n_gauss, 20, s)
+        fstar, _ = gs.solve_fstar(x, y)
+        sets.append({"name": f"Gaussian seed {s}", "seed_only": s, "x": x, "y": y,
+                     "rates": gauss_rates, "blocks": ["1"], "fstar": fstar,
+                     "f": (lambda w, x=x, y=y: gs.loss(x, y, w))})
+    for st in sets:
+        if "ds" in st:
+            ds = st["ds"]
+            x, y, model, l2 = ds["x"], ds["y"], ds["model"], ds["l2"]
+            fstar = st["solve"]()
+            f = lambda w, st=st: st["f"](w)[0]  # noqa: E731
+            cs.grab_copy(conn, "gec_t", x, y, ds["feature_type"])
+            run_seeds = seeds
+            label = st["name"]
+        else:
+            x, y, model, l2, fstar, f = st["x"], st["y"], "logistic", 0.0, st["fstar"], st["f"]
+            load(conn, "gec_t", x, y)
+            run_seeds = [st["seed_only"]]
+            label = "Gaussian"
+        sq = float(np.mean(np.sum(x * x, axis=1)))
+        for b in st["blocks"]:
+            for lr in st["rates"]:
+                key = (label, b, lr)
+                r = RESULTS_C.setdefault(key, {"sq": sq})
+                r["bm"] = block_mean_sq(conn, "gec_t", x, int(b))
+                for s in run_seeds:
+                    for sh, mode in (("corgipile", "auto"), ("grab", "kept"),
+                                     ("grab", "shuffled"), ("grab", "auto")):
+                        w, params, _ = engine(conn, "gec_t", sh, lr, s, epochs, block=b,
+                                              buffer_mode=mode, model=model, l2=l2)
+                        k = sh if sh == "corgipile" else f"grab {mode}"
+                        r.setdefault(k, []).append(f(np.array(w, dtype=float)) - fstar)
+                        if k == "grab auto":
+                            r["auto"] = params["grab_buffer_shuffle"]
+                    r["rows"] = len(y) / params["n_blocks"]
+                    print(f"C {label} block {b} lr={lr} seed={s}: " + ", ".join(
+                        f"{k} {v[-1]:.3g}" for k, v in r.items() if isinstance(v, list)),
+                        flush=True)
+    for (label, b, lr), r in RESULTS_C.items():
+        m = {k: float(np.mean(v)) for k, v in r.items() if isinstance(v, list)}
+        step = lr * r["sq"]
+        P.append(f"| {label} | {b} | {r['rows']:.1f} | {lr} | {step:.2f} | "
+                 f"{step * r['rows']:.1f} | {lr * r['bm']:.3f} | {fmt(m['corgipile'])} | {fmt(m['grab kept'])} | "
+                 f"{fmt(m['grab shuffled'])} | {m['grab kept'] / m['corgipile']:.2f} | "
+                 f"{m['grab shuffled'] / m['corgipile']:.2f} | "
+                 f"{'shuffled' if r['auto'] == 'true' else 'kept'} |")
+    return P
+
+
+RESULTS_C: dict = {}
+
+
+def block_mean_sq(conn, table, x, pages_per_block) -> float:
+    """The rows' mean of |mean row of its block|^2 (blocks of heap pages)."""
+    page = np.zeros(len(x), dtype=np.int64)
+    for i, p in conn.execute(f"SELECT id, (ctid::text::point)[0]::int FROM {table}"):
+        page[i] = p
+    blk = page // pages_per_block
+    _, inv, cnt = np.unique(blk, return_inverse=True, return_counts=True)
+    sums = np.zeros((len(cnt), x.shape[1]))
+    np.add.at(sums, inv, x)
+    means = sums / cnt[:, None]
+    return float(np.sum(cnt * np.sum(means * means, axis=1)) / len(x))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dsn", default="")
     ap.add_argument("--quick", action="store_true", help="1 seed, 20k/10k rows, 3 epochs")
     ap.add_argument("--out", default=str(ROOT / "docs/grab-engine-check.md"))
+    ap.add_argument("--parts", default="A,B,C", help="which parts to run (default A,B,C)")
     args = ap.parse_args()
     seeds = [1] if args.quick else [1, 2, 3]
     epochs = 3 if args.quick else 10
@@ -139,78 +244,83 @@ def main() -> int:
              "mean over seeds (f* by Newton's method on the same rows). Engine: default sizing "
              "(10% buffer). Simulation: `scripts/grab_simulation.py`'s loop and the C core, "
              "on the engine's blocks (each row's heap page) and buffers.")
-    P.append("")
-    P.append("## A. Same table, engine and simulation")
-    P.append("")
-    P.append("| table | rate | ‖w*‖ | engine shuffle_once | engine corgipile | engine grab | "
-             "engine grab / corgipile | sim corgipile | sim grab kept | sim grab shuffled | "
-             "sim grab kept / corgipile |")
-    P.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for label, maker, n in (("Gaussian classes, sorted by label", gs.make_table, n_gauss),
-                            ("nearly separable (uniform), sorted by label", uniform_table, n_unif)):
+    parts = set(args.parts.upper().split(","))
+    if "A" in parts:
+        P.append("")
+        P.append("## A. Same table, engine and simulation")
+        P.append("")
+        P.append("| table | rate | ‖w*‖ | engine shuffle_once | engine corgipile | engine grab | "
+                 "engine grab / corgipile | sim corgipile | sim grab kept | sim grab shuffled | "
+                 "sim grab kept / corgipile |")
+        P.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for label, maker, n in (("Gaussian classes, sorted by label", gs.make_table, n_gauss),
+                                ("nearly separable (uniform), sorted by label", uniform_table, n_unif)):
+            res = {}
+            for s in seeds:
+                x, y = maker(n, 20, s)
+                fstar, wstar = gs.solve_fstar(x, y)
+                page = load(conn, "gec_t", x, y)
+                for lr in rates:
+                    r = res.setdefault(lr, {"wnorm": []})
+                    r["wnorm"].append(np.linalg.norm(wstar))
+                    for sh in ("shuffle_once", "corgipile", "grab"):
+                        w, params, _ = engine(conn, "gec_t", sh, lr, s, epochs)
+                        r.setdefault("e " + sh, []).append(gs.loss(x, y, w) - fstar)
+                    row_block = (page // params["pages_per_block"]).astype(np.int64)
+                    for m in ("corgipile", "grab kept", "grab shuffled"):
+                        r.setdefault("s " + m, []).append(simulate(
+                            lib, x, y, fstar, row_block, params["n_blocks"],
+                            params["blocks_per_buffer"], m, lr, s, epochs))
+                    print(f"{label} lr={lr} seed={s}: " +
+                          ", ".join(f"{k} {v[-1]:.3g}" for k, v in r.items()), flush=True)
+            for lr in rates:
+                r = {k: float(np.mean(v)) for k, v in res[lr].items()}
+                P.append(f"| {label} | {lr} | {r['wnorm']:.1f} | {fmt(r['e shuffle_once'])} | "
+                         f"{fmt(r['e corgipile'])} | {fmt(r['e grab'])} | "
+                         f"{r['e grab'] / r['e corgipile']:.2f} | {fmt(r['s corgipile'])} | "
+                         f"{fmt(r['s grab kept'])} | {fmt(r['s grab shuffled'])} | "
+                         f"{r['s grab kept'] / r['s corgipile']:.2f} |")
+    if "B" in parts:
+        P.append("")
+        P.append("## B. Buffer kept in GraB's order or shuffled, by rows per block (engine)")
+        P.append("")
+        P.append("Gaussian table sorted by label; `corgipile.grab_buffer` forces the choice; "
+                 "ratios are the final gap over corgipile's with the same block size (< 1 is better).")
+        P.append("")
+        P.append("| block_size (pages) | rows per block | rate | corgipile | grab kept | grab shuffled "
+                 "| kept / corgipile | shuffled / corgipile | auto rule picks |")
+        P.append("|---|---:|---|---:|---:|---:|---:|---:|---|")
+        blocks = ["1", "6"] if args.quick else ["1", "3", "6", "27"]
         res = {}
         for s in seeds:
-            x, y = maker(n, 20, s)
-            fstar, wstar = gs.solve_fstar(x, y)
-            page = load(conn, "gec_t", x, y)
-            for lr in rates:
-                r = res.setdefault(lr, {"wnorm": []})
-                r["wnorm"].append(np.linalg.norm(wstar))
-                for sh in ("shuffle_once", "corgipile", "grab"):
-                    w, params, _ = engine(conn, "gec_t", sh, lr, s, epochs)
-                    r.setdefault("e " + sh, []).append(gs.loss(x, y, w) - fstar)
-                row_block = (page // params["pages_per_block"]).astype(np.int64)
-                for m in ("corgipile", "grab kept", "grab shuffled"):
-                    r.setdefault("s " + m, []).append(simulate(
-                        lib, x, y, fstar, row_block, params["n_blocks"],
-                        params["blocks_per_buffer"], m, lr, s, epochs))
-                print(f"{label} lr={lr} seed={s}: " +
-                      ", ".join(f"{k} {v[-1]:.3g}" for k, v in r.items()), flush=True)
-        for lr in rates:
-            r = {k: float(np.mean(v)) for k, v in res[lr].items()}
-            P.append(f"| {label} | {lr} | {r['wnorm']:.1f} | {fmt(r['e shuffle_once'])} | "
-                     f"{fmt(r['e corgipile'])} | {fmt(r['e grab'])} | "
-                     f"{r['e grab'] / r['e corgipile']:.2f} | {fmt(r['s corgipile'])} | "
-                     f"{fmt(r['s grab kept'])} | {fmt(r['s grab shuffled'])} | "
-                     f"{r['s grab kept'] / r['s corgipile']:.2f} |")
-    P.append("")
-    P.append("## B. Buffer kept in GraB's order or shuffled, by rows per block (engine)")
-    P.append("")
-    P.append("Gaussian table sorted by label; `corgipile.grab_buffer` forces the choice; "
-             "ratios are the final gap over corgipile's with the same block size (< 1 is better).")
-    P.append("")
-    P.append("| block_size (pages) | rows per block | rate | corgipile | grab kept | grab shuffled "
-             "| kept / corgipile | shuffled / corgipile | auto rule picks |")
-    P.append("|---|---:|---|---:|---:|---:|---:|---:|---|")
-    blocks = ["1", "6"] if args.quick else ["1", "3", "6", "27"]
-    res = {}
-    for s in seeds:
-        x, y = gs.make_table(n_gauss, 20, s)
-        fstar, _ = gs.solve_fstar(x, y)
-        load(conn, "gec_t", x, y)
+            x, y = gs.make_table(n_gauss, 20, s)
+            fstar, _ = gs.solve_fstar(x, y)
+            load(conn, "gec_t", x, y)
+            for b in blocks:
+                for lr in rates:
+                    r = res.setdefault((b, lr), {})
+                    for sh, mode in (("corgipile", "auto"), ("grab", "kept"), ("grab", "shuffled"),
+                                     ("grab", "auto")):
+                        w, params, _ = engine(conn, "gec_t", sh, lr, s, epochs, block=b,
+                                              buffer_mode=mode)
+                        key = sh if sh == "corgipile" else f"grab {mode}"
+                        r.setdefault(key, []).append(gs.loss(x, y, w) - fstar)
+                        if key == "grab auto":
+                            r["auto"] = params["grab_buffer_shuffle"]
+                    r["rows"] = n_gauss / params["n_blocks"]
+                    print(f"block {b} lr={lr} seed={s}: " + ", ".join(
+                        f"{k} {v[-1]:.3g}" for k, v in r.items() if isinstance(v, list)), flush=True)
         for b in blocks:
             for lr in rates:
-                r = res.setdefault((b, lr), {})
-                for sh, mode in (("corgipile", "auto"), ("grab", "kept"), ("grab", "shuffled"),
-                                 ("grab", "auto")):
-                    w, params, _ = engine(conn, "gec_t", sh, lr, s, epochs, block=b,
-                                          buffer_mode=mode)
-                    key = sh if sh == "corgipile" else f"grab {mode}"
-                    r.setdefault(key, []).append(gs.loss(x, y, w) - fstar)
-                    if key == "grab auto":
-                        r["auto"] = params["grab_buffer_shuffle"]
-                r["rows"] = n_gauss / params["n_blocks"]
-                print(f"block {b} lr={lr} seed={s}: " + ", ".join(
-                    f"{k} {v[-1]:.3g}" for k, v in r.items() if isinstance(v, list)), flush=True)
-    for b in blocks:
-        for lr in rates:
-            r = res[(b, lr)]
-            m = {k: float(np.mean(v)) for k, v in r.items() if isinstance(v, list)}
-            P.append(f"| {b} | {r['rows']:.0f} | {lr} | {fmt(m['corgipile'])} | "
-                     f"{fmt(m['grab kept'])} | {fmt(m['grab shuffled'])} | "
-                     f"{m['grab kept'] / m['corgipile']:.2f} | "
-                     f"{m['grab shuffled'] / m['corgipile']:.2f} | "
-                     f"{'shuffled' if r['auto'] == 'true' else 'kept'} |")
+                r = res[(b, lr)]
+                m = {k: float(np.mean(v)) for k, v in r.items() if isinstance(v, list)}
+                P.append(f"| {b} | {r['rows']:.0f} | {lr} | {fmt(m['corgipile'])} | "
+                         f"{fmt(m['grab kept'])} | {fmt(m['grab shuffled'])} | "
+                         f"{m['grab kept'] / m['corgipile']:.2f} | "
+                         f"{m['grab shuffled'] / m['corgipile']:.2f} | "
+                         f"{'shuffled' if r['auto'] == 'true' else 'kept'} |")
+    if "C" in parts:
+        P += part_c(conn, seeds, epochs, args.quick, n_gauss)
     P.append("")
     P.append(f"Run time {time.monotonic() - t_start:.0f} s.")
     text = "\n".join(P) + "\n"

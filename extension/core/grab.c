@@ -198,7 +198,8 @@ grab_proj_add(const CpGrabAcc *acc, double *sum, int64 j, double v)
 		int64		e = acc->proj_map ? acc->proj_map[j * s + t] :
 			grab_proj_entry(acc, j, t);
 
-		sum[e >> 1] += (e & 1) ? v : -v;
+		/* +v or -v without a branch: the sign is random, so mispredicted */
+		sum[e >> 1] += (double) (2 * (e & 1) - 1) * v;
 	}
 }
 
@@ -225,6 +226,43 @@ cp_grab_add_dense(CpGrabAcc *acc, int64 block, int32 offset,
 	{
 		if (x[i] != 0.0)
 			grab_proj_add(acc, sum, (int64) offset + i, scale * x[i]);
+	}
+}
+
+/*
+ * GraB with the buffer kept in order (linear_model.c's train_by_blocks): add
+ * to block's sum the loss gradients read off a run of per-tuple steps,
+ * (shrink * snap[i] - w[i]) * inv_lr at coordinates offset..offset+n-1, and
+ * move the snapshot on (snap[i] = w[i]) in the same pass, so that the next
+ * run starts from these weights without a copy.  Every coordinate is added,
+ * zeros too: a dense difference is rarely zero, and the test cost more than
+ * the add (a mispredicted branch per coordinate); a zero adds nothing but
+ * the sign of a zero sum, which the walk does not see.
+ */
+void
+cp_grab_add_step_delta(CpGrabAcc *acc, int64 block, int32 offset,
+					   double *snap, const double *w, int32 n,
+					   double shrink, double inv_lr)
+{
+	double	   *sum = acc->sums + block * acc->dim;
+
+	if (acc->proj_nnz == 0)
+	{
+		double	   *dst = sum + offset;
+
+		for (int32 i = 0; i < n; i++)
+		{
+			dst[i] += (shrink * snap[i] - w[i]) * inv_lr;
+			snap[i] = w[i];
+		}
+		return;
+	}
+	for (int32 i = 0; i < n; i++)
+	{
+		double		d = (shrink * snap[i] - w[i]) * inv_lr;
+
+		snap[i] = w[i];
+		grab_proj_add(acc, sum, (int64) offset + i, d);
 	}
 }
 

@@ -96,6 +96,9 @@ extern void cp_grab_add_dense(CpGrabAcc *acc, int64 block, int32 offset,
 extern void cp_grab_add_sparse(CpGrabAcc *acc, int64 block, int32 offset,
 							   const int32 *indices, const double *values,
 							   int32 nnz, double scale);
+extern void cp_grab_add_step_delta(CpGrabAcc *acc, int64 block, int32 offset,
+								   double *snap, const double *w, int32 n,
+								   double shrink, double inv_lr);
 extern void cp_grab_project(const CpGrabAcc *acc, const double *g, double *out);
 
 /* One tuple (or n) of this block contributed to its sum. */

@@ -601,6 +601,13 @@ cp_model_flush(CpModel *m)
 	m->batch_fill = 0;
 }
 
+/* The GraB unit whose sum a row of this block adds to. */
+static inline int64
+grab_unit(const CpModel *m, uint32 block)
+{
+	return m->grab_unit_of ? m->grab_unit_of[block] : block;
+}
+
 /*
  * GraB: add the row's loss gradient, at the weights it was computed with,
  * to its block's sum (docs/grab.md: the l2 and l1 terms are left out, the
@@ -610,7 +617,7 @@ static void
 add_to_block_sum(CpModel *m, const CpBuffer *buf, int64 row)
 {
 	static const double one = 1.0;
-	int64		block = buf->row_blocks[row];
+	int64		block = grab_unit(m, buf->row_blocks[row]);
 
 	for (int k = 0; k < m->n_outputs; k++)
 	{
@@ -710,25 +717,27 @@ grab_by_blocks(const CpModel *m, const CpBuffer *buf)
 
 /*
  * Add to block's sum the gradients of the `rows` rows trained since the
- * weights were copied to grab_snap.
+ * weights were last copied to grab_snap, and move grab_snap on to the
+ * current weights in the same pass (a running snapshot: one pass over the
+ * weights per block, where a copy, a difference and an add took three).
  */
 static void
 grab_block_done(CpModel *m, int64 block, int64 rows)
 {
-	double	   *snap = m->grab_snap;
 	double		inv_lr = 1.0 / m->learning_rate;
 	double		sk = pow(1.0 - m->learning_rate * m->l2, (double) rows);
 
 	for (int o = 0; o < m->n_outputs; o++)
 	{
-		double	   *w0 = snap + (int64) o * m->stride;
-		const double *w = m->w + (int64) o * m->stride;
+		int32		at = o * m->stride;
 
-		for (int j = 0; j < m->n_features; j++)
-			w0[j] = (sk * w0[j] - w[j]) * inv_lr;
-		w0[m->n_features] = (w0[m->n_features] - w[m->n_features]) * inv_lr;
+		cp_grab_add_step_delta(m->grab, block, at, m->grab_snap + at, m->w + at,
+							   m->n_features, sk, inv_lr);
+		/* the bias is not shrunk */
+		cp_grab_add_step_delta(m->grab, block, at + m->n_features,
+							   m->grab_snap + at + m->n_features,
+							   m->w + at + m->n_features, 1, 1.0, inv_lr);
 	}
-	cp_grab_add_dense(m->grab, block, 0, snap, m->n_weights, 1.0);
 	cp_grab_count(m->grab, block, rows);
 }
 
@@ -737,13 +746,15 @@ train_by_blocks(CpModel *m, const CpBuffer *buf, int64 start, CpCancel *cancel)
 {
 	int64		i = start;
 
+	/* the snapshot runs on from here (grab_block_done) */
+	memcpy(m->grab_snap, m->w, sizeof(double) * (Size) m->n_weights);
+	/* a unit's blocks are consecutive in the order: one sum per run */
 	while (i < buf->n_rows)
 	{
-		int64		block = buf->row_blocks[buf->order[i]];
+		int64		block = grab_unit(m, buf->row_blocks[buf->order[i]]);
 		int64		first = i;
 
-		memcpy(m->grab_snap, m->w, sizeof(double) * (Size) m->n_weights);
-		for (; i < buf->n_rows && buf->row_blocks[buf->order[i]] == block; i++)
+		for (; i < buf->n_rows && grab_unit(m, buf->row_blocks[buf->order[i]]) == block; i++)
 		{
 			if (i > start && ((i - start) % CP_CANCEL_CHECK_ROWS) == 0 &&
 				cp_cancel_requested(cancel))

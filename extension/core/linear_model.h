@@ -102,6 +102,8 @@ typedef struct CpModel
 	double	   *grab_snap;		/* n_weights, set by the caller with grab: the
 								 * weights at a block's start (NULL: sums are
 								 * added row by row) */
+	const uint32 *grab_unit_of; /* block -> GraB unit, the sums' index; NULL:
+								 * each block is its own unit */
 } CpModel;
 
 typedef void *(*CpAllocZero) (Size size);

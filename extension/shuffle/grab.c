@@ -11,15 +11,25 @@
  * the balancing walk over the blocks in the order they were visited, and
  * block_order returns the walk's reordering for the next epoch.
  *
- * Whether a buffer's rows are still shuffled is decided once per run from
- * the table's statistics, by the rule of docs/grab-simulation.md: blocks of
- * at most 100 rows on average keep GraB's order, larger blocks (or a table
- * never analysed) get their buffer shuffled.  corgipile.grab_buffer
- * overrides the rule.
+ * Whether a buffer's rows are still shuffled is decided per epoch, by the
+ * rule measured in docs/grab.md ("Buffer shuffle"): blocks of at most 100
+ * rows on average (pg_class estimate) keep GraB's order, larger blocks (or a
+ * table never analysed) get their buffer shuffled; and from the second
+ * epoch on, kept order also needs small steps: the epoch's learning rate
+ * times the rows' mean |block mean row|^2, measured on the first epoch's
+ * buffers (the rows as trained), at most GRAB_KEEP_ORDER_MAX_STEP.
+ * corgipile.grab_buffer overrides the rule.
+ *
+ * GraB's unit (granularity) is a group of consecutive blocks of the first
+ * epoch's order, so that the per-unit cost of the kept-order sums (one pass
+ * over the weights) is spread over at least GRAB_UNIT_MIN_ROWS rows; the
+ * units then move as wholes.  corgipile.grab_unit_blocks overrides it.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <math.h>
 
 #include "utils/guc.h"
 #include "utils/rel.h"
@@ -30,6 +40,17 @@
 
 /* the largest average block, in rows, that keeps GraB's order in a buffer */
 #define GRAB_KEEP_ORDER_MAX_ROWS 100.0
+
+/*
+ * ... and the largest step that does, as learning rate x the rows' mean
+ * squared norm of their block's mean row: how far one step moves the
+ * margins of the block's other rows (docs/grab.md, fitted on the engine's
+ * measurements in grab-engine-check.md part C).
+ */
+#define GRAB_KEEP_ORDER_MAX_STEP 0.4
+
+/* auto granularity: a GraB unit holds at least this many rows */
+#define GRAB_UNIT_MIN_ROWS 32.0
 
 /* corgipile.grab_buffer: the rule above, or an override */
 typedef enum GrabBufferMode
@@ -47,6 +68,7 @@ static const struct config_enum_entry grab_buffer_options[] = {
 };
 
 static int	grab_buffer_mode = GRAB_BUFFER_AUTO;
+static int	grab_unit_blocks = 0;
 
 /*
  * The buffer choice is measured, not derived (docs/grab.md), so a user whose
@@ -67,15 +89,49 @@ cp_grab_define_gucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("corgipile.grab_unit_blocks",
+							"Blocks in one unit of shuffle => 'grab''s order (0: chosen from the rows per block).",
+							"0 groups consecutive blocks of the first epoch's order until a unit holds at least 32 rows "
+							"(pg_class estimate); a positive value forces that many blocks a unit.",
+							&grab_unit_blocks,
+							0, 0, INT_MAX,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
 }
 
 typedef struct GrabState
 {
 	const CpStrategyEnv *env;
 	uint32		n_blocks;
-	bool		shuffle_buffer; /* decided at begin, from the statistics */
+	bool		shuffle_buffer; /* this epoch's choice */
+	bool		rows_shuffle;	/* the rows-per-block rule's (or the setting's) */
 	double		rows_per_block; /* the estimate it was decided from; < 0:
 								 * unknown */
+
+	/*
+	 * The step rule's statistic, from the first epoch's dense buffers: sum
+	 * over blocks of rows x |block mean row|^2, and the rows summed.
+	 */
+	double	   *stat_vec;		/* n_features of scratch */
+	int32		stat_dim;
+	double		stat_sum;
+	int64		stat_rows;
+	bool		stat_sparse;	/* a sparse buffer was seen: no statistic */
+	double		last_step;		/* rate x statistic of the last decision */
+	int64		epochs;			/* block orders handed out */
+	int64		epochs_kept;	/* ... with the buffer kept in order */
+
+	/* GraB's units: unit_blocks consecutive blocks of the first order */
+	int32		unit_blocks;
+	uint32		n_units;
+	uint32	   *unit_of;		/* n_blocks; formed at the first order */
+	bool		units_formed;
+	uint32	   *uvisit;			/* n_units: units as visited */
+	int8	   *usigns;			/* n_units: the walk's signs, visiting order */
+	uint32	   *unext;			/* n_units: the walk's unit order (unused) */
+	int8	   *unit_sign;		/* n_units: by unit number */
+
 	uint32	   *visit;			/* the order handed out for this epoch */
 	uint32	   *next;			/* the walk's order for the next epoch */
 	int8	   *signs;			/* the last walk's signs, in visiting order */
@@ -110,19 +166,160 @@ grab_begin(const CpStrategyEnv *env)
 	else
 		g->rows_per_block = -1;
 	if (grab_buffer_mode == GRAB_BUFFER_AUTO)
-		g->shuffle_buffer = !(g->rows_per_block >= 0 &&
-							  g->rows_per_block <= GRAB_KEEP_ORDER_MAX_ROWS);
+		g->rows_shuffle = !(g->rows_per_block >= 0 &&
+							g->rows_per_block <= GRAB_KEEP_ORDER_MAX_ROWS);
 	else
-		g->shuffle_buffer = (grab_buffer_mode == GRAB_BUFFER_SHUFFLED);
+		g->rows_shuffle = (grab_buffer_mode == GRAB_BUFFER_SHUFFLED);
+	/* the first epoch: the rows rule alone (no statistic yet) */
+	g->shuffle_buffer = g->rows_shuffle;
+
+	/*
+	 * Units: enough blocks that a unit holds GRAB_UNIT_MIN_ROWS rows, by the
+	 * same estimate; one block when it is unknown.
+	 */
+	if (grab_unit_blocks > 0)
+		g->unit_blocks = grab_unit_blocks;
+	else if (g->rows_per_block > 0 && g->rows_per_block < GRAB_UNIT_MIN_ROWS)
+		g->unit_blocks = (int32) ceil(GRAB_UNIT_MIN_ROWS / g->rows_per_block);
+	else
+		g->unit_blocks = 1;
+	cp_grab_set_unit_blocks(g, g->unit_blocks);
+	g->unit_of = MemoryContextAllocZero(env->cxt, mul_size(sizeof(uint32), n));
 	return g;
+}
+
+/*
+ * The unit size (1: every block is its own unit, as a parallel training
+ * needs).  Before the first walk only.
+ */
+void
+cp_grab_set_unit_blocks(void *state, int32 unit_blocks)
+{
+	GrabState  *g = state;
+	uint32		n = Max(g->n_blocks, 1);
+
+	Assert(g->walks == 0);
+	g->unit_blocks = Max(1, Min(unit_blocks, (int32) Min(n, INT32_MAX)));
+	g->n_units = (n + (uint32) g->unit_blocks - 1) / (uint32) g->unit_blocks;
+	if (g->unit_blocks > 1 && g->uvisit == NULL)
+	{
+		g->uvisit = MemoryContextAllocZero(g->env->cxt, mul_size(sizeof(uint32), n));
+		g->unext = MemoryContextAllocZero(g->env->cxt, mul_size(sizeof(uint32), n));
+		g->usigns = MemoryContextAllocZero(g->env->cxt, n);
+		g->unit_sign = MemoryContextAllocZero(g->env->cxt, n);
+	}
+}
+
+/* How many GraB units the sums are kept for (n_blocks with one a unit). */
+uint32
+cp_grab_n_units(void *state)
+{
+	return ((GrabState *) state)->n_units;
+}
+
+/*
+ * The block -> unit map SGD adds with (NULL with one block a unit).  Valid
+ * once the first epoch's order is handed out.
+ */
+const uint32 *
+cp_grab_unit_map(void *state)
+{
+	GrabState  *g = state;
+
+	return g->unit_blocks > 1 ? g->unit_of : NULL;
+}
+
+/* GraB's granularity, for EXPLAIN and params. */
+int32
+cp_grab_unit_size(void *state)
+{
+	return ((GrabState *) state)->unit_blocks;
+}
+
+/*
+ * The step rule's statistic: for the rows of out (appended by whole blocks,
+ * a block's rows one after the other), add |block mean row|^2 x rows per
+ * block.  Dense rows only: a sparse model keeps the rows rule.
+ */
+static void
+grab_add_statistic(GrabState *g, const CpBuffer *out)
+{
+	int32		d = out->n_features;
+	int64		i = 0;
+
+	if (out->sparse || g->stat_sparse)
+	{
+		g->stat_sparse = true;
+		return;
+	}
+	if (out->row_blocks == NULL || d <= 0)
+		return;
+	if (g->stat_vec == NULL || g->stat_dim < d)
+	{
+		g->stat_vec = MemoryContextAlloc(g->env->cxt, mul_size(sizeof(double), d));
+		g->stat_dim = d;
+	}
+	while (i < out->n_rows)
+	{
+		uint32		block = out->row_blocks[i];
+		int64		first = i;
+		double		sq = 0.0;
+
+		memset(g->stat_vec, 0, sizeof(double) * d);
+		for (; i < out->n_rows && out->row_blocks[i] == block; i++)
+		{
+			const double *x = cp_buffer_dense_row(out, i);
+
+			for (int32 j = 0; j < d; j++)
+				g->stat_vec[j] += x[j];
+		}
+		for (int32 j = 0; j < d; j++)
+			sq += g->stat_vec[j] * g->stat_vec[j];
+		/* rows x |sum / rows|^2 */
+		g->stat_sum += sq / (double) (i - first);
+		g->stat_rows += i - first;
+	}
+}
+
+/* The mean |block mean row|^2 of the first epoch; < 0 when not measured. */
+static double
+grab_statistic(const GrabState *g)
+{
+	if (g->stat_sparse || g->stat_rows == 0)
+		return -1.0;
+	return g->stat_sum / (double) g->stat_rows;
+}
+
+/*
+ * The buffer choice for the next epoch, trained at rate (called by SGD
+ * before the epoch's feedback; the driver asks permutes() after it).
+ */
+void
+cp_grab_plan_epoch(void *state, double rate)
+{
+	GrabState  *g = state;
+	double		stat = grab_statistic(g);
+
+	g->shuffle_buffer = g->rows_shuffle;
+	if (stat >= 0)
+	{
+		g->last_step = rate * stat;
+		if (grab_buffer_mode == GRAB_BUFFER_AUTO && !g->rows_shuffle &&
+			g->last_step > GRAB_KEEP_ORDER_MAX_STEP)
+			g->shuffle_buffer = true;
+	}
 }
 
 static bool
 grab_fill(void *state, CpBuffer *out)
 {
 	GrabState  *g = state;
+	bool		more = g->env->read_group(g->env->reader, out);
 
-	return g->env->read_group(g->env->reader, out);
+	/* the first epoch's rows give the step rule its statistic */
+	if (g->epochs == 1 && g->walks == 0)
+		grab_add_statistic(g, out);
+	return more;
 }
 
 static bool
@@ -151,6 +348,16 @@ grab_block_order(void *state, uint32 *order, uint32 n_blocks, pg_prng_state *rng
 	}
 	memcpy(g->visit, order, sizeof(uint32) * n_blocks);
 	g->have_next = false;
+	g->epochs++;
+	if (!g->shuffle_buffer)
+		g->epochs_kept++;
+	/* units: consecutive blocks of the first order, fixed from then on */
+	if (!g->units_formed)
+	{
+		for (uint32 i = 0; i < n_blocks; i++)
+			g->unit_of[order[i]] = i / (uint32) g->unit_blocks;
+		g->units_formed = true;
+	}
 }
 
 /* The end of an epoch: walk the blocks as visited, keep the next order. */
@@ -159,14 +366,45 @@ grab_epoch_feedback(void *state, const struct CpGrabAcc *acc)
 {
 	GrabState  *g = state;
 
-	Assert(acc->n_blocks == g->n_blocks);
+	Assert(acc->n_blocks == g->n_units);
 	if (g->work == NULL || g->work_dim < acc->dim)
 	{
 		g->work = MemoryContextAlloc(g->env->cxt,
 									 mul_size(sizeof(double), mul_size(2, acc->dim)));
 		g->work_dim = acc->dim;
 	}
-	cp_grab_walk(acc, g->visit, g->n_blocks, g->work, g->signs, g->next);
+	if (g->unit_blocks <= 1)
+		cp_grab_walk(acc, g->visit, g->n_blocks, g->work, g->signs, g->next);
+	else
+	{
+		uint32		nu = 0;
+
+		/*
+		 * The units as visited: each unit's blocks are consecutive in the
+		 * order (formed so, and the reordering moves them as wholes).  The
+		 * walk signs units; a block takes its unit's sign, and reordering
+		 * the blocks by those signs moves every unit as a whole (a -1 unit
+		 * reversed inside too).
+		 */
+		for (uint32 i = 0; i < g->n_blocks; i++)
+		{
+			uint32		u = g->unit_of[g->visit[i]];
+
+			if (nu > 0 && g->uvisit[nu - 1] == u)
+				continue;
+			if (nu >= g->n_units)
+				elog(ERROR, "corgipile: GraB unit %u is not contiguous in the block order", u);
+			g->uvisit[nu++] = u;
+		}
+		if (nu != g->n_units)
+			elog(ERROR, "corgipile: the block order visited %u of %u GraB units", nu, g->n_units);
+		cp_grab_walk(acc, g->uvisit, nu, g->work, g->usigns, g->unext);
+		for (uint32 p = 0; p < nu; p++)
+			g->unit_sign[g->uvisit[p]] = g->usigns[p];
+		for (uint32 i = 0; i < g->n_blocks; i++)
+			g->signs[i] = g->unit_sign[g->unit_of[g->visit[i]]];
+		cp_grab_reorder(g->visit, g->signs, g->n_blocks, g->next);
+	}
 	g->have_next = true;
 	g->have_signs = true;
 	g->walks++;
@@ -178,6 +416,46 @@ grab_explain(void *state, ExplainState *es)
 	GrabState  *g = state;
 
 	ExplainPropertyInteger("GraB Walks", NULL, g->walks, es);
+	ExplainPropertyInteger("GraB Epochs Kept in Order", NULL, g->epochs_kept, es);
+	if (grab_statistic(g) >= 0)
+		ExplainPropertyFloat("GraB Step", NULL, g->last_step, 3, es);
+}
+
+/*
+ * EXPLAIN without ANALYZE too: how the buffer is decided (with the first
+ * epoch's choice in cp_grab_buffer_choice) and the unit.
+ */
+void
+cp_grab_explain_plan(void *state, ExplainState *es)
+{
+	GrabState  *g = state;
+	char		unit[64];
+
+	if (grab_buffer_mode == GRAB_BUFFER_AUTO && !g->rows_shuffle)
+		ExplainPropertyText("GraB Buffer Rule",
+							"kept while rate x block-mean |x|^2 <= 0.4 (from epoch 2)", es);
+	else if (grab_buffer_mode == GRAB_BUFFER_AUTO)
+		ExplainPropertyText("GraB Buffer Rule", "shuffled: over 100 rows a block, or not analysed", es);
+	else
+		ExplainPropertyText("GraB Buffer Rule", "set by corgipile.grab_buffer", es);
+	if (g->unit_blocks == 1)
+		snprintf(unit, sizeof(unit), "1 block");
+	else
+		snprintf(unit, sizeof(unit), "%d blocks", g->unit_blocks);
+	ExplainPropertyText("GraB Unit", unit, es);
+}
+
+/* The run's choices for params (cp_train_record). */
+void
+cp_grab_choices(void *state, int32 *unit_blocks, int64 *epochs, int64 *epochs_kept,
+				double *statistic)
+{
+	GrabState  *g = state;
+
+	*unit_blocks = g->unit_blocks;
+	*epochs = g->epochs;
+	*epochs_kept = g->epochs_kept;
+	*statistic = grab_statistic(g);
 }
 
 /* Shown by plain EXPLAIN too: the choices made for this run. */
