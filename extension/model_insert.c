@@ -129,7 +129,10 @@ params_json(const CpTrainRecord *rec)
 						rec->grab_buffer_shuffle ? "true" : "false", true);
 		json_key_number(&buf, "grab_epochs_kept", rec->grab_epochs_kept);
 		if (rec->grab_statistic >= 0)
+		{
 			json_key_number(&buf, "grab_block_mean_sq", rec->grab_statistic);
+			json_key_number(&buf, "grab_step", rec->grab_step);
+		}
 		json_key_number(&buf, "grab_pages_per_block", rec->sizing->pages_per_block);
 		json_key_number(&buf, "grab_n_blocks", rec->sizing->n_blocks);
 		json_key_number(&buf, "grab_n_pages", rec->sizing->n_pages);

@@ -68,6 +68,7 @@ typedef struct CpTrainRecord
 	int64		grab_epochs;	/* epochs ordered, and kept in order */
 	int64		grab_epochs_kept;
 	double		grab_statistic; /* mean |block mean row|^2; < 0: none */
+	double		grab_step;		/* the buffer rule's last value */
 	int32		grab_dim;
 	int32		grab_n_weights;
 	const char *grab_state;

@@ -859,7 +859,9 @@ run_epoch(SgdState *s)
 	{
 		/* the next epoch's buffer choice, at the next epoch's rate */
 		cp_grab_plan_epoch(cp_tuple_shuffle_strategy_state(s->ts),
-						   s->learning_rate * s->params.decay);
+						   s->learning_rate * s->params.decay,
+						   s->model.grab_g2 / (double) Max(s->model.stats.n, 1));
+		s->model.grab_g2 = 0.0;
 		cp_tuple_shuffle_epoch_feedback(s->ts, s->grab);
 		cp_grab_acc_reset(s->grab);
 	}
@@ -932,7 +934,7 @@ record_grab(SgdState *s, CpTrainRecord *rec)
 	rec->grab = true;
 	rec->grab_buffer_shuffle = strcmp(cp_grab_buffer_choice(state), "shuffled") == 0;
 	cp_grab_choices(state, &rec->grab_unit_blocks, &rec->grab_epochs,
-					&rec->grab_epochs_kept, &rec->grab_statistic);
+					&rec->grab_epochs_kept, &rec->grab_statistic, &rec->grab_step);
 	rec->grab_dim = s->grab ? s->grab->dim : 0;
 	rec->grab_n_weights = s->model.n_weights;
 	if (cp_grab_last_walk(state, &visit, &signs, &n_blocks) &&

@@ -127,9 +127,11 @@ def step_settings(quick: bool) -> list[dict]:
                               synthetic_rows=20_000 if quick else 100_000)
     out = []
     for name, ds in cs.grab_data(args).items():
+        # a rate, or (rate, decay per epoch)
         rates = [0.01, 0.001] if quick else (
-            [0.03, 0.01, 0.003, 0.001] if name == "fashion-binary" else [0.01, 0.003, 0.001])
-        blocks = ["1"] if quick else ["1", "4"]
+            [0.03, 0.01, 0.003, 0.001] if name == "fashion-binary"
+            else [0.01, 0.003, 0.001, (0.01, 0.8)])
+        blocks = ["1"]
         out.append({"name": name, "ds": ds, "rates": rates, "blocks": blocks,
                     "solve": lambda ds=ds: cs.exact_minimum(ds)["fstar"],
                     "f": cs.ds_f(ds)})
@@ -147,11 +149,13 @@ def part_c(conn, seeds, epochs, quick, n_gauss) -> list[str]:
          "‖x‖² is the rows' mean squared norm as trained (standardize off), "
          "*step* = rate × mean ‖x‖², *block* = step × rows per block; ‖x̄_b‖² is the rows' "
          "mean of the squared norm of their block's mean row, *coherent* = rate × ‖x̄_b‖².", "",
-         "| table | block_size | rows per block | rate | step | block | coherent | corgipile | "
-         "grab kept | grab shuffled | kept / corgipile | shuffled / corgipile | auto rule picks |",
-         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+         "| table | block_size | rows per block | GraB unit (blocks) | rate | step | block | "
+         "coherent | rule's value (kept run, last epoch) | corgipile | "
+         "grab kept | grab shuffled | kept / corgipile | shuffled / corgipile | "
+         "auto: epochs kept | auto / corgipile |",
+         "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     sets = step_settings(quick)
-    gauss_rates = [0.1] if quick else [0.3, 0.1, 0.03]
+    gauss_rates = [0.1] if quick else [0.3, 0.1]
     for s in seeds:
         x, y = gs.make_table(n_gauss, 20, s)
         fstar, _ = gs.solve_fstar(x, y)
@@ -174,31 +178,40 @@ def part_c(conn, seeds, epochs, quick, n_gauss) -> list[str]:
             label = "Gaussian"
         sq = float(np.mean(np.sum(x * x, axis=1)))
         for b in st["blocks"]:
-            for lr in st["rates"]:
-                key = (label, b, lr)
+            for rate in st["rates"]:
+                lr, decay = rate if isinstance(rate, tuple) else (rate, 1.0)
+                key = (label, b, rate)
                 r = RESULTS_C.setdefault(key, {"sq": sq})
                 r["bm"] = block_mean_sq(conn, "gec_t", x, int(b))
                 for s in run_seeds:
                     for sh, mode in (("corgipile", "auto"), ("grab", "kept"),
                                      ("grab", "shuffled"), ("grab", "auto")):
                         w, params, _ = engine(conn, "gec_t", sh, lr, s, epochs, block=b,
-                                              buffer_mode=mode, model=model, l2=l2)
+                                              buffer_mode=mode, model=model, l2=l2,
+                                              decay=decay)
                         k = sh if sh == "corgipile" else f"grab {mode}"
                         r.setdefault(k, []).append(f(np.array(w, dtype=float)) - fstar)
                         if k == "grab auto":
                             r["auto"] = params["grab_buffer_shuffle"]
+                            r["auto_kept"] = params.get("grab_epochs_kept")
+                        if k == "grab kept":
+                            r.setdefault("step", []).append(float(params.get("grab_step", "nan")))
+                            r["unit"] = params.get("grab_unit_blocks")
                     r["rows"] = len(y) / params["n_blocks"]
                     print(f"C {label} block {b} lr={lr} seed={s}: " + ", ".join(
                         f"{k} {v[-1]:.3g}" for k, v in r.items() if isinstance(v, list)),
                         flush=True)
-    for (label, b, lr), r in RESULTS_C.items():
+    for (label, b, rate), r in RESULTS_C.items():
         m = {k: float(np.mean(v)) for k, v in r.items() if isinstance(v, list)}
+        lr = rate[0] if isinstance(rate, tuple) else rate
         step = lr * r["sq"]
-        P.append(f"| {label} | {b} | {r['rows']:.1f} | {lr} | {step:.2f} | "
-                 f"{step * r['rows']:.1f} | {lr * r['bm']:.3f} | {fmt(m['corgipile'])} | {fmt(m['grab kept'])} | "
+        rtext = f"{rate[0]}, decay {rate[1]}" if isinstance(rate, tuple) else f"{rate}"
+        P.append(f"| {label} | {b} | {r['rows']:.1f} | {r['unit']} | {rtext} | {step:.2f} | "
+                 f"{step * r['rows']:.1f} | {lr * r['bm']:.3f} | {m['step']:.3f} | "
+                 f"{fmt(m['corgipile'])} | {fmt(m['grab kept'])} | "
                  f"{fmt(m['grab shuffled'])} | {m['grab kept'] / m['corgipile']:.2f} | "
-                 f"{m['grab shuffled'] / m['corgipile']:.2f} | "
-                 f"{'shuffled' if r['auto'] == 'true' else 'kept'} |")
+                 f"{m['grab shuffled'] / m['corgipile']:.2f} | {r['auto_kept']} of {epochs} | "
+                 f"{m['grab auto'] / m['corgipile']:.2f} |")
     return P
 
 

@@ -427,6 +427,56 @@ cp_grab_walk(const CpGrabAcc *acc, const uint32 *visit, int64 n,
 }
 
 /*
+ * GraB units of several blocks: unit_of[first[i]] = i / unit_blocks, the
+ * first epoch's order cut into runs of unit_blocks blocks.
+ */
+void
+cp_grab_form_units(const uint32 *first, int64 n, int32 unit_blocks, uint32 *unit_of)
+{
+	for (int64 i = 0; i < n; i++)
+		unit_of[first[i]] = (uint32) (i / unit_blocks);
+}
+
+/*
+ * The walk over units (acc holds one sum per unit, n_units of them) for an
+ * epoch that visited the blocks in visit (n_blocks), each unit's blocks one
+ * after the other.  Every block takes its unit's sign (signs, in visiting
+ * order), and next is cp_grab_reorder of the blocks by those signs, so that
+ * a unit moves as a whole (a -1 unit reversed inside too) and stays
+ * contiguous.  Scratch: uvisit, unext (n_units), usigns, unit_sign
+ * (n_units), work (2 * dim).  False, with nothing walked, when a unit's
+ * blocks were not consecutive in visit or a unit was not visited.
+ */
+bool
+cp_grab_walk_units(const CpGrabAcc *acc, const uint32 *visit, int64 n_blocks,
+				   const uint32 *unit_of, int64 n_units, uint32 *uvisit,
+				   uint32 *unext, int8 *usigns, int8 *unit_sign,
+				   double *work, int8 *signs, uint32 *next)
+{
+	int64		nu = 0;
+
+	for (int64 i = 0; i < n_blocks; i++)
+	{
+		uint32		u = unit_of[visit[i]];
+
+		if (nu > 0 && uvisit[nu - 1] == u)
+			continue;
+		if (nu >= n_units || u >= n_units)
+			return false;
+		uvisit[nu++] = u;
+	}
+	if (nu != n_units)
+		return false;
+	cp_grab_walk(acc, uvisit, nu, work, usigns, unext);
+	for (int64 p = 0; p < nu; p++)
+		unit_sign[uvisit[p]] = usigns[p];
+	for (int64 i = 0; i < n_blocks; i++)
+		signs[i] = unit_sign[unit_of[visit[i]]];
+	cp_grab_reorder(visit, signs, n_blocks, next);
+	return true;
+}
+
+/*
  * One step of the online walk, for a caller that keeps no per-block sums
  * beyond the current ones: centre sum by count * stale_mean (the previous
  * epoch's mean per tuple; NULL for none), take the sign and update run.

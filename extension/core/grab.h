@@ -118,6 +118,13 @@ extern void cp_grab_walk_with_mean(const CpGrabAcc *acc, const uint32 *visit,
 								   int8 *signs, uint32 *next);
 extern void cp_grab_walk(const CpGrabAcc *acc, const uint32 *visit, int64 n,
 						 double *work, int8 *signs, uint32 *next);
+extern void cp_grab_form_units(const uint32 *first, int64 n, int32 unit_blocks,
+							   uint32 *unit_of);
+extern bool cp_grab_walk_units(const CpGrabAcc *acc, const uint32 *visit,
+							   int64 n_blocks, const uint32 *unit_of,
+							   int64 n_units, uint32 *uvisit, uint32 *unext,
+							   int8 *usigns, int8 *unit_sign, double *work,
+							   int8 *signs, uint32 *next);
 extern void cp_grab_pair_balance(const CpGrabAcc *acc, int32 n_workers,
 								 const int64 *starts, const uint32 *visit,
 								 double *work, int8 *signs, uint32 *next);

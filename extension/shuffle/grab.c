@@ -118,7 +118,8 @@ typedef struct GrabState
 	double		stat_sum;
 	int64		stat_rows;
 	bool		stat_sparse;	/* a sparse buffer was seen: no statistic */
-	double		last_step;		/* rate x statistic of the last decision */
+	double		last_step;		/* rate x mean_g2 x statistic, last decision */
+	double		last_g2;		/* the last epoch's mean sum_k g_k^2 */
 	int64		epochs;			/* block orders handed out */
 	int64		epochs_kept;	/* ... with the buffer kept in order */
 
@@ -291,19 +292,24 @@ grab_statistic(const GrabState *g)
 }
 
 /*
- * The buffer choice for the next epoch, trained at rate (called by SGD
- * before the epoch's feedback; the driver asks permutes() after it).
+ * The buffer choice for the next epoch, trained at rate, after an epoch
+ * whose rows' mean sum_k g_k^2 (squared loss derivatives) was mean_g2
+ * (called by SGD before the epoch's feedback; the driver asks permutes()
+ * after it).  rate x mean_g2 x |block mean row|^2 is, to first order, how
+ * much a step on one row of a block changes the loss of the block's next
+ * rows: what kept order lets pile up within a block.
  */
 void
-cp_grab_plan_epoch(void *state, double rate)
+cp_grab_plan_epoch(void *state, double rate, double mean_g2)
 {
 	GrabState  *g = state;
 	double		stat = grab_statistic(g);
 
 	g->shuffle_buffer = g->rows_shuffle;
+	g->last_g2 = mean_g2;
 	if (stat >= 0)
 	{
-		g->last_step = rate * stat;
+		g->last_step = rate * mean_g2 * stat;
 		if (grab_buffer_mode == GRAB_BUFFER_AUTO && !g->rows_shuffle &&
 			g->last_step > GRAB_KEEP_ORDER_MAX_STEP)
 			g->shuffle_buffer = true;
@@ -354,8 +360,7 @@ grab_block_order(void *state, uint32 *order, uint32 n_blocks, pg_prng_state *rng
 	/* units: consecutive blocks of the first order, fixed from then on */
 	if (!g->units_formed)
 	{
-		for (uint32 i = 0; i < n_blocks; i++)
-			g->unit_of[order[i]] = i / (uint32) g->unit_blocks;
+		cp_grab_form_units(order, n_blocks, g->unit_blocks, g->unit_of);
 		g->units_formed = true;
 	}
 }
@@ -375,36 +380,10 @@ grab_epoch_feedback(void *state, const struct CpGrabAcc *acc)
 	}
 	if (g->unit_blocks <= 1)
 		cp_grab_walk(acc, g->visit, g->n_blocks, g->work, g->signs, g->next);
-	else
-	{
-		uint32		nu = 0;
-
-		/*
-		 * The units as visited: each unit's blocks are consecutive in the
-		 * order (formed so, and the reordering moves them as wholes).  The
-		 * walk signs units; a block takes its unit's sign, and reordering
-		 * the blocks by those signs moves every unit as a whole (a -1 unit
-		 * reversed inside too).
-		 */
-		for (uint32 i = 0; i < g->n_blocks; i++)
-		{
-			uint32		u = g->unit_of[g->visit[i]];
-
-			if (nu > 0 && g->uvisit[nu - 1] == u)
-				continue;
-			if (nu >= g->n_units)
-				elog(ERROR, "corgipile: GraB unit %u is not contiguous in the block order", u);
-			g->uvisit[nu++] = u;
-		}
-		if (nu != g->n_units)
-			elog(ERROR, "corgipile: the block order visited %u of %u GraB units", nu, g->n_units);
-		cp_grab_walk(acc, g->uvisit, nu, g->work, g->usigns, g->unext);
-		for (uint32 p = 0; p < nu; p++)
-			g->unit_sign[g->uvisit[p]] = g->usigns[p];
-		for (uint32 i = 0; i < g->n_blocks; i++)
-			g->signs[i] = g->unit_sign[g->unit_of[g->visit[i]]];
-		cp_grab_reorder(g->visit, g->signs, g->n_blocks, g->next);
-	}
+	else if (!cp_grab_walk_units(acc, g->visit, g->n_blocks, g->unit_of, g->n_units,
+								 g->uvisit, g->unext, g->usigns, g->unit_sign,
+								 g->work, g->signs, g->next))
+		elog(ERROR, "corgipile: the block order did not visit each GraB unit's blocks together");
 	g->have_next = true;
 	g->have_signs = true;
 	g->walks++;
@@ -433,7 +412,8 @@ cp_grab_explain_plan(void *state, ExplainState *es)
 
 	if (grab_buffer_mode == GRAB_BUFFER_AUTO && !g->rows_shuffle)
 		ExplainPropertyText("GraB Buffer Rule",
-							"kept while rate x block-mean |x|^2 <= 0.4 (from epoch 2)", es);
+							psprintf("kept while rate x mean g^2 x block-mean |x|^2 <= %g (from epoch 2)",
+									 GRAB_KEEP_ORDER_MAX_STEP), es);
 	else if (grab_buffer_mode == GRAB_BUFFER_AUTO)
 		ExplainPropertyText("GraB Buffer Rule", "shuffled: over 100 rows a block, or not analysed", es);
 	else
@@ -448,10 +428,11 @@ cp_grab_explain_plan(void *state, ExplainState *es)
 /* The run's choices for params (cp_train_record). */
 void
 cp_grab_choices(void *state, int32 *unit_blocks, int64 *epochs, int64 *epochs_kept,
-				double *statistic)
+				double *statistic, double *step)
 {
 	GrabState  *g = state;
 
+	*step = g->last_step;
 	*unit_blocks = g->unit_blocks;
 	*epochs = g->epochs;
 	*epochs_kept = g->epochs_kept;

@@ -660,12 +660,13 @@ test_cancel(void)
  * from the weights (train_by_blocks): the weights are exactly those of the
  * row-by-row path, the counts too, and the sums agree to rounding with l2 =
  * 0 and within k lr l2 (the shrink's weighting) with l2 > 0.  Also across a
- * cancel in the middle of a block, and for softmax and a projected sum.
+ * cancel in the middle of a block, for softmax and a projected sum, and with
+ * GraB units of three blocks (one sum per unit).
  */
 static void
 test_grab_block_sums(void)
 {
-	for (int variant = 0; variant < 5; variant++)
+	for (int variant = 0; variant < 6; variant++)
 	{
 		bool		softmax = (variant == 1 || variant == 4);
 		double		l2 = (variant == 2) ? 1e-3 : 0.0;
@@ -675,7 +676,9 @@ test_grab_block_sums(void)
 					k = softmax ? 3 : 1,
 					rows_per_block = 7;
 		int64		n = 3000,
-					n_blocks = (n + rows_per_block - 1) / rows_per_block;
+					n_blocks = (n + rows_per_block - 1) / rows_per_block,
+					n_sums = (variant == 5) ? (n_blocks + 2) / 3 : n_blocks;
+		uint32	   *unit_of = NULL;
 		CpBuffer	b = blobs(n, d, 1.0, 61);
 		CpModel		a,
 					r;
@@ -705,10 +708,17 @@ test_grab_block_sums(void)
 					  l2, 0.0, alloc_zero);
 		a.learning_rate = r.learning_rate = 0.05;
 		dim = projected ? a.n_weights - 4 : a.n_weights;
-		CHECK(cp_grab_acc_init(&ga, n_blocks, a.n_weights, dim, 9, alloc_zero) &&
-			  cp_grab_acc_init(&gr, n_blocks, r.n_weights, dim, 9, alloc_zero), "grab init");
+		CHECK(cp_grab_acc_init(&ga, n_sums, a.n_weights, dim, 9, alloc_zero) &&
+			  cp_grab_acc_init(&gr, n_sums, r.n_weights, dim, 9, alloc_zero), "grab init");
 		a.grab = &ga;
 		r.grab = &gr;
+		if (variant == 5)
+		{
+			unit_of = tracked_calloc(n_blocks, sizeof(uint32));
+			for (int64 i = 0; i < n_blocks; i++)
+				unit_of[i] = (uint32) (i / 3);
+			a.grab_unit_of = r.grab_unit_of = unit_of;
+		}
 		r.grab_snap = tracked_calloc(r.n_weights, sizeof(double));
 
 		/* a: row by row (an explicit order); r: by blocks */
@@ -727,10 +737,12 @@ test_grab_block_sums(void)
 
 		CHECK(memcmp(a.w, r.w, sizeof(double) * a.n_weights) == 0,
 			  "variant %d: training by blocks changed the weights", variant);
-		for (int64 i = 0; i < n_blocks; i++)
+		for (int64 i = 0; i < n_sums; i++)
 			counts_equal &= (ga.counts[i] == gr.counts[i]);
 		CHECK(counts_equal, "variant %d: block counts differ", variant);
-		for (int64 i = 0; i < n_blocks * dim; i++)
+		if (variant == 5)
+			CHECK(gr.counts[0] == 3 * rows_per_block, "a unit counts its three blocks' rows");
+		for (int64 i = 0; i < n_sums * dim; i++)
 		{
 			maxsum = Max(maxsum, fabs(ga.sums[i]));
 			maxdiff = Max(maxdiff, fabs(ga.sums[i] - gr.sums[i]));

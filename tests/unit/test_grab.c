@@ -822,6 +822,98 @@ test_adapt(void)
 	}
 }
 
+/*
+ * Units of two blocks: formed from the first order, walked as units, each
+ * block taking its unit's sign, and the next order moves units as wholes.
+ */
+static void
+test_units(void)
+{
+	uint32		first[6] = {3, 0, 5, 1, 4, 2};
+	uint32		unit_of[6];
+	double		sums[3] = {1.0, 1.0, -2.0};
+	CpGrabAcc	acc = acc_1d(3, sums, NULL);
+	uint32		uvisit[6],
+				unext[6],
+				next[6],
+				next2[6];
+	int8		usigns[6],
+				unit_sign[6],
+				signs[6];
+	double		work[2];
+	uint32		want_next[6] = {3, 0, 4, 2, 1, 5};
+	int8		want_signs[6] = {1, 1, -1, -1, 1, 1};
+	uint32		scattered[6] = {3, 5, 0, 1, 4, 2};
+
+	cp_grab_form_units(first, 6, 2, unit_of);
+	CHECK(unit_of[3] == 0 && unit_of[0] == 0 && unit_of[5] == 1 && unit_of[1] == 1 &&
+		  unit_of[4] == 2 && unit_of[2] == 2, "units are runs of the first order");
+	/* mean 0: u0 +1 (s = 1), u1 -1 (s = 0), u2 +1 */
+	CHECK(cp_grab_walk_units(&acc, first, 6, unit_of, 3, uvisit, unext, usigns,
+							 unit_sign, work, signs, next), "units walked");
+	CHECK(same_i8(signs, want_signs, 6), "unit signs by block %d %d %d %d %d %d",
+		  signs[0], signs[1], signs[2], signs[3], signs[4], signs[5]);
+	CHECK(same_u32(next, want_next, 6), "units move whole: %u %u %u %u %u %u",
+		  next[0], next[1], next[2], next[3], next[4], next[5]);
+	/* the next order keeps every unit contiguous: it walks again */
+	CHECK(cp_grab_walk_units(&acc, next, 6, unit_of, 3, uvisit, unext, usigns,
+							 unit_sign, work, signs, next2), "walk of the next order");
+	CHECK(uvisit[0] == 0 && uvisit[1] == 2 && uvisit[2] == 1, "units in their new order");
+	CHECK(covers(next, next2, 6, 5), "the unit walk covers every block once");
+	/* a unit split in the order is refused, not walked */
+	CHECK(!cp_grab_walk_units(&acc, scattered, 6, unit_of, 3, uvisit, unext, usigns,
+							  unit_sign, work, signs, next), "split unit refused");
+	/* an odd last unit: 5 blocks in units of 2 */
+	cp_grab_form_units(first, 5, 2, unit_of);
+	CHECK(unit_of[4] == 2, "the last unit holds the remainder");
+}
+
+/*
+ * Kept-order sums: the running-snapshot delta adds what cp_grab_add_dense
+ * adds for the difference vector, exact and projected, and moves snap on.
+ */
+static void
+test_step_delta(void)
+{
+	enum
+	{
+	n = 300};
+	double		snap[n],
+				w[n],
+				diff[n],
+				snap0[n];
+	CpGrabAcc	a,
+				b,
+				pa,
+				pb;
+	pg_prng_state rng;
+
+	pg_prng_seed(&rng, 42);
+	for (int i = 0; i < n; i++)
+	{
+		snap[i] = pg_prng_double(&rng) - 0.5;
+		w[i] = (i % 7 == 0) ? 0.0 : pg_prng_double(&rng) - 0.5;
+		if (i % 7 == 0)
+			snap[i] = 0.0;		/* zero differences are added too */
+	}
+	memcpy(snap0, snap, sizeof(snap));
+	for (int i = 0; i < n; i++)
+		diff[i] = (0.99 * snap[i] - w[i]) * 100.0;
+	CHECK(cp_grab_acc_init(&a, 2, n, n, 0, alloc_zero), "init exact a");
+	CHECK(cp_grab_acc_init(&b, 2, n, n, 0, alloc_zero), "init exact b");
+	CHECK(cp_grab_acc_init(&pa, 2, n, 64, 5, alloc_zero), "init projected a");
+	CHECK(cp_grab_acc_init(&pb, 2, n, 64, 5, alloc_zero), "init projected b");
+	cp_grab_add_step_delta(&a, 1, 0, snap, w, n, 0.99, 100.0);
+	cp_grab_add_dense(&b, 1, 0, diff, n, 1.0);
+	CHECK(memcmp(a.sums, b.sums, sizeof(double) * 2 * n) == 0, "exact delta == dense add");
+	CHECK(memcmp(snap, w, sizeof(w)) == 0, "the snapshot moved on to the weights");
+	memcpy(snap, snap0, sizeof(snap));
+	cp_grab_add_step_delta(&pa, 0, 0, snap, w, n, 0.99, 100.0);
+	cp_grab_add_dense(&pb, 0, 0, diff, n, 1.0);
+	CHECK(memcmp(pa.sums, pb.sums, sizeof(double) * 2 * 64) == 0,
+		  "projected delta == projected dense add");
+}
+
 int
 main(void)
 {
@@ -836,6 +928,8 @@ main(void)
 	test_sizes();
 	test_serialize();
 	test_adapt();
+	test_units();
+	test_step_delta();
 	free_all();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
