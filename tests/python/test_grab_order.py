@@ -189,3 +189,44 @@ def test_grab_with_shuffled_buffers_same_seed_same_weights(clustered):
     assert params["grab_buffer_shuffle"] == "true"
     w = weights(conn, "gsb1")
     assert w == weights(conn, "gsb2") == weights(conn, "gsb3")
+
+
+def test_grab_units_same_seed_same_weights(clustered):
+    """corgipile.grab_unit_blocks groups blocks into GraB units: recorded in
+    params, and the same seed gives the same weights with and without the
+    helper thread."""
+    conn = clustered
+    conn.execute("SET corgipile.grab_unit_blocks = 4")
+    try:
+        for name, db in (("gu1", True), ("gu2", True), ("gu3", False)):
+            train(conn, name, "grab", seed=4, double_buffer=db)
+    finally:
+        conn.execute("RESET corgipile.grab_unit_blocks")
+    params = conn.execute("SELECT params FROM corgipile.models WHERE model_name = 'gu1'"
+                          ).fetchone()[0]
+    assert params["grab_unit_blocks"] == 4
+    assert params["grab_granularity"] == "blocks"
+    w = weights(conn, "gu1")
+    assert w == weights(conn, "gu2") == weights(conn, "gu3")
+    train(conn, "gu_block", "grab", seed=4)
+    assert weights(conn, "gu_block") != w
+
+
+def test_grab_buffer_rule_follows_the_step(conn):
+    """From the second epoch the buffer keeps GraB's order only while
+    rate x mean g^2 x block-mean |x|^2 is small: on features ten times
+    larger a large rate shuffles the later epochs, a small one keeps them
+    all (params shows both)."""
+    x, y = linear_task(6000, 8, seed=21)
+    load_table(conn, "grab_wide", 10.0 * x, y, order="label")
+    for name, rate in (("gr_small", 0.0001), ("gr_large", 0.5)):
+        conn.execute(
+            "SELECT count(*) FROM corgipile.train('grab_wide', 'logistic', "
+            "model_name => %s, shuffle => 'grab', seed => 5, learning_rate => %s, "
+            "decay => 1.0, max_epoch_num => %s, standardize => 'off')", (name, rate, EPOCHS))
+    small, large = (conn.execute("SELECT params FROM corgipile.models WHERE model_name = %s",
+                                 (n,)).fetchone()[0] for n in ("gr_small", "gr_large"))
+    assert small["grab_epochs_kept"] == EPOCHS, small
+    assert small["grab_step"] <= 0.4 < large["grab_step"], (small["grab_step"], large["grab_step"])
+    assert large["grab_epochs_kept"] < EPOCHS, large
+    assert large["grab_buffer_shuffle"] == "true"

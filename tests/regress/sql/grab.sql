@@ -42,6 +42,57 @@ SELECT params->>'shuffle' AS shuffle, params->>'grab_granularity' AS granularity
        substr(decode(params->>'grab_state', 'base64'), 1, 4) AS magic
 FROM corgipile.models WHERE model_name = 'grab_m';
 
+-- The buffer rule from epoch 2: kept order needs rate x mean g^2 x
+-- block-mean |x|^2 <= 0.4.  Features ten times larger: at rate 0.5 only the
+-- first epoch keeps the order (grab_epochs_kept 1), at 0.001 all four do.
+CREATE TABLE grab_big AS
+SELECT i AS id, CASE WHEN i <= 2000 THEN 1 ELSE -1 END AS label,
+       ARRAY[(CASE WHEN i <= 2000 THEN 3 ELSE -3 END) + 10 * sin(i * 12.9898),
+             10 * cos(i * 78.233), 10 * sin(i * 3.1)]::float8[] AS features
+FROM generate_series(1, 4000) AS i;
+ANALYZE grab_big;
+SELECT count(*) FROM corgipile.train('grab_big', 'logistic', model_name => 'grab_hi',
+                                     shuffle => 'grab', seed => 3, max_epoch_num => 4,
+                                     learning_rate => 0.5, standardize => 'off');
+SELECT count(*) FROM corgipile.train('grab_big', 'logistic', model_name => 'grab_lo',
+                                     shuffle => 'grab', seed => 3, max_epoch_num => 4,
+                                     learning_rate => 0.001, standardize => 'off');
+SELECT model_name, params->>'grab_epochs_kept' AS epochs_kept,
+       params->>'grab_buffer_shuffle' AS last_shuffled,
+       round((params->>'grab_block_mean_sq')::numeric, 2) AS block_mean_sq,
+       (params->>'grab_step')::float8 > 0.4 AS step_over
+FROM corgipile.models WHERE model_name IN ('grab_hi', 'grab_lo') ORDER BY model_name;
+-- corgipile.grab_buffer overrides the rule, and says so in the plan.
+SET corgipile.grab_buffer = kept;
+SELECT count(*) FROM corgipile.train('grab_big', 'logistic', model_name => 'grab_forced',
+                                     shuffle => 'grab', seed => 3, max_epoch_num => 4,
+                                     learning_rate => 0.5, standardize => 'off');
+SELECT params->>'grab_epochs_kept' AS epochs_kept FROM corgipile.models
+WHERE model_name = 'grab_forced';
+EXPLAIN (COSTS OFF) SELECT * FROM corgipile.train('grab_big', 'logistic', shuffle => 'grab');
+RESET corgipile.grab_buffer;
+
+-- GraB's unit: corgipile.grab_unit_blocks groups blocks of the first order
+-- (the default groups them only when a block holds fewer than 32 rows).
+SET corgipile.grab_unit_blocks = 3;
+EXPLAIN (COSTS OFF) SELECT * FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab');
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', model_name => 'grab_units',
+                                     shuffle => 'grab', seed => 3, max_epoch_num => 4);
+RESET corgipile.grab_unit_blocks;
+SELECT params->>'grab_granularity' AS granularity, params->>'grab_unit_blocks' AS unit_blocks,
+       params->>'grab_n_blocks' AS n_blocks,
+       length(decode(params->>'grab_state', 'base64')) =
+         12 + 4 * (params->>'grab_n_blocks')::int + ((params->>'grab_n_blocks')::int + 7) / 8
+         AS state_length
+FROM corgipile.models WHERE model_name = 'grab_units';
+-- a warm start from it uses its stored block order
+SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', model_name => 'grab_units2',
+                                     shuffle => 'grab', seed => 3, max_epoch_num => 2,
+                                     warm_start => 'grab_units');
+SELECT corgipile.drop_model(m) FROM unnest(ARRAY['grab_hi', 'grab_lo', 'grab_forced',
+                                                 'grab_units', 'grab_units2']) AS m;
+DROP TABLE grab_big;
+
 -- Other strategies store no GraB keys.
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', model_name => 'grab_c',
                                      seed => 3, max_epoch_num => 1);
