@@ -59,7 +59,16 @@ grab_below(uint64 *state, uint64 bound)
 	}
 }
 
-/* The projection's row and sign bit for input coordinate j, segment t. */
+/*
+ * The projection's row and sign bit for input coordinate j, segment t.  The
+ * row is j folded into the segment (j mod its width), the sign random: the
+ * random signs alone make inner products unbiased (a pair of coordinates
+ * shares a row with a product of independent signs), and consecutive
+ * coordinates then go to consecutive rows, so that a run of them is added
+ * as a sequential pass (grab_proj_add_run) instead of a scatter, which cost
+ * a grab epoch of Fashion-MNIST softmax as much again as its SGD steps
+ * (docs/grab.md).
+ */
 static inline int64
 grab_proj_entry(const CpGrabAcc *acc, int64 j, int t)
 {
@@ -68,7 +77,7 @@ grab_proj_entry(const CpGrabAcc *acc, int64 j, int t)
 	int32		hi = (int32) (((int64) (t + 1) * acc->dim) / s);
 	uint64		h = grab_mix64(acc->proj_seed ^
 							   grab_mix64((uint64) j * CP_GRAB_PROJ_NNZ + (uint64) t));
-	int32		row = lo + (int32) ((h >> 1) % (uint64) (hi - lo));
+	int32		row = lo + (int32) ((uint64) j % (uint64) (hi - lo));
 
 	return ((int64) row << 1) | (int64) (h & 1);
 }
@@ -204,6 +213,26 @@ grab_proj_add(const CpGrabAcc *acc, double *sum, int64 j, double v)
 }
 
 /*
+ * One segment with the table (the default): coordinates j .. j+len-1 that
+ * do not wrap around the fold go to consecutive rows.  Returns the length
+ * of the run that starts at coordinate j, at most n.
+ */
+static inline int32
+grab_proj_run(const CpGrabAcc *acc, int64 j, int32 n)
+{
+	int32		row = (int32) ((uint64) j % (uint64) acc->dim);
+
+	return Min(n, acc->dim - row);
+}
+
+/* True when adds may take the sequential runs. */
+static inline bool
+grab_proj_runs(const CpGrabAcc *acc)
+{
+	return acc->proj_nnz == 1 && acc->proj_map != NULL;
+}
+
+/*
  * sum[block] += scale * x, with x placed at coordinates offset..offset+n-1
  * of the gradient (a softmax model adds one segment per class, and the bias
  * as a one-element vector).  Hot path: the caller guarantees the ranges.
@@ -220,6 +249,23 @@ cp_grab_add_dense(CpGrabAcc *acc, int64 block, int32 offset,
 
 		for (int32 i = 0; i < n; i++)
 			dst[i] += scale * x[i];
+		return;
+	}
+	if (grab_proj_runs(acc))
+	{
+		/* the same values grab_proj_add adds, in the same order, as runs */
+		for (int32 i = 0; i < n;)
+		{
+			int64		j = (int64) offset + i;
+			int32		len = grab_proj_run(acc, j, n - i);
+			double	   *dst = sum + (acc->proj_map[j] >> 1);
+			const int32 *map = acc->proj_map + j;
+
+			for (int32 k = 0; k < len; k++)
+				dst[k] += (double) (2 * (map[k] & 1) - 1) *
+					((scale * x[i + k]) * acc->proj_scale);
+			i += len;
+		}
 		return;
 	}
 	for (int32 i = 0; i < n; i++)
@@ -254,6 +300,26 @@ cp_grab_add_step_delta(CpGrabAcc *acc, int64 block, int32 offset,
 		{
 			dst[i] += (shrink * snap[i] - w[i]) * inv_lr;
 			snap[i] = w[i];
+		}
+		return;
+	}
+	if (grab_proj_runs(acc))
+	{
+		for (int32 i = 0; i < n;)
+		{
+			int64		j = (int64) offset + i;
+			int32		len = grab_proj_run(acc, j, n - i);
+			double	   *dst = sum + (acc->proj_map[j] >> 1);
+			const int32 *map = acc->proj_map + j;
+
+			for (int32 k = 0; k < len; k++)
+			{
+				double		d = (shrink * snap[i + k] - w[i + k]) * inv_lr;
+
+				snap[i + k] = w[i + k];
+				dst[k] += (double) (2 * (map[k] & 1) - 1) * (d * acc->proj_scale);
+			}
+			i += len;
 		}
 		return;
 	}

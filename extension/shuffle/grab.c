@@ -20,16 +20,16 @@
  * buffers (the rows as trained), at most GRAB_KEEP_ORDER_MAX_STEP.
  * corgipile.grab_buffer overrides the rule.
  *
- * GraB's unit (granularity) is a group of consecutive blocks of the first
- * epoch's order, so that the per-unit cost of the kept-order sums (one pass
- * over the weights) is spread over at least GRAB_UNIT_MIN_ROWS rows; the
- * units then move as wholes.  corgipile.grab_unit_blocks overrides it.
+ * GraB's unit (granularity) is a block, or with corgipile.grab_unit_blocks
+ * = k a group of k consecutive blocks of the first epoch's order, which
+ * then moves as a whole: fewer sums (k times less memory, so exact sums fit
+ * where they would be projected) and one kept-order sum per k blocks, at a
+ * cost in what the order can balance (docs/grab.md measured it: not the
+ * default).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
-
-#include <math.h>
 
 #include "utils/guc.h"
 #include "utils/rel.h"
@@ -47,10 +47,7 @@
  * margins of the block's other rows (docs/grab.md, fitted on the engine's
  * measurements in grab-engine-check.md part C).
  */
-#define GRAB_KEEP_ORDER_MAX_STEP 0.4
-
-/* auto granularity: a GraB unit holds at least this many rows */
-#define GRAB_UNIT_MIN_ROWS 32.0
+#define GRAB_KEEP_ORDER_MAX_STEP 0.05
 
 /* corgipile.grab_buffer: the rule above, or an override */
 typedef enum GrabBufferMode
@@ -68,7 +65,7 @@ static const struct config_enum_entry grab_buffer_options[] = {
 };
 
 static int	grab_buffer_mode = GRAB_BUFFER_AUTO;
-static int	grab_unit_blocks = 0;
+static int	grab_unit_blocks = 1;
 
 /*
  * The buffer choice is measured, not derived (docs/grab.md), so a user whose
@@ -90,11 +87,11 @@ cp_grab_define_gucs(void)
 							 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("corgipile.grab_unit_blocks",
-							"Blocks in one unit of shuffle => 'grab''s order (0: chosen from the rows per block).",
-							"0 groups consecutive blocks of the first epoch's order until a unit holds at least 32 rows "
-							"(pg_class estimate); a positive value forces that many blocks a unit.",
+							"Blocks in one unit of shuffle => 'grab''s order.",
+							"k > 1 groups k consecutive blocks of the first epoch's order into one unit that "
+							"the order moves as a whole (fewer, cheaper sums; a coarser order).",
 							&grab_unit_blocks,
-							0, 0, INT_MAX,
+							1, 1, INT_MAX,
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
@@ -174,17 +171,7 @@ grab_begin(const CpStrategyEnv *env)
 	/* the first epoch: the rows rule alone (no statistic yet) */
 	g->shuffle_buffer = g->rows_shuffle;
 
-	/*
-	 * Units: enough blocks that a unit holds GRAB_UNIT_MIN_ROWS rows, by the
-	 * same estimate; one block when it is unknown.
-	 */
-	if (grab_unit_blocks > 0)
-		g->unit_blocks = grab_unit_blocks;
-	else if (g->rows_per_block > 0 && g->rows_per_block < GRAB_UNIT_MIN_ROWS)
-		g->unit_blocks = (int32) ceil(GRAB_UNIT_MIN_ROWS / g->rows_per_block);
-	else
-		g->unit_blocks = 1;
-	cp_grab_set_unit_blocks(g, g->unit_blocks);
+	cp_grab_set_unit_blocks(g, grab_unit_blocks);
 	g->unit_of = MemoryContextAllocZero(env->cxt, mul_size(sizeof(uint32), n));
 	return g;
 }

@@ -227,6 +227,6 @@ def test_grab_buffer_rule_follows_the_step(conn):
     small, large = (conn.execute("SELECT params FROM corgipile.models WHERE model_name = %s",
                                  (n,)).fetchone()[0] for n in ("gr_small", "gr_large"))
     assert small["grab_epochs_kept"] == EPOCHS, small
-    assert small["grab_step"] <= 0.4 < large["grab_step"], (small["grab_step"], large["grab_step"])
+    assert small["grab_step"] <= 0.05 < large["grab_step"], (small["grab_step"], large["grab_step"])
     assert large["grab_epochs_kept"] < EPOCHS, large
     assert large["grab_buffer_shuffle"] == "true"

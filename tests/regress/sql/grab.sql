@@ -43,7 +43,7 @@ SELECT params->>'shuffle' AS shuffle, params->>'grab_granularity' AS granularity
 FROM corgipile.models WHERE model_name = 'grab_m';
 
 -- The buffer rule from epoch 2: kept order needs rate x mean g^2 x
--- block-mean |x|^2 <= 0.4.  Features ten times larger: at rate 0.5 only the
+-- block-mean |x|^2 <= 0.05.  Features ten times larger: at rate 0.5 only the
 -- first epoch keeps the order (grab_epochs_kept 1), at 0.001 all four do.
 CREATE TABLE grab_big AS
 SELECT i AS id, CASE WHEN i <= 2000 THEN 1 ELSE -1 END AS label,
@@ -60,7 +60,7 @@ SELECT count(*) FROM corgipile.train('grab_big', 'logistic', model_name => 'grab
 SELECT model_name, params->>'grab_epochs_kept' AS epochs_kept,
        params->>'grab_buffer_shuffle' AS last_shuffled,
        round((params->>'grab_block_mean_sq')::numeric, 2) AS block_mean_sq,
-       (params->>'grab_step')::float8 > 0.4 AS step_over
+       (params->>'grab_step')::float8 > 0.05 AS step_over
 FROM corgipile.models WHERE model_name IN ('grab_hi', 'grab_lo') ORDER BY model_name;
 -- corgipile.grab_buffer overrides the rule, and says so in the plan.
 SET corgipile.grab_buffer = kept;
@@ -72,8 +72,8 @@ WHERE model_name = 'grab_forced';
 EXPLAIN (COSTS OFF) SELECT * FROM corgipile.train('grab_big', 'logistic', shuffle => 'grab');
 RESET corgipile.grab_buffer;
 
--- GraB's unit: corgipile.grab_unit_blocks groups blocks of the first order
--- (the default groups them only when a block holds fewer than 32 rows).
+-- GraB's unit: a block, or with corgipile.grab_unit_blocks = k, k
+-- consecutive blocks of the first order.
 SET corgipile.grab_unit_blocks = 3;
 EXPLAIN (COSTS OFF) SELECT * FROM corgipile.train('grab_clu', 'logistic', shuffle => 'grab');
 SELECT count(*) FROM corgipile.train('grab_clu', 'logistic', model_name => 'grab_units',
