@@ -128,6 +128,7 @@ params_json(const CpTrainRecord *rec)
 		json_key_string(&buf, "grab_buffer_shuffle",
 						rec->grab_buffer_shuffle ? "true" : "false", true);
 		json_key_number(&buf, "grab_epochs_kept", rec->grab_epochs_kept);
+		json_key_number(&buf, "grab_epochs_random", rec->grab_epochs_random);
 		if (rec->grab_statistic >= 0)
 		{
 			json_key_number(&buf, "grab_block_mean_sq", rec->grab_statistic);

@@ -67,6 +67,7 @@ typedef struct CpTrainRecord
 	int32		grab_unit_blocks;	/* blocks in a GraB unit */
 	int64		grab_epochs;	/* epochs ordered, and kept in order */
 	int64		grab_epochs_kept;
+	int64		grab_epochs_random; /* ... in a random block order */
 	double		grab_statistic; /* mean |block mean row|^2; < 0: none */
 	double		grab_step;		/* the buffer rule's last value */
 	int32		grab_dim;

@@ -826,6 +826,10 @@ run_epoch(SgdState *s)
 		s->model.learning_rate = s->learning_rate;
 		memset(&s->model.stats, 0, sizeof(CpStats));
 	}
+	/* GraB: an epoch in a random block order trains as corgipile does */
+	if (s->grab != NULL && s->par == NULL)
+		s->model.grab = cp_grab_collects(cp_tuple_shuffle_strategy_state(s->ts)) ?
+			s->grab : NULL;
 
 	if (s->par != NULL)
 		train_parallel(s);
@@ -934,7 +938,8 @@ record_grab(SgdState *s, CpTrainRecord *rec)
 	rec->grab = true;
 	rec->grab_buffer_shuffle = strcmp(cp_grab_buffer_choice(state), "shuffled") == 0;
 	cp_grab_choices(state, &rec->grab_unit_blocks, &rec->grab_epochs,
-					&rec->grab_epochs_kept, &rec->grab_statistic, &rec->grab_step);
+					&rec->grab_epochs_kept, &rec->grab_epochs_random,
+					&rec->grab_statistic, &rec->grab_step);
 	rec->grab_dim = s->grab ? s->grab->dim : 0;
 	rec->grab_n_weights = s->model.n_weights;
 	if (cp_grab_last_walk(state, &visit, &signs, &n_blocks) &&

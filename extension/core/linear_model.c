@@ -668,14 +668,14 @@ train_row_impl(CpModel *m, const CpBuffer *buf, int64 row, bool add_grab)
 		m->g[0] = cp_dloss(m->kind, z, y);
 	}
 
-	if (m->grab != NULL)
+	/* the squared loss derivatives, for GraB's buffer rule */
+	if (m->grab_snap != NULL)
 	{
-		/* the squared loss derivatives, for GraB's buffer rule */
 		for (int k = 0; k < m->n_outputs; k++)
 			m->grab_g2 += m->g[k] * m->g[k];
-		if (add_grab)
-			add_to_block_sum(m, buf, row);
 	}
+	if (add_grab)
+		add_to_block_sum(m, buf, row);
 
 	if (m->batch_size <= 1)
 	{

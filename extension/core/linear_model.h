@@ -104,8 +104,8 @@ typedef struct CpModel
 								 * added row by row) */
 	const uint32 *grab_unit_of; /* block -> GraB unit, the sums' index; NULL:
 								 * each block is its own unit */
-	double		grab_g2;		/* the epoch's sum over rows of sum_k g_k^2
-								 * (GraB's buffer rule) */
+	double		grab_g2;		/* with grab_snap: the epoch's sum over rows
+								 * of sum_k g_k^2 (GraB's buffer rule) */
 } CpModel;
 
 typedef void *(*CpAllocZero) (Size size);

@@ -49,6 +49,17 @@
  */
 #define GRAB_KEEP_ORDER_MAX_STEP 0.05
 
+/*
+ * Above this step the previous epoch's block sums no longer describe the
+ * next epoch (the weights move too far within an epoch), and GraB's order
+ * did no better than a random one: measured on Fashion-MNIST softmax at rate
+ * 0.01 (value 0.27), where every GraB variant ended worse than corgipile,
+ * while at 0.08-0.09 (binary at 0.03, softmax at 0.003, the Gaussian table
+ * at 0.3) GraB's order was as good or better (docs/grab.md).  The epoch then
+ * takes corgipile's random block order.  One block a unit only.
+ */
+#define GRAB_RANDOM_ORDER_MIN_STEP 0.2
+
 /* corgipile.grab_buffer: the rule above, or an override */
 typedef enum GrabBufferMode
 {
@@ -102,6 +113,9 @@ typedef struct GrabState
 	const CpStrategyEnv *env;
 	uint32		n_blocks;
 	bool		shuffle_buffer; /* this epoch's choice */
+	bool		random_order;	/* the next (then this) epoch's blocks in a
+								 * random order, without block sums */
+	bool		collecting;		/* this epoch's block sums are collected */
 	bool		rows_shuffle;	/* the rows-per-block rule's (or the setting's) */
 	double		rows_per_block; /* the estimate it was decided from; < 0:
 								 * unknown */
@@ -119,6 +133,8 @@ typedef struct GrabState
 	double		last_g2;		/* the last epoch's mean sum_k g_k^2 */
 	int64		epochs;			/* block orders handed out */
 	int64		epochs_kept;	/* ... with the buffer kept in order */
+	int64		epochs_random;	/* ... in a random block order after the
+								 * first */
 
 	/* GraB's units: unit_blocks consecutive blocks of the first order */
 	int32		unit_blocks;
@@ -136,7 +152,8 @@ typedef struct GrabState
 	double	   *work;			/* 2 * dim doubles of scratch for the walk */
 	int32		work_dim;
 	bool		have_next;		/* next holds a walk's order */
-	bool		have_signs;		/* signs and visit describe a walked epoch */
+	bool		have_signs;		/* signs and walked describe a walked epoch */
+	uint32	   *walked;			/* the order of the last walked epoch */
 	int64		walks;
 } GrabState;
 
@@ -151,6 +168,7 @@ grab_begin(const CpStrategyEnv *env)
 	g->env = env;
 	g->n_blocks = env->sizing->n_blocks;
 	g->visit = MemoryContextAllocZero(env->cxt, mul_size(sizeof(uint32), n));
+	g->walked = MemoryContextAllocZero(env->cxt, mul_size(sizeof(uint32), n));
 	g->next = MemoryContextAllocZero(env->cxt, mul_size(sizeof(uint32), n));
 	g->signs = MemoryContextAllocZero(env->cxt, mul_size(sizeof(int8), n));
 
@@ -293,6 +311,7 @@ cp_grab_plan_epoch(void *state, double rate, double mean_g2)
 	double		stat = grab_statistic(g);
 
 	g->shuffle_buffer = g->rows_shuffle;
+	g->random_order = false;
 	g->last_g2 = mean_g2;
 	if (stat >= 0)
 	{
@@ -300,6 +319,12 @@ cp_grab_plan_epoch(void *state, double rate, double mean_g2)
 		if (grab_buffer_mode == GRAB_BUFFER_AUTO && !g->rows_shuffle &&
 			g->last_step > GRAB_KEEP_ORDER_MAX_STEP)
 			g->shuffle_buffer = true;
+		if (grab_buffer_mode == GRAB_BUFFER_AUTO && g->unit_blocks == 1 &&
+			g->last_step > GRAB_RANDOM_ORDER_MIN_STEP)
+		{
+			g->shuffle_buffer = true;
+			g->random_order = true;
+		}
 	}
 }
 
@@ -332,13 +357,16 @@ grab_block_order(void *state, uint32 *order, uint32 n_blocks, pg_prng_state *rng
 	GrabState  *g = state;
 
 	Assert(n_blocks == g->n_blocks);
-	if (g->have_next)
+	if (g->have_next && !g->random_order)
 		memcpy(order, g->next, sizeof(uint32) * n_blocks);
 	else
 	{
 		cp_order_identity(order, n_blocks);
 		cp_shuffle_uint32(order, n_blocks, rng);
+		if (g->epochs > 0)
+			g->epochs_random++;
 	}
+	g->collecting = !g->random_order;
 	memcpy(g->visit, order, sizeof(uint32) * n_blocks);
 	g->have_next = false;
 	g->epochs++;
@@ -359,6 +387,12 @@ grab_epoch_feedback(void *state, const struct CpGrabAcc *acc)
 	GrabState  *g = state;
 
 	Assert(acc->n_blocks == g->n_units);
+	/* a random-order epoch collected no sums: the next starts afresh */
+	if (!g->collecting)
+	{
+		g->have_next = false;
+		return;
+	}
 	if (g->work == NULL || g->work_dim < acc->dim)
 	{
 		g->work = MemoryContextAlloc(g->env->cxt,
@@ -371,9 +405,20 @@ grab_epoch_feedback(void *state, const struct CpGrabAcc *acc)
 								 g->uvisit, g->unext, g->usigns, g->unit_sign,
 								 g->work, g->signs, g->next))
 		elog(ERROR, "corgipile: the block order did not visit each GraB unit's blocks together");
+	memcpy(g->walked, g->visit, sizeof(uint32) * g->n_blocks);
 	g->have_next = true;
 	g->have_signs = true;
 	g->walks++;
+}
+
+/*
+ * Whether the next epoch collects block sums (SGD then adds them): not in
+ * an epoch planned in a random block order.
+ */
+bool
+cp_grab_collects(void *state)
+{
+	return !((GrabState *) state)->random_order;
 }
 
 static void
@@ -383,6 +428,7 @@ grab_explain(void *state, ExplainState *es)
 
 	ExplainPropertyInteger("GraB Walks", NULL, g->walks, es);
 	ExplainPropertyInteger("GraB Epochs Kept in Order", NULL, g->epochs_kept, es);
+	ExplainPropertyInteger("GraB Epochs in Random Order", NULL, g->epochs_random, es);
 	if (grab_statistic(g) >= 0)
 		ExplainPropertyFloat("GraB Step", NULL, g->last_step, 3, es);
 }
@@ -399,8 +445,8 @@ cp_grab_explain_plan(void *state, ExplainState *es)
 
 	if (grab_buffer_mode == GRAB_BUFFER_AUTO && !g->rows_shuffle)
 		ExplainPropertyText("GraB Buffer Rule",
-							psprintf("kept while rate x mean g^2 x block-mean |x|^2 <= %g (from epoch 2)",
-									 GRAB_KEEP_ORDER_MAX_STEP), es);
+							psprintf("epoch 2 on: kept while rate x g^2 x block-mean |x|^2 <= %g, random blocks above %g",
+									 GRAB_KEEP_ORDER_MAX_STEP, GRAB_RANDOM_ORDER_MIN_STEP), es);
 	else if (grab_buffer_mode == GRAB_BUFFER_AUTO)
 		ExplainPropertyText("GraB Buffer Rule", "shuffled: over 100 rows a block, or not analysed", es);
 	else
@@ -415,11 +461,12 @@ cp_grab_explain_plan(void *state, ExplainState *es)
 /* The run's choices for params (cp_train_record). */
 void
 cp_grab_choices(void *state, int32 *unit_blocks, int64 *epochs, int64 *epochs_kept,
-				double *statistic, double *step)
+				int64 *epochs_random, double *statistic, double *step)
 {
 	GrabState  *g = state;
 
 	*step = g->last_step;
+	*epochs_random = g->epochs_random;
 	*unit_blocks = g->unit_blocks;
 	*epochs = g->epochs;
 	*epochs_kept = g->epochs_kept;
@@ -442,7 +489,7 @@ cp_grab_last_walk(void *state, const uint32 **visit, const int8 **signs,
 
 	if (!g->have_signs)
 		return false;
-	*visit = g->visit;
+	*visit = g->walked;
 	*signs = g->signs;
 	*n_blocks = g->n_blocks;
 	return true;

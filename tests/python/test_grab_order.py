@@ -230,3 +230,6 @@ def test_grab_buffer_rule_follows_the_step(conn):
     assert small["grab_step"] <= 0.05 < large["grab_step"], (small["grab_step"], large["grab_step"])
     assert large["grab_epochs_kept"] < EPOCHS, large
     assert large["grab_buffer_shuffle"] == "true"
+    # above 0.2 the later epochs take a random block order (corgipile's)
+    assert small["grab_epochs_random"] == 0
+    assert large["grab_step"] <= 0.2 or large["grab_epochs_random"] > 0, large

@@ -43,8 +43,10 @@ SELECT params->>'shuffle' AS shuffle, params->>'grab_granularity' AS granularity
 FROM corgipile.models WHERE model_name = 'grab_m';
 
 -- The buffer rule from epoch 2: kept order needs rate x mean g^2 x
--- block-mean |x|^2 <= 0.05.  Features ten times larger: at rate 0.5 only the
--- first epoch keeps the order (grab_epochs_kept 1), at 0.001 all four do.
+-- block-mean |x|^2 <= 0.05, and above 0.2 the blocks take a random order.
+-- Features ten times larger: at rate 0.5 only the first epoch keeps the
+-- order (grab_epochs_kept 1) and the later ones are random, at 0.001 all
+-- four keep GraB's order.
 CREATE TABLE grab_big AS
 SELECT i AS id, CASE WHEN i <= 2000 THEN 1 ELSE -1 END AS label,
        ARRAY[(CASE WHEN i <= 2000 THEN 3 ELSE -3 END) + 10 * sin(i * 12.9898),
@@ -58,6 +60,7 @@ SELECT count(*) FROM corgipile.train('grab_big', 'logistic', model_name => 'grab
                                      shuffle => 'grab', seed => 3, max_epoch_num => 4,
                                      learning_rate => 0.001, standardize => 'off');
 SELECT model_name, params->>'grab_epochs_kept' AS epochs_kept,
+       params->>'grab_epochs_random' AS epochs_random,
        params->>'grab_buffer_shuffle' AS last_shuffled,
        round((params->>'grab_block_mean_sq')::numeric, 2) AS block_mean_sq,
        (params->>'grab_step')::float8 > 0.05 AS step_over
