@@ -11,14 +11,15 @@
  * the balancing walk over the blocks in the order they were visited, and
  * block_order returns the walk's reordering for the next epoch.
  *
- * Whether a buffer's rows are still shuffled is decided per epoch, by the
- * rule measured in docs/grab.md ("Buffer shuffle"): blocks of at most 100
- * rows on average (pg_class estimate) keep GraB's order, larger blocks (or a
- * table never analysed) get their buffer shuffled; and from the second
- * epoch on, kept order also needs small steps: the epoch's learning rate
- * times the rows' mean |block mean row|^2, measured on the first epoch's
- * buffers (the rows as trained), at most GRAB_KEEP_ORDER_MAX_STEP.
- * corgipile.grab_buffer overrides the rule.
+ * Whether a buffer's rows are still shuffled is decided by the rule
+ * measured in docs/grab.md ("Buffer shuffle"): blocks of at most 100 rows on
+ * average (pg_class estimate) keep GraB's order, larger blocks (or a table
+ * never analysed) get their buffer shuffled.  From the second epoch on, an
+ * epoch whose steps are large (the epoch's rate x the previous epoch's mean
+ * squared loss derivative x the rows' mean |block mean row|^2, measured on
+ * the first epoch's buffers, above GRAB_MAX_STEP) is trained as corgipile
+ * trains it: random block order, shuffled buffer, no block sums.
+ * corgipile.grab_buffer overrides both rules.
  *
  * GraB's unit (granularity) is a block, or with corgipile.grab_unit_blocks
  * = k a group of k consecutive blocks of the first epoch's order, which
@@ -42,23 +43,20 @@
 #define GRAB_KEEP_ORDER_MAX_ROWS 100.0
 
 /*
- * ... and the largest step that does, as learning rate x the rows' mean
- * squared norm of their block's mean row: how far one step moves the
- * margins of the block's other rows (docs/grab.md, fitted on the engine's
- * measurements in grab-engine-check.md part C).
+ * ... and from the second epoch on, the largest step that does: rate x mean
+ * sum_k g_k^2 x the rows' mean |block mean row|^2, how much a step on one
+ * row of a block changes the loss of the block's next rows.  Above it the
+ * previous epoch's block sums no longer describe the next epoch (the
+ * weights move too far within one) and neither GraB's order nor its kept
+ * buffer did better than corgipile: measured on Fashion-MNIST softmax at
+ * rate 0.01 (value 0.27), where every GraB variant ended 1.8x corgipile's
+ * gap, while from 0.002 to 0.09 (Fashion-MNIST binary up to rate 0.03,
+ * softmax at 0.003, the Gaussian table at 0.3) kept order was as good as a
+ * shuffled buffer or better (docs/grab.md, grab-engine-check.md part C).
+ * The epoch then is corgipile's: a random block order, a shuffled buffer,
+ * no block sums.  One block a unit only.
  */
-#define GRAB_KEEP_ORDER_MAX_STEP 0.05
-
-/*
- * Above this step the previous epoch's block sums no longer describe the
- * next epoch (the weights move too far within an epoch), and GraB's order
- * did no better than a random one: measured on Fashion-MNIST softmax at rate
- * 0.01 (value 0.27), where every GraB variant ended worse than corgipile,
- * while at 0.08-0.09 (binary at 0.03, softmax at 0.003, the Gaussian table
- * at 0.3) GraB's order was as good or better (docs/grab.md).  The epoch then
- * takes corgipile's random block order.  One block a unit only.
- */
-#define GRAB_RANDOM_ORDER_MIN_STEP 0.2
+#define GRAB_MAX_STEP 0.2
 
 /* corgipile.grab_buffer: the rule above, or an override */
 typedef enum GrabBufferMode
@@ -297,7 +295,7 @@ grab_statistic(const GrabState *g)
 }
 
 /*
- * The buffer choice for the next epoch, trained at rate, after an epoch
+ * The choices for the next epoch, trained at rate, after an epoch
  * whose rows' mean sum_k g_k^2 (squared loss derivatives) was mean_g2
  * (called by SGD before the epoch's feedback; the driver asks permutes()
  * after it).  rate x mean_g2 x |block mean row|^2 is, to first order, how
@@ -316,11 +314,8 @@ cp_grab_plan_epoch(void *state, double rate, double mean_g2)
 	if (stat >= 0)
 	{
 		g->last_step = rate * mean_g2 * stat;
-		if (grab_buffer_mode == GRAB_BUFFER_AUTO && !g->rows_shuffle &&
-			g->last_step > GRAB_KEEP_ORDER_MAX_STEP)
-			g->shuffle_buffer = true;
 		if (grab_buffer_mode == GRAB_BUFFER_AUTO && g->unit_blocks == 1 &&
-			g->last_step > GRAB_RANDOM_ORDER_MIN_STEP)
+			g->last_step > GRAB_MAX_STEP)
 		{
 			g->shuffle_buffer = true;
 			g->random_order = true;
@@ -445,8 +440,8 @@ cp_grab_explain_plan(void *state, ExplainState *es)
 
 	if (grab_buffer_mode == GRAB_BUFFER_AUTO && !g->rows_shuffle)
 		ExplainPropertyText("GraB Buffer Rule",
-							psprintf("epoch 2 on: kept while rate x g^2 x block-mean |x|^2 <= %g, random blocks above %g",
-									 GRAB_KEEP_ORDER_MAX_STEP, GRAB_RANDOM_ORDER_MIN_STEP), es);
+							psprintf("epoch 2 on: corgipile's epoch when rate x g^2 x block-mean |x|^2 > %g",
+									 GRAB_MAX_STEP), es);
 	else if (grab_buffer_mode == GRAB_BUFFER_AUTO)
 		ExplainPropertyText("GraB Buffer Rule", "shuffled: over 100 rows a block, or not analysed", es);
 	else

@@ -42,8 +42,8 @@ SELECT params->>'shuffle' AS shuffle, params->>'grab_granularity' AS granularity
        substr(decode(params->>'grab_state', 'base64'), 1, 4) AS magic
 FROM corgipile.models WHERE model_name = 'grab_m';
 
--- The buffer rule from epoch 2: kept order needs rate x mean g^2 x
--- block-mean |x|^2 <= 0.05, and above 0.2 the blocks take a random order.
+-- The step rule from epoch 2: when rate x mean g^2 x block-mean |x|^2 is
+-- above 0.2, the epoch is corgipile's (random block order, shuffled buffer).
 -- Features ten times larger: at rate 0.5 only the first epoch keeps the
 -- order (grab_epochs_kept 1) and the later ones are random, at 0.001 all
 -- four keep GraB's order.
@@ -63,7 +63,7 @@ SELECT model_name, params->>'grab_epochs_kept' AS epochs_kept,
        params->>'grab_epochs_random' AS epochs_random,
        params->>'grab_buffer_shuffle' AS last_shuffled,
        round((params->>'grab_block_mean_sq')::numeric, 2) AS block_mean_sq,
-       (params->>'grab_step')::float8 > 0.05 AS step_over
+       (params->>'grab_step')::float8 > 0.2 AS step_over
 FROM corgipile.models WHERE model_name IN ('grab_hi', 'grab_lo') ORDER BY model_name;
 -- corgipile.grab_buffer overrides the rule, and says so in the plan.
 SET corgipile.grab_buffer = kept;
