@@ -17,12 +17,16 @@ puts both on the same rows so that the two can be compared directly:
   part B  the buffer choice in the engine (corgipile.grab_buffer = kept or
           shuffled) against corgipile, by rows per block (block_size 1, 3, 6
           and 27 pages of the Gaussian table: about 37, 110, 220 and 1,000 rows).
+  part C  the buffer choice by step size: Fashion-MNIST binary and 10-class
+          (as the GraB study loads them) at rates 0.03-0.001 and a decaying
+          rate, and the Gaussian table at 0.3 and 0.1; kept, shuffled and the
+          engine's rule (auto), with the rule's value from params.
 
 Constant learning rates 0.01 and 0.001 (decay 1), 10 epochs, batch size 1,
 l2 = 0, seeds 1-3; f(w) - f* of the final weights (f* by Newton's method).
 Writes docs/grab-engine-check.md.
 
-Usage: PG_CONFIG=... scripts/grab_engine_check.py [--dsn DSN] [--quick] [--out PATH]
+Usage: PG_CONFIG=... scripts/grab_engine_check.py [--dsn DSN] [--quick] [--parts A,B,C] [--out PATH]
 """
 
 from __future__ import annotations
@@ -145,6 +149,11 @@ def part_c(conn, seeds, epochs, quick, n_gauss) -> list[str]:
     import convergence_study as cs
 
     P = ["", "## C. Buffer kept or shuffled, by step size (engine)", "",
+         "Fashion-MNIST as `scripts/convergence_study.py --grab` loads it (8,000 images "
+         "sorted by label, logistic for binary and softmax for 10 classes, l2 = 0.001) and "
+         "the Gaussian table (l2 = 0) at larger rates; `corgipile.grab_buffer` forces kept or "
+         "shuffled, *auto* is the engine's rule (rows per block, and from epoch 2 the step "
+         "rule: corgipile's epoch above 0.2). "
          "Final gap over corgipile's with the same block size (< 1 is better); "
          "‖x‖² is the rows' mean squared norm as trained (standardize off), "
          "*step* = rate × mean ‖x‖², *block* = step × rows per block; ‖x̄_b‖² is the rows' "

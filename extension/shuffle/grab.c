@@ -88,7 +88,8 @@ cp_grab_define_gucs(void)
 	DefineCustomEnumVariable("corgipile.grab_buffer",
 							 "Whether shuffle => 'grab' shuffles the rows of a buffer or keeps GraB's block order.",
 							 "auto keeps the order when a block holds at most 100 rows on average (pg_class estimate), "
-							 "else shuffles; shuffled and kept force the choice.",
+							 "else shuffles, and trains an epoch as corgipile does when its steps are large; "
+							 "shuffled and kept force the buffer choice for every epoch.",
 							 &grab_buffer_mode,
 							 GRAB_BUFFER_AUTO,
 							 grab_buffer_options,
@@ -128,7 +129,6 @@ typedef struct GrabState
 	int64		stat_rows;
 	bool		stat_sparse;	/* a sparse buffer was seen: no statistic */
 	double		last_step;		/* rate x mean_g2 x statistic, last decision */
-	double		last_g2;		/* the last epoch's mean sum_k g_k^2 */
 	int64		epochs;			/* block orders handed out */
 	int64		epochs_kept;	/* ... with the buffer kept in order */
 	int64		epochs_random;	/* ... in a random block order after the
@@ -233,13 +233,6 @@ cp_grab_unit_map(void *state)
 	return g->unit_blocks > 1 ? g->unit_of : NULL;
 }
 
-/* GraB's granularity, for EXPLAIN and params. */
-int32
-cp_grab_unit_size(void *state)
-{
-	return ((GrabState *) state)->unit_blocks;
-}
-
 /*
  * The step rule's statistic: for the rows of out (appended by whole blocks,
  * a block's rows one after the other), add |block mean row|^2 x rows per
@@ -310,7 +303,6 @@ cp_grab_plan_epoch(void *state, double rate, double mean_g2)
 
 	g->shuffle_buffer = g->rows_shuffle;
 	g->random_order = false;
-	g->last_g2 = mean_g2;
 	if (stat >= 0)
 	{
 		g->last_step = rate * mean_g2 * stat;
@@ -443,7 +435,9 @@ cp_grab_explain_plan(void *state, ExplainState *es)
 							psprintf("epoch 2 on: corgipile's epoch when rate x g^2 x block-mean |x|^2 > %g",
 									 GRAB_MAX_STEP), es);
 	else if (grab_buffer_mode == GRAB_BUFFER_AUTO)
-		ExplainPropertyText("GraB Buffer Rule", "shuffled: over 100 rows a block, or not analysed", es);
+		ExplainPropertyText("GraB Buffer Rule",
+							psprintf("shuffled (over 100 rows a block, or not analysed); epoch 2 on: corgipile's epoch when rate x g^2 x block-mean |x|^2 > %g",
+									 GRAB_MAX_STEP), es);
 	else
 		ExplainPropertyText("GraB Buffer Rule", "set by corgipile.grab_buffer", es);
 	if (g->unit_blocks == 1)

@@ -143,7 +143,6 @@ extern void cp_grab_set_first_order(void *state, const uint32 *order);
 extern void cp_grab_set_unit_blocks(void *state, int32 unit_blocks);
 extern uint32 cp_grab_n_units(void *state);
 extern const uint32 *cp_grab_unit_map(void *state);
-extern int32 cp_grab_unit_size(void *state);
 extern bool cp_grab_collects(void *state);
 extern void cp_grab_plan_epoch(void *state, double rate, double mean_g2);
 extern void cp_grab_explain_plan(void *state, ExplainState *es);
