@@ -65,6 +65,52 @@ def test_same_seed_and_n_give_the_same_weights(data):
     assert weights(data, "p3") != weights(data, "p1")
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+def test_block_cache_on_or_off_gives_the_same_weights(data, workers):
+    """Cache affinity keeps the block cache on in parallel trainings: cached
+    or read from the table, a process's rows are the same, so the weights
+    are too, whether or not the workers could be launched."""
+    train(data, "cached", workers=workers, seed=6, max_epoch_num=3)
+    data.execute("SET corgipile.block_cache_size = 0")
+    train(data, "uncached", workers=workers, seed=6, max_epoch_num=3)
+    data.execute("SET max_parallel_workers = 0")
+    train(data, "uncached_alone", workers=workers, seed=6, max_epoch_num=3)
+    data.execute("RESET corgipile.block_cache_size")
+    train(data, "cached_alone", workers=workers, seed=6, max_epoch_num=3)
+    data.execute("RESET max_parallel_workers")
+    w = weights(data, "cached")
+    assert weights(data, "uncached") == w
+    assert weights(data, "uncached_alone") == w
+    assert weights(data, "cached_alone") == w
+
+
+def per_process(plan: str) -> list[tuple[str, int, int, int]]:
+    return [(who, int(b), int(t), int(c)) for who, b, t, c in re.findall(
+        r"(Leader|Worker \d+): buffers=(\d+) tuples=(\d+) blocks_from_cache=(\d+)", plan)]
+
+
+@pytest.mark.parametrize("sync", ["average", "hogwild"])
+def test_every_later_epoch_reads_each_process_own_cache(data, sync):
+    """Cache affinity: each process trains the same slots, so the same blocks,
+    every epoch.  Every block of every epoch after the first then comes from
+    the block cache of the process that read it in the first (claims that
+    hand a group to whichever process is free would miss about half)."""
+    data.execute(f"SET corgipile.parallel_sync = {sync}")
+    plan = "\n".join(r[0] for r in data.execute(
+        "EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM "
+        "corgipile.train('ptrain', 'logistic', model_name => 'affine', workers => 3, "
+        "max_epoch_num => 3, buffer_size => '5%')"))
+    data.execute("RESET corgipile.parallel_sync")
+    blocks = int(re.search(r"^\s*Blocks: (\d+)", plan, re.M).group(1))
+    launched = int(re.search(r"Workers Launched: (\d+)", plan).group(1))
+    procs = per_process(plan)
+    assert [p[0] for p in procs] == ["Leader", "Worker 0", "Worker 1"]
+    assert sum(p[3] for p in procs) == 2 * blocks, plan
+    # each running process trained and cached its own share
+    for who, buffers, tuples, cached in procs[:1 + launched]:
+        assert buffers > 0 and cached > 0, (who, plan)
+
+
 def test_hogwild_trains_too(data):
     data.execute("SET corgipile.parallel_sync = hogwild")
     rows = train(data, "hog", workers=2, seed=5, max_epoch_num=5)
