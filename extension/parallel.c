@@ -312,20 +312,14 @@ cp_parallel_choose(const CpTrainParams *p, Relation rel, const CpSizing *sz,
 					 errhint("Train with workers => 1, or copy the rows into a regular table.")));
 		return 1;
 	}
+	/*
+	 * Whether the table fits the block cache does not matter: with cache
+	 * affinity each process caches its own share of the blocks, and two
+	 * processes serving later epochs from their caches beat one serving all
+	 * of them from its cache (docs/parallel.md, Measurements).
+	 */
 	if (p->workers > 1)
 		n = p->workers;
-	else if (cp_block_cache_kb > 0 && p->max_epoch_num > 1 &&
-			 (double) sz->n_pages * BLCKSZ <= (double) cp_block_cache_kb * 1024.0)
-	{
-		/*
-		 * The table fits the block cache (its heap size bounds the converted
-		 * rows'), which a parallel training does not use: one process then
-		 * serves every epoch after the first from memory, faster than two
-		 * reading the heap (2M x 28 rows, 558 MB: 0.161 s against 0.227 s an
-		 * epoch, docs/parallel.md).
-		 */
-		n = 1;
-	}
 	else
 	{
 		int64		threshold = Max(min_parallel_table_scan_size, 1);

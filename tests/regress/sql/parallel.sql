@@ -19,18 +19,17 @@ FROM generate_series(1, 20000) AS i;
 EXPLAIN (COSTS OFF)
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 3, buffer_size => '16 pages');
 -- workers => NULL: from the table's size, as a parallel scan is sized,
--- at most max_parallel_workers_per_gather, for a table the block cache
--- cannot hold (a parallel training reads the heap every epoch) ...
+-- at most max_parallel_workers_per_gather, whether the block cache is off
+-- ...
 SET min_parallel_table_scan_size = '64kB';
 SET corgipile.block_cache_size = 0;
 EXPLAIN (COSTS OFF)
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => NULL, buffer_size => '16 pages');
 RESET corgipile.block_cache_size;
--- ... and one process for a table the cache holds: its later epochs come
--- from memory
+-- ... or holds the table (each process caches its own share of the blocks)
 EXPLAIN (COSTS OFF)
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => NULL, buffer_size => '16 pages');
--- ... unless there is no later epoch
+-- ... and with a single epoch
 EXPLAIN (COSTS OFF)
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => NULL, buffer_size => '16 pages',
                               max_epoch_num => 1);
