@@ -193,6 +193,7 @@ struct CpParallel
 	int64	   *slot_start;		/* n_slots + 1 offsets into slot_pos */
 	int64	   *slot_next;		/* per slot, while an order is dealt */
 	uint32	   *affine;			/* a later epoch's order */
+	uint32	   *grab_next;		/* grab: the next epoch's order, or NULL */
 
 	ParallelContext *pcxt;		/* NULL before the first epoch and after
 								 * cp_parallel_finish */
@@ -987,7 +988,7 @@ grab_next_order(CpParallel *par)
 	int64	   *starts = palloc(sizeof(int64) * (n_slots + 1));
 	uint32	   *visit = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
 	uint32	   *next = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
-	uint32	   *order = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
+	uint32	   *order;
 	int8	   *signs = palloc(Max(n_blocks, 1));
 	double	   *work = palloc(mul_size(sizeof(double), mul_size(3, par->acc.dim)));
 	int64		pos = 0;
@@ -1004,6 +1005,11 @@ grab_next_order(CpParallel *par)
 		cp_grab_walk_independent(&par->acc, n_slots, starts, visit, work, signs, next);
 	else
 		cp_grab_pair_balance(&par->acc, n_slots, starts, visit, work, signs, next);
+	/* kept for the model row too: a warm start continues from it */
+	if (par->grab_next == NULL)
+		par->grab_next = MemoryContextAllocHuge(GetMemoryChunkContext(par),
+												sizeof(uint32) * Max(n_blocks, 1));
+	order = par->grab_next;
 	pos = 0;
 	for (int s = 0; s < n_slots; s++)
 		for (int64 g = s; g < n_groups; g += n_slots)
@@ -1013,7 +1019,6 @@ grab_next_order(CpParallel *par)
 	pfree(starts);
 	pfree(visit);
 	pfree(next);
-	pfree(order);
 	pfree(signs);
 	pfree(work);
 }
@@ -1134,6 +1139,21 @@ cp_parallel_finish(CpParallel *par)
 	DestroyParallelContext(par->pcxt);
 	par->pcxt = NULL;
 	ExitParallelMode();
+}
+
+/*
+ * shuffle => 'grab': the order the epoch after the last one would visit
+ * (PairBalance's, or the independent walks', dealt into the slots' group
+ * positions), for the model row; false before the first epoch's end.
+ */
+bool
+cp_parallel_grab_next_order(CpParallel *par, const uint32 **order, uint32 *n_blocks)
+{
+	if (par->grab_next == NULL)
+		return false;
+	*order = par->grab_next;
+	*n_blocks = cp_tuple_shuffle_sizing(par->ts)->n_blocks;
+	return true;
 }
 
 void

@@ -5,6 +5,7 @@ background workers exhausted (docs/parallel.md)."""
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
 import time
@@ -251,3 +252,40 @@ def test_background_workers_held_by_another_query(data, dsn):
         hog.cancel_safe()
         thread.join(timeout=60)
         hog.close()
+
+
+def stored_grab_order(conn, name: str) -> tuple[list[int], list[int]]:
+    """The model row's GraB state (core/grab.c's format): the visit order and
+    the signs, one bit each."""
+    raw = base64.b64decode(conn.execute(
+        "SELECT params->>'grab_state' FROM corgipile.models WHERE model_name = %s",
+        (name,)).fetchone()[0])
+    assert raw[:4] == b"CPGB"
+    n = int.from_bytes(raw[8:12], "little")
+    body = raw[12:12 + 4 * n]
+    visit = [int.from_bytes(body[4 * i:4 * i + 4], "little") for i in range(n)]
+    bits = raw[12 + 4 * n:]
+    signs = [1 if bits[i // 8] >> (i % 8) & 1 else -1 for i in range(n)]
+    return visit, signs
+
+
+def test_warm_start_from_a_parallel_grab_model_continues_its_order(data):
+    """A grab training at N > 1 stores the order its next epoch would have
+    visited (PairBalance's, dealt into the slots' positions); a warm start
+    begins with it: deterministic, and not the random order it would start
+    from without the stored state."""
+    for name in ("pg_a", "pg_b"):
+        train(data, name, workers=2, shuffle="grab", seed=2, max_epoch_num=2)
+    assert weights(data, "pg_a") == weights(data, "pg_b")
+    visit, signs = stored_grab_order(data, "pg_a")
+    assert sorted(visit) == list(range(len(visit))) and len(visit) > 2
+    assert set(signs) == {1}  # the order itself: a warm start's reorder keeps it
+    # the same model without its stored order
+    data.execute("UPDATE corgipile.model_store SET params = params - 'grab_state' "
+                 "WHERE model_name = 'pg_b'")
+    for name, start in (("pg_w1", "pg_a"), ("pg_w2", "pg_a"), ("pg_w3", "pg_b")):
+        train(data, name, workers=2, shuffle="grab", seed=3, max_epoch_num=1, warm_start=start)
+    assert weights(data, "pg_w1") == weights(data, "pg_w2")
+    assert weights(data, "pg_w1") != weights(data, "pg_w3")
+    # and the warm-started model stores its own next order
+    assert sorted(stored_grab_order(data, "pg_w1")[0]) == list(range(len(visit)))
