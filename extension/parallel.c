@@ -39,7 +39,7 @@
  *	 on the weights, its group and its permutation stream (seeded from the
  *	 run's seed, the epoch and the group), never on which process ran it: the
  *	 weights are bit-identical for a seed and N, however many workers were
- *	 actually launched and however the claims raced.
+ *	 actually launched and whichever process trained which slot.
  *
  * hogwild: every process trains directly on the shared weights, without
  *	 locks or rounds (Niu et al. 2011).  Not deterministic.
@@ -450,7 +450,7 @@ affine_order(CpParallel *par, const uint32 *drawn)
  * not have their shape yet: an array's length is read from the rows), also
  * fill the leader's first buffer before the epoch opens, passing over
  * groups whose rows were all skipped until one has rows; false when none
- * had any.  Otherwise the leader claims groups like the workers do.
+ * had any.  Otherwise the leader trains its slots like the workers do.
  */
 bool
 cp_parallel_prefill(CpParallel *par, CpBuffer *buf, bool need_rows)
@@ -1174,8 +1174,8 @@ cp_parallel_explain(CpParallel *par, ExplainState *es)
 
 /*
  * A parallel worker: run the training plan's TupleShuffle subtree with the
- * leader's snapshot, cut the table as the leader did, and train on the
- * groups it claims, epoch after epoch, until the leader says the training
+ * leader's snapshot, cut the table as the leader did, and train the
+ * groups of its slots, epoch after epoch, until the leader says the training
  * is over.
  */
 void
