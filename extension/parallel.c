@@ -425,6 +425,9 @@ affine_order(CpParallel *par, const uint32 *drawn)
 			for (int64 g = s; g < n_groups; g += n_slots)
 				for (int64 b = (g * n_blocks) / n_groups; b < ((g + 1) * n_blocks) / n_groups; b++)
 				{
+					if (drawn[b] >= n_blocks)
+						elog(ERROR, "corgipile: block %u of an epoch's order is past the table's %lld blocks",
+							 drawn[b], (long long) n_blocks);
 					par->owner[drawn[b]] = s;
 					par->slot_pos[pos++] = b;
 				}
@@ -439,7 +442,7 @@ affine_order(CpParallel *par, const uint32 *drawn)
 		int32		s = drawn[k] < n_blocks ? par->owner[drawn[k]] : -1;
 
 		if (s < 0 || par->slot_next[s] >= par->slot_start[s + 1])
-			elog(ERROR, "corgipile: the block order of epoch is not a permutation of the table's blocks");
+			elog(ERROR, "corgipile: an epoch's block order is not a permutation of the table's blocks");
 		par->affine[par->slot_pos[par->slot_next[s]++]] = drawn[k];
 	}
 	return par->affine;
