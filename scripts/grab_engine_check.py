@@ -21,6 +21,8 @@ puts both on the same rows so that the two can be compared directly:
           (as the GraB study loads them) at rates 0.03-0.001 and a decaying
           rate, and the Gaussian table at 0.3 and 0.1; kept, shuffled and the
           engine's rule (auto), with the rule's value from params.
+  part D  Fashion-MNIST 10-class at rate 0.01, corgipile and grab, seeds 1-10:
+          how far apart seeds end.
 
 Constant learning rates 0.01 and 0.001 (decay 1), 10 epochs, batch size 1,
 l2 = 0, seeds 1-3; f(w) - f* of the final weights (f* by Newton's method).
@@ -227,6 +229,41 @@ def part_c(conn, seeds, epochs, quick, n_gauss) -> list[str]:
 RESULTS_C: dict = {}
 
 
+def part_d(conn, quick) -> list[str]:
+    """Fashion-MNIST 10-class at constant rate 0.01 over more seeds: the
+    final gap's spread between seeds against the difference of the means."""
+    import convergence_study as cs
+
+    args = argparse.Namespace(grab_datasets=["fashion-10"], train_rows=1000 if quick else 8000,
+                              test_rows=300 if quick else 2000, synthetic_rows=20_000)
+    ds = cs.grab_data(args)["fashion-10"]
+    fstar = cs.exact_minimum(ds)["fstar"]
+    f = cs.ds_f(ds)
+    cs.grab_copy(conn, "gec_t", ds["x"], ds["y"], ds["feature_type"])
+    seeds = range(1, 4 if quick else 11)
+    gaps: dict = {"corgipile": [], "grab": []}
+    for s in seeds:
+        for sh in gaps:
+            w, _, _ = engine(conn, "gec_t", sh, 0.01, s, 3 if quick else 10, model="softmax",
+                             l2=ds["l2"])
+            gaps[sh].append(f(np.array(w, dtype=float))[0] - fstar)
+        print(f"D seed {s}: corgipile {gaps['corgipile'][-1]:.3g}, grab {gaps['grab'][-1]:.3g}",
+              flush=True)
+    c, g = np.array(gaps["corgipile"]), np.array(gaps["grab"])
+    P = ["", f"## D. Fashion-MNIST 10-class, constant rate 0.01, seeds 1-{len(c)}", "",
+         "Softmax, l2 = 0.001, 10 epochs, engine defaults (grab: the rules, auto). Final gap per "
+         "seed:", "",
+         "| seed | " + " | ".join(str(s) for s in seeds) + " | mean | median |",
+         "|---|" + "---:|" * (len(c) + 2)]
+    for name, v in (("corgipile", c), ("grab", g)):
+        P.append(f"| {name} | " + " | ".join(f"{x:.3f}" for x in v)
+                 + f" | {v.mean():.3f} | {np.median(v):.3f} |")
+    se = np.hypot(c.std(ddof=1), g.std(ddof=1)) / np.sqrt(len(c))
+    P += ["", f"grab / corgipile (means) {g.mean() / c.mean():.2f}; difference of the means "
+              f"{g.mean() - c.mean():.3f}, two standard errors {2 * se:.3f}."]
+    return P
+
+
 def block_mean_sq(conn, table, x, pages_per_block) -> float:
     """The rows' mean of |mean row of its block|^2 (blocks of heap pages)."""
     page = np.zeros(len(x), dtype=np.int64)
@@ -245,7 +282,7 @@ def main() -> int:
     ap.add_argument("--dsn", default="")
     ap.add_argument("--quick", action="store_true", help="1 seed, 20k/10k rows, 3 epochs")
     ap.add_argument("--out", default=str(ROOT / "docs/grab-engine-check.md"))
-    ap.add_argument("--parts", default="A,B,C", help="which parts to run (default A,B,C)")
+    ap.add_argument("--parts", default="A,B,C,D", help="which parts to run (default A,B,C,D)")
     args = ap.parse_args()
     seeds = [1] if args.quick else [1, 2, 3]
     epochs = 3 if args.quick else 10
@@ -343,6 +380,8 @@ def main() -> int:
                          f"{'shuffled' if r['auto'] == 'true' else 'kept'} |")
     if "C" in parts:
         P += part_c(conn, seeds, epochs, args.quick, n_gauss)
+    if "D" in parts:
+        P += part_d(conn, args.quick)
     P.append("")
     P.append(f"Run time {time.monotonic() - t_start:.0f} s.")
     text = "\n".join(P) + "\n"
