@@ -260,10 +260,11 @@ cp_grab_add_dense(CpGrabAcc *acc, int64 block, int32 offset,
 			int32		len = grab_proj_run(acc, j, n - i);
 			double	   *dst = sum + (acc->proj_map[j] >> 1);
 			const int32 *map = acc->proj_map + j;
+			double		pscale = acc->proj_scale;
+			const double *xi = x + i;
 
 			for (int32 k = 0; k < len; k++)
-				dst[k] += (double) (2 * (map[k] & 1) - 1) *
-					((scale * x[i + k]) * acc->proj_scale);
+				dst[k] += (double) (2 * (map[k] & 1) - 1) * ((scale * xi[k]) * pscale);
 			i += len;
 		}
 		return;
@@ -305,19 +306,24 @@ cp_grab_add_step_delta(CpGrabAcc *acc, int64 block, int32 offset,
 	}
 	if (grab_proj_runs(acc))
 	{
+		/* locals, so that no store into the sums can change them */
+		double		scale = acc->proj_scale;
+
 		for (int32 i = 0; i < n;)
 		{
 			int64		j = (int64) offset + i;
 			int32		len = grab_proj_run(acc, j, n - i);
 			double	   *dst = sum + (acc->proj_map[j] >> 1);
 			const int32 *map = acc->proj_map + j;
+			double	   *sn = snap + i;
+			const double *wi = w + i;
 
 			for (int32 k = 0; k < len; k++)
 			{
-				double		d = (shrink * snap[i + k] - w[i + k]) * inv_lr;
+				double		d = (shrink * sn[k] - wi[k]) * inv_lr;
 
-				snap[i + k] = w[i + k];
-				dst[k] += (double) (2 * (map[k] & 1) - 1) * (d * acc->proj_scale);
+				sn[k] = wi[k];
+				dst[k] += (double) (2 * (map[k] & 1) - 1) * (d * scale);
 			}
 			i += len;
 		}
