@@ -303,3 +303,17 @@ def test_warm_start_from_a_parallel_grab_model_continues_its_order(data):
     assert weights(data, "pg_w1") != weights(data, "pg_w3")
     # and the warm-started model stores its own next order
     assert sorted(stored_grab_order(data, "pg_w1")[0]) == list(range(len(visit)))
+
+
+@pytest.mark.parametrize("how, shown", [("pair_balance", "GraB PairBalance Walks"),
+                                        ("independent", "GraB Independent Walks")])
+def test_explain_analyze_counts_the_parallel_grab_walks(data, how, shown):
+    """At N > 1 the leader orders the blocks after every epoch (PairBalance,
+    or one walk per slot), not the strategy: EXPLAIN ANALYZE says how many."""
+    data.execute(f"SET corgipile.parallel_grab = {how}")
+    plan = "\n".join(r[0] for r in data.execute(
+        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM "
+        "corgipile.train('ptrain', 'logistic', model_name => 'walked', shuffle => 'grab', "
+        "workers => 2, max_epoch_num => 3)"))
+    data.execute("RESET corgipile.parallel_grab")
+    assert f"{shown}: 3" in plan, plan
