@@ -684,6 +684,18 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 					ragged(lo, len, &where);
 				buf->n_features = lo->n_features;
 				cp_buffer_reserve(buf, row + 1, (row + 1) * lo->n_features);
+				if (lo->prep && lo->prep->transform &&
+					lo->prep->transform->n_features == lo->n_features)
+				{
+					/* standardized as converted, in one pass */
+					const CpPrepTransform *t = lo->prep->transform;
+
+					if (!cp_array_to_doubles_transformed(arr, buf->values + row * lo->n_features,
+														 lo->n_features, &where,
+														 t->scale, t->offset))
+						goto skip;
+					break;
+				}
 				if (!cp_array_to_doubles(arr, buf->values + row * lo->n_features,
 										 lo->n_features, &where))
 					goto skip;
