@@ -18,8 +18,16 @@
  * and permutes its own buffers.
  *
  * The epoch's groups of blocks (as TupleShuffle cuts them) are the work
- * items, claimed with an atomic fetch-add on a shared cursor that also
- * carries the epoch.  Two ways to combine what the processes learn
+ * items; item i is slot i % N (N = the processes planned).  Cache affinity:
+ * slot s owns, for the whole training, the blocks of its groups in the
+ * first epoch's order; each later epoch visits each slot's blocks in the
+ * order the epoch's drawn order puts them (a seeded, uniform reshuffle
+ * within the slot's set) and deals them back into the slot's own group
+ * positions (affine_order).  Slot s is trained by process s % P (P = the
+ * processes actually running: the leader and the workers launched), for
+ * the whole training.  So each process reads the same blocks every epoch,
+ * and its block cache (block_cache.c) holds exactly the blocks it will read
+ * again.  Two ways to combine what the processes learn
  * (corgipile.parallel_sync):
  *
  * average (default): the items are dealt to n_slots = N slots round-robin,
@@ -31,7 +39,7 @@
  *	 on the weights, its group and its permutation stream (seeded from the
  *	 run's seed, the epoch and the group), never on which process ran it: the
  *	 weights are bit-identical for a seed and N, however many workers were
- *	 actually launched and however the claims raced.
+ *	 actually launched and whichever process trained which slot.
  *
  * hogwild: every process trains directly on the shared weights, without
  *	 locks or rounds (Niu et al. 2011).  Not deterministic.
@@ -105,7 +113,7 @@ typedef struct CpParallelProc
 {
 	int64		buffers;
 	int64		tuples;
-	pg_atomic_uint64 holding;	/* 1 + the item it trains, or 0 */
+	int64		cache_reads;	/* blocks its block cache served */
 } CpParallelProc;
 
 typedef struct CpParallelShared
@@ -123,15 +131,14 @@ typedef struct CpParallelShared
 	bool		has_grab;		/* shuffle => 'grab': per-block sums */
 	CpGrabAcc	grab_acc;		/* its sizes; the arrays are in the toc */
 
-	/* set by the leader when it opens an epoch, before the cursor */
-	double		learning_rate;
+	/* set by the leader after the launch, before the first epoch opens */
+	int32		n_running;		/* the leader and the workers launched */
 
-	/*
-	 * The claim cursor: the open epoch in the high 32 bits, the next group
-	 * in the low ones.  A claim past the epoch's groups, or of an epoch
-	 * already closed, tells a process to wait for the next epoch.
-	 */
-	pg_atomic_uint64 cursor;
+	/* set by the leader when it opens an epoch, before opened */
+	double		learning_rate;
+	int64		first_item;		/* the leader's prefilled group, or -1 */
+	uint32		epoch;			/* the open epoch (its permutation seeds) */
+
 	pg_atomic_uint32 opened;	/* epochs opened so far */
 	pg_atomic_uint32 finished;	/* the training ends: workers exit */
 	pg_atomic_uint32 done_in_round; /* average: items of the round done */
@@ -164,6 +171,7 @@ typedef struct Participant
 	CpModel    *model;
 	CpBuffer   *buf;
 	CpParallelProc *me;
+	int			index;			/* 0: the leader, 1 + i: worker i */
 	ParallelContext *pcxt;		/* the leader's, to watch its workers */
 } Participant;
 
@@ -176,8 +184,16 @@ struct CpParallel
 	uint64		seed;
 	const char *model_name;
 	char	   *plan;			/* the serialized TupleShuffle subtree */
-	const uint32 *order;		/* this epoch's block order (the node's) */
+	const uint32 *order;		/* this epoch's block order */
 	int64		first_item;		/* the prefilled group */
+
+	/* cache affinity (affine_order), from the first epoch's order */
+	int32	   *owner;			/* by block: the slot that owns it */
+	int64	   *slot_pos;		/* positions of slot 0's groups, slot 1's... */
+	int64	   *slot_start;		/* n_slots + 1 offsets into slot_pos */
+	int64	   *slot_next;		/* per slot, while an order is dealt */
+	uint32	   *affine;			/* a later epoch's order */
+	uint32	   *grab_next;		/* grab: the next epoch's order, or NULL */
 
 	ParallelContext *pcxt;		/* NULL before the first epoch and after
 								 * cp_parallel_finish */
@@ -188,6 +204,7 @@ struct CpParallel
 	int			launched;		/* -1 before the launch */
 	int64	   *buffers;		/* per process, over the epochs */
 	int64	   *tuples;
+	int64	   *cache_reads;
 };
 
 static const struct config_enum_entry sync_options[] = {
@@ -296,20 +313,14 @@ cp_parallel_choose(const CpTrainParams *p, Relation rel, const CpSizing *sz,
 					 errhint("Train with workers => 1, or copy the rows into a regular table.")));
 		return 1;
 	}
+	/*
+	 * Whether the table fits the block cache does not matter: with cache
+	 * affinity each process caches its own share of the blocks, and two
+	 * processes serving later epochs from their caches beat one serving all
+	 * of them from its cache (docs/parallel.md, Measurements).
+	 */
 	if (p->workers > 1)
 		n = p->workers;
-	else if (cp_block_cache_kb > 0 && p->max_epoch_num > 1 &&
-			 (double) sz->n_pages * BLCKSZ <= (double) cp_block_cache_kb * 1024.0)
-	{
-		/*
-		 * The table fits the block cache (its heap size bounds the converted
-		 * rows'), which a parallel training does not use: one process then
-		 * serves every epoch after the first from memory, faster than two
-		 * reading the heap (2M x 28 rows, 558 MB: 0.161 s against 0.227 s an
-		 * epoch, docs/parallel.md).
-		 */
-		n = 1;
-	}
 	else
 	{
 		int64		threshold = Max(min_parallel_table_scan_size, 1);
@@ -353,6 +364,7 @@ cp_parallel_create(TupleShuffleState *ts, EState *estate, int n_procs, uint64 se
 	par->launched = -1;
 	par->buffers = palloc0(sizeof(int64) * n_procs);
 	par->tuples = palloc0(sizeof(int64) * n_procs);
+	par->cache_reads = palloc0(sizeof(int64) * n_procs);
 
 	/* the TupleShuffle subtree, as execParallel.c's ExecSerializePlan */
 	pstmt->commandType = CMD_SELECT;
@@ -375,18 +387,80 @@ fill_group(TupleShuffleState *ts, const uint32 *order, int64 g, CpBuffer *buf)
 }
 
 /*
+ * Cache affinity: the epoch's order, given the order drawn as one process
+ * draws it.  The first epoch's order is the drawn one, and fixes for the
+ * whole training which slot owns each block: slot s, the blocks of its
+ * groups (s, s + N, ...).  A later epoch's order keeps every block in its
+ * owner's group positions: slot s's blocks, in the order the drawn order
+ * visits them, are dealt into the positions of slot s's groups in
+ * sequence.  A random order restricted to a subset is a random order of
+ * the subset, so corgipile's and block_only's blocks are reshuffled within
+ * each slot's set, from the run's seed (deterministic); an order that keeps
+ * every slot's blocks in place already (no_shuffle's; grab's, which
+ * grab_next_order deals back into the slots' positions) is left as it is.
+ * Groups are cut by position only, so slot s's groups hold the same number
+ * of blocks every epoch.
+ */
+static const uint32 *
+affine_order(CpParallel *par, const uint32 *drawn)
+{
+	int64		n_blocks = cp_tuple_shuffle_sizing(par->ts)->n_blocks;
+	int64		n_groups = cp_tuple_shuffle_n_groups(par->ts);
+	int			n_slots = par->n_procs;
+
+	if (par->owner == NULL)
+	{
+		MemoryContext cxt = GetMemoryChunkContext(par);
+		int64		pos = 0;
+
+		par->owner = MemoryContextAllocHuge(cxt, sizeof(int32) * Max(n_blocks, 1));
+		par->slot_pos = MemoryContextAllocHuge(cxt, sizeof(int64) * Max(n_blocks, 1));
+		par->affine = MemoryContextAllocHuge(cxt, sizeof(uint32) * Max(n_blocks, 1));
+		par->slot_start = MemoryContextAlloc(cxt, sizeof(int64) * (n_slots + 1));
+		par->slot_next = MemoryContextAlloc(cxt, sizeof(int64) * n_slots);
+		memset(par->owner, 0xFF, sizeof(int32) * Max(n_blocks, 1));	/* -1 */
+		for (int s = 0; s < n_slots; s++)
+		{
+			par->slot_start[s] = pos;
+			for (int64 g = s; g < n_groups; g += n_slots)
+				for (int64 b = (g * n_blocks) / n_groups; b < ((g + 1) * n_blocks) / n_groups; b++)
+				{
+					if (drawn[b] >= n_blocks)
+						elog(ERROR, "corgipile: block %u of an epoch's order is past the table's %lld blocks",
+							 drawn[b], (long long) n_blocks);
+					par->owner[drawn[b]] = s;
+					par->slot_pos[pos++] = b;
+				}
+		}
+		par->slot_start[n_slots] = pos;
+		Assert(pos == n_blocks);
+		return drawn;
+	}
+	memcpy(par->slot_next, par->slot_start, sizeof(int64) * n_slots);
+	for (int64 k = 0; k < n_blocks; k++)
+	{
+		int32		s = drawn[k] < n_blocks ? par->owner[drawn[k]] : -1;
+
+		if (s < 0 || par->slot_next[s] >= par->slot_start[s + 1])
+			elog(ERROR, "corgipile: an epoch's block order is not a permutation of the table's blocks");
+		par->affine[par->slot_pos[par->slot_next[s]++]] = drawn[k];
+	}
+	return par->affine;
+}
+
+/*
  * Before each epoch: draw the block order.  With need_rows (the weights do
  * not have their shape yet: an array's length is read from the rows), also
  * fill the leader's first buffer before the epoch opens, passing over
  * groups whose rows were all skipped until one has rows; false when none
- * had any.  Otherwise the leader claims groups like the workers do.
+ * had any.  Otherwise the leader trains its slots like the workers do.
  */
 bool
 cp_parallel_prefill(CpParallel *par, CpBuffer *buf, bool need_rows)
 {
 	int64		n_groups = cp_tuple_shuffle_n_groups(par->ts);
 
-	par->order = cp_block_shuffle_draw_order(par->ts->child);
+	par->order = affine_order(par, cp_block_shuffle_draw_order(par->ts->child));
 	par->first_item = -1;
 	if (!need_rows)
 		return true;
@@ -498,25 +572,12 @@ unpack_prep(CpLayout *lo, const char *json, int32 n_features)
 }
 
 /*
- * No block cache in a parallel training.  Each process would cache the
- * blocks it happened to read, and the next epoch hands the blocks out in
- * another order to whichever process claims them first, so most lookups
- * miss: with the cache on, two processes measured 0.63x the speed of one
- * (docs/parallel.md).  It would also take N times block_cache_size.
- */
-static void
-drop_block_cache(TupleShuffleState *ts)
-{
-	if (ts->cache != NULL)
-		cp_block_cache_reset(ts->cache);
-	ts->cache = NULL;
-}
-
-/*
- * The leader, while it waits: a worker that is gone while it still held an
- * item would leave its epoch open for ever.  A worker's error or FATAL
- * normally reaches the leader first (and is raised by CHECK_FOR_INTERRUPTS
- * in the sleep); this catches one that died without a word.
+ * The leader, while it waits: every worker launched trains its slots in
+ * every epoch and exits only once the training is over, so a worker that is
+ * gone (or never started) before that would leave the epoch open for ever.
+ * A worker's error or FATAL normally reaches the leader first (raised by
+ * CHECK_FOR_INTERRUPTS in the sleep); its message is read here once more
+ * before this catches one that died without a word.
  */
 static void
 check_workers_alive(Participant *pt)
@@ -527,14 +588,14 @@ check_workers_alive(Participant *pt)
 	{
 		pid_t		pid;
 
-		if (pg_atomic_read_u64(&pt->sh->procs[1 + i].holding) == 0)
-			continue;
 		if (pcxt->worker[i].bgwhandle != NULL &&
-			GetBackgroundWorkerPid(pcxt->worker[i].bgwhandle, &pid) == BGWH_STOPPED &&
-			pg_atomic_read_u64(&pt->sh->procs[1 + i].holding) != 0)
+			GetBackgroundWorkerPid(pcxt->worker[i].bgwhandle, &pid) == BGWH_STOPPED)
+		{
+			HandleParallelMessages();
 			ereport(ERROR,
 					(errcode(ERRCODE_ADMIN_SHUTDOWN),
-					 errmsg("corgipile: parallel worker %d exited in the middle of a buffer", i)));
+					 errmsg("corgipile: parallel worker %d exited before the training ended", i)));
+		}
 	}
 }
 
@@ -664,7 +725,6 @@ train_item(Participant *pt, uint32 epoch, uint64 item, int64 *skipped)
 	CpParallelShared *sh = pt->sh;
 	CpModel    *m = pt->model;
 
-	pg_atomic_write_u64(&pt->me->holding, item + 1);
 	memset(&m->stats, 0, sizeof(CpStats));
 	if (sh->sync == CP_SYNC_AVERAGE)
 	{
@@ -680,6 +740,7 @@ train_item(Participant *pt, uint32 epoch, uint64 item, int64 *skipped)
 		report_layout(pt, skipped);
 		pt->me->buffers++;
 		pt->me->tuples += pt->buf->n_rows;
+		pt->me->cache_reads = pt->ts->cache != NULL ? pt->ts->cache->hits : 0;
 		finish_item(pt, item);
 	}
 	else
@@ -692,33 +753,32 @@ train_item(Participant *pt, uint32 epoch, uint64 item, int64 *skipped)
 		SpinLockRelease(&sh->mutex);
 		pt->me->buffers++;
 		pt->me->tuples += pt->buf->n_rows;
+		pt->me->cache_reads = pt->ts->cache != NULL ? pt->ts->cache->hits : 0;
 		if (pg_atomic_add_fetch_u64(&sh->items_done, 1) == (uint64) sh->n_items)
 			ConditionVariableBroadcast(&sh->cv);
 	}
-	pg_atomic_write_u64(&pt->me->holding, 0);
 }
 
 /*
- * Claim the open epoch's groups until none is left.  Returns the epoch of
- * the last claim, which was past that epoch's groups.
+ * Train this process's items of the open epoch, in item order: those of
+ * the slots s with s % n_running == index, the same slots every epoch (so
+ * the same blocks: cache affinity).  Items before the leader's prefilled
+ * one had no rows (the leader closes them) and the prefilled one is the
+ * leader's.  Under average, a process holding several slots trains its
+ * items of a round before any of the next, so the rounds always complete.
  */
-static uint32
-claim_items(Participant *pt, int64 *skipped)
+static void
+train_own_items(Participant *pt, uint32 epoch, int64 *skipped)
 {
 	CpParallelShared *sh = pt->sh;
 
-	for (;;)
+	pt->model->learning_rate = sh->learning_rate;
+	for (int64 item = Max(sh->first_item + 1, 0); item < sh->n_items; item++)
 	{
-		uint64		claim = pg_atomic_fetch_add_u64(&sh->cursor, 1);
-		uint32		epoch = (uint32) (claim >> 32);
-		uint64		item = claim & UINT64CONST(0xFFFFFFFF);
-
-		if (item >= (uint64) sh->n_items)
-			return epoch;
-		/* the claim's barrier orders the epoch's settings before this */
-		pt->model->learning_rate = sh->learning_rate;
-		fill_group(pt->ts, pt->order, (int64) item, pt->buf);
-		train_item(pt, epoch, item, skipped);
+		if ((item % sh->n_slots) % sh->n_running != pt->index)
+			continue;
+		fill_group(pt->ts, pt->order, item, pt->buf);
+		train_item(pt, epoch, (uint64) item, skipped);
 	}
 }
 
@@ -755,8 +815,6 @@ setup(CpParallel *par, CpModel *model)
 	CpParallelShared *sh;
 	Participant *pt = &par->pt;
 	char	   *space;
-
-	drop_block_cache(ts);
 
 	/*
 	 * What the leader's first pass found that the workers' layouts do not
@@ -830,7 +888,8 @@ setup(CpParallel *par, CpModel *model)
 	sh->n_outputs = model->n_outputs;
 	sh->n_weights = nw;
 	sh->n_procs = par->n_procs;
-	pg_atomic_init_u64(&sh->cursor, UINT64CONST(0xFFFFFFFF));	/* none open */
+	sh->n_running = 1;			/* until the launch */
+	sh->first_item = -1;
 	pg_atomic_init_u32(&sh->opened, 0);
 	pg_atomic_init_u32(&sh->finished, 0);
 	pg_atomic_init_u32(&sh->done_in_round, 0);
@@ -838,8 +897,6 @@ setup(CpParallel *par, CpModel *model)
 	pg_atomic_init_u64(&sh->items_done, 0);
 	ConditionVariableInit(&sh->cv);
 	SpinLockInit(&sh->mutex);
-	for (int i = 0; i < par->n_procs; i++)
-		pg_atomic_init_u64(&sh->procs[i].holding, 0);
 	shm_toc_insert(pcxt->toc, CP_KEY_SHARED, sh);
 
 	par->shared_order = shm_toc_allocate(pcxt->toc, order_len);
@@ -895,6 +952,7 @@ setup(CpParallel *par, CpModel *model)
 	pt->ts = ts;
 	pt->model = &par->lm;
 	pt->me = &sh->procs[0];
+	pt->index = 0;
 	pt->pcxt = pcxt;
 }
 
@@ -905,6 +963,8 @@ launch(CpParallel *par)
 
 	LaunchParallelWorkers(pcxt);
 	par->launched = pcxt->nworkers_launched;
+	/* read by the workers once the first epoch opens (a barrier between) */
+	par->pt.sh->n_running = 1 + par->launched;
 	if (par->launched < par->n_procs - 1)
 		ereport(NOTICE,
 				(errmsg("corgipile: %d of %d parallel workers launched for model \"%s\"",
@@ -931,7 +991,7 @@ grab_next_order(CpParallel *par)
 	int64	   *starts = palloc(sizeof(int64) * (n_slots + 1));
 	uint32	   *visit = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
 	uint32	   *next = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
-	uint32	   *order = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
+	uint32	   *order;
 	int8	   *signs = palloc(Max(n_blocks, 1));
 	double	   *work = palloc(mul_size(sizeof(double), mul_size(3, par->acc.dim)));
 	int64		pos = 0;
@@ -948,6 +1008,11 @@ grab_next_order(CpParallel *par)
 		cp_grab_walk_independent(&par->acc, n_slots, starts, visit, work, signs, next);
 	else
 		cp_grab_pair_balance(&par->acc, n_slots, starts, visit, work, signs, next);
+	/* kept for the model row too: a warm start continues from it */
+	if (par->grab_next == NULL)
+		par->grab_next = MemoryContextAllocHuge(GetMemoryChunkContext(par),
+												sizeof(uint32) * Max(n_blocks, 1));
+	order = par->grab_next;
 	pos = 0;
 	for (int s = 0; s < n_slots; s++)
 		for (int64 g = s; g < n_groups; g += n_slots)
@@ -957,7 +1022,6 @@ grab_next_order(CpParallel *par)
 	pfree(starts);
 	pfree(visit);
 	pfree(next);
-	pfree(order);
 	pfree(signs);
 	pfree(work);
 }
@@ -983,14 +1047,20 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	int64		skipped = start_skipped;
 
 	if (first)
+	{
 		setup(par, model);
+		/* the workers wait for the first epoch; their slots need the count */
+		launch(par);
+	}
 	sh = pt->sh;
 	pt->buf = buf;
 
-	/* open the epoch: its settings, then the cursor (a barrier between) */
+	/* open the epoch: its settings, then opened (a barrier between) */
 	memcpy(par->shared_order, par->order, sizeof(uint32) * sz->n_blocks);
 	memcpy(pt->global, model->w, sizeof(double) * (Size) sh->n_weights);
 	sh->learning_rate = model->learning_rate;
+	sh->first_item = par->first_item < sh->n_items ? par->first_item : -1;
+	sh->epoch = (uint32) epoch;
 	par->lm.learning_rate = model->learning_rate;
 	memset(&sh->epoch_stats, 0, sizeof(CpStats));
 	memset(&sh->hogwild_stats, 0, sizeof(CpStats));
@@ -1012,15 +1082,15 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	}
 
 	pg_write_barrier();
-	pg_atomic_write_u64(&sh->cursor, ((uint64) epoch << 32) | (uint64) (par->first_item + 1));
-	pg_atomic_write_u32(&sh->opened, (uint32) epoch + 1);
+	pg_atomic_add_fetch_u32(&sh->opened, 1);
 	ConditionVariableBroadcast(&sh->cv);
-	if (first)
-		launch(par);
 
-	if (par->first_item >= 0 && par->first_item < sh->n_items)
-		train_item(pt, (uint32) epoch, (uint64) par->first_item, &skipped);
-	claim_items(pt, &skipped);
+	if (sh->first_item >= 0)
+	{
+		par->lm.learning_rate = sh->learning_rate;
+		train_item(pt, (uint32) epoch, (uint64) sh->first_item, &skipped);
+	}
+	train_own_items(pt, (uint32) epoch, &skipped);
 	wait_until(pt, epoch_complete, 0);
 
 	memcpy(model->w, pt->global, sizeof(double) * (Size) sh->n_weights);
@@ -1067,10 +1137,26 @@ cp_parallel_finish(CpParallel *par)
 	{
 		par->buffers[i] = sh->procs[i].buffers;
 		par->tuples[i] = sh->procs[i].tuples;
+		par->cache_reads[i] = sh->procs[i].cache_reads;
 	}
 	DestroyParallelContext(par->pcxt);
 	par->pcxt = NULL;
 	ExitParallelMode();
+}
+
+/*
+ * shuffle => 'grab': the order the epoch after the last one would visit
+ * (PairBalance's, or the independent walks', dealt into the slots' group
+ * positions), for the model row; false before the first epoch's end.
+ */
+bool
+cp_parallel_grab_next_order(CpParallel *par, const uint32 **order, uint32 *n_blocks)
+{
+	if (par->grab_next == NULL)
+		return false;
+	*order = par->grab_next;
+	*n_blocks = cp_tuple_shuffle_sizing(par->ts)->n_blocks;
+	return true;
 }
 
 void
@@ -1082,16 +1168,17 @@ cp_parallel_explain(CpParallel *par, ExplainState *es)
 		char	   *label = i == 0 ? pstrdup("Leader") : psprintf("Worker %d", i - 1);
 
 		ExplainPropertyText(label,
-							psprintf("buffers=%lld tuples=%lld",
+							psprintf("buffers=%lld tuples=%lld blocks_from_cache=%lld",
 									 (long long) par->buffers[i],
-									 (long long) par->tuples[i]), es);
+									 (long long) par->tuples[i],
+									 (long long) par->cache_reads[i]), es);
 	}
 }
 
 /*
  * A parallel worker: run the training plan's TupleShuffle subtree with the
- * leader's snapshot, cut the table as the leader did, and train on the
- * groups it claims, epoch after epoch, until the leader says the training
+ * leader's snapshot, cut the table as the leader did, and train the
+ * groups of its slots, epoch after epoch, until the leader says the training
  * is over.
  */
 void
@@ -1116,7 +1203,6 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 						 InvalidSnapshot, None_Receiver, NULL, NULL, 0);
 	ExecutorStart(qd, 0);
 	ts = (TupleShuffleState *) qd->planstate;
-	drop_block_cache(ts);
 	/* validation => 'N%': the same rows held out as in the leader */
 	if (cp_tuple_shuffle_holdout(ts) != NULL)
 		cp_tuple_shuffle_holdout(ts)->seed = sh->seed;
@@ -1144,6 +1230,7 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	pt.model = &model;
 	pt.buf = &buf;
 	pt.me = &sh->procs[1 + ParallelWorkerNumber];
+	pt.index = 1 + ParallelWorkerNumber;
 	pt.pcxt = NULL;
 	if (sh->sync == CP_SYNC_HOGWILD)
 		model.w = pt.global;
@@ -1157,14 +1244,13 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 			model.gather_blocks = palloc0(mul_size(sizeof(uint32), model.gather_rows));
 	}
 
-	for (;;)
+	/* epoch after epoch: wait for it to open (or the end), train our slots */
+	for (uint64 done = 0;; done++)
 	{
-		uint32		epoch = claim_items(&pt, &skipped);
-
-		/* past the epoch's groups: the next epoch, or the end */
-		wait_until(&pt, epoch_opened_or_finished, (uint64) epoch + 2);
+		wait_until(&pt, epoch_opened_or_finished, done + 1);
 		if (pg_atomic_read_u32(&sh->finished) != 0)
 			break;
+		train_own_items(&pt, sh->epoch, &skipped);
 	}
 
 	ExecutorFinish(qd);

@@ -60,6 +60,8 @@ extern bool cp_parallel_prefill(CpParallel *par, CpBuffer *buf, bool need_rows);
 extern void cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf,
 								  int epoch);
 extern void cp_parallel_finish(CpParallel *par);
+extern bool cp_parallel_grab_next_order(CpParallel *par, const uint32 **order,
+										uint32 *n_blocks);
 extern void cp_parallel_explain(CpParallel *par, ExplainState *es);
 
 /* The entry point of a parallel worker (looked up by name). */

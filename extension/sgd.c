@@ -920,8 +920,22 @@ record_grab(SgdState *s, CpTrainRecord *rec)
 	rec->grab_buffer_shuffle = strcmp(cp_grab_buffer_choice(state), "shuffled") == 0;
 	rec->grab_dim = s->grab ? s->grab->dim : 0;
 	rec->grab_n_weights = s->model.n_weights;
-	if (cp_grab_last_walk(state, &visit, &signs, &n_blocks) &&
-		cp_grab_serialized_bytes(n_blocks, &bytes) && bytes < MaxAllocSize / 2)
+
+	/*
+	 * workers => N: parallel.c walked the blocks (PairBalance over the
+	 * slots), not the strategy.  The next order is stored as a visit with
+	 * every sign +1, which a warm start's reorder keeps as it is.
+	 */
+	if (s->par != NULL && cp_parallel_grab_next_order(s->par, &visit, &n_blocks))
+	{
+		int8	   *ones = palloc(Max(n_blocks, 1));
+
+		memset(ones, 1, Max(n_blocks, 1));
+		signs = ones;
+	}
+	else if (!cp_grab_last_walk(state, &visit, &signs, &n_blocks))
+		return;
+	if (cp_grab_serialized_bytes(n_blocks, &bytes) && bytes < MaxAllocSize / 2)
 	{
 		uint8	   *raw = palloc(bytes);
 		int			len = pg_b64_enc_len((int) bytes);

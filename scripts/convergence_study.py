@@ -1059,6 +1059,243 @@ def grab_study(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- parallel study (issue 11 §3)
+#
+# scripts/convergence_study.py --parallel [--quick]: train(workers => N) on the
+# GraB study's label-clustered tables (its builders, its f* solver): corgipile
+# at N = 1 and N = 2, and at N = 2 (and N = 4 with --parallel-n 2,4) shuffle
+# grab with CD-GraB's PairBalance (corgipile.parallel_grab = pair_balance)
+# against one GraB walk per worker (independent) and corgipile.  Per epoch:
+# f(w) - f* and the held-out accuracy.  Writes convergence-parallel.csv /
+# .json / .md into --output-dir (docs/parallel.md reads them).
+
+PAR_DATASETS = ("synthetic-clustered", "fashion-binary")
+PAR_PREFIX = "cpar_"
+
+
+def par_arms(ns: list[int]) -> list[dict]:
+    """The trainings compared: (label, N, shuffle, parallel_grab)."""
+    arms = [{"arm": "corgipile N=1", "workers": 1, "strategy": "corgipile", "grab": None}]
+    for n in ns:
+        arms += [{"arm": f"corgipile N={n}", "workers": n, "strategy": "corgipile", "grab": None},
+                 {"arm": f"CD-GraB N={n}", "workers": n, "strategy": "grab",
+                  "grab": "pair_balance"},
+                 {"arm": f"ID-GraB N={n}", "workers": n, "strategy": "grab",
+                  "grab": "independent"}]
+    return arms
+
+
+def par_train(conn: psycopg.Connection, run: dict, epochs: int,
+              validation: str | None) -> tuple[list[tuple], list[float]]:
+    name = run["model_name"]
+    conn.execute("SELECT corgipile.drop_model(m.model_name) FROM corgipile.models AS m"
+                 " WHERE m.model_name = %s", (name,))
+    conn.execute("SELECT pg_catalog.set_config('corgipile.parallel_grab', %s, false)",
+                 (run["grab"] or "pair_balance",))
+    rows = conn.execute(
+        "SELECT epoch, loss, validation_score, seconds FROM corgipile.train("
+        "%s::regclass, %s, model_name => %s, shuffle => %s, learning_rate => %s, "
+        "decay => %s, l2 => %s, max_epoch_num => %s, seed => %s, validation => %s, "
+        "standardize => 'off', workers => %s)",
+        (run["table"], run["model"], name, run["strategy"], run["learning_rate"],
+         run["decay"], run["l2"], epochs, run["seed"], validation, run["workers"])).fetchall()
+    weights = conn.execute("SELECT weights FROM corgipile.models WHERE model_name = %s",
+                           (name,)).fetchone()[0]
+    conn.execute("SELECT corgipile.drop_model(%s)", (name,))
+    return rows, weights
+
+
+def par_setting(conn: psycopg.Connection, run: dict, ds: dict, fstar: float) -> dict:
+    """One (dataset, rate, seed, arm): trainings of 1, ..., E epochs with the
+    same seed, as grab_setting does (under parallel_sync = average a seed and
+    N give the same weights whatever max_epoch_num, so the e-epoch training's
+    weights are the E-epoch one's after epoch e); the E-epoch training scores
+    the test table after every epoch."""
+    E = run["epochs"]
+    gaps, full = [], None
+    for e in range(1, E + 1):
+        rows, w = par_train(conn, run, e, run["test_table"] if e == E else None)
+        gaps.append(ds_f(ds)(np.array(w, dtype=float))[0] - fstar)
+        if full is not None and [r[1] for r in rows[:-1]] != full:
+            raise SystemExit(f"{run['model_name']}: the {e}-epoch training did not repeat the "
+                             "shorter one's epochs; per-epoch weights cannot be taken this way")
+        full = [r[1] for r in rows]
+    return {**run, "epochs_out": [
+        {"epoch": r[0], "loss": r[1], "validation_score": r[2], "seconds": r[3], "gap": g}
+        for r, g in zip(rows, gaps)]}
+
+
+def par_summary(results: list[dict], data: dict, args: argparse.Namespace) -> dict:
+    settings, checks = [], []
+    arms = [a["arm"] for a in par_arms(args.parallel_n)]
+    for name in data:
+        for rate, lr, decay in args.par_rates[name]:
+            cell = {"dataset": name, "rate": rate, "learning_rate": lr, "decay": decay}
+            for arm in arms:
+                rs = sorted((r for r in results if r["dataset"] == name and r["rate"] == rate
+                             and r["arm"] == arm), key=lambda r: r["seed"])
+                g = np.array([[e["gap"] for e in r["epochs_out"]] for r in rs])
+                a = np.array([[e["validation_score"] for e in r["epochs_out"]] for r in rs])
+                cell[arm] = {"final_gap": g[:, -1].tolist(),
+                             "final_gap_mean": float(g[:, -1].mean()),
+                             "gap_per_epoch_mean": g.mean(axis=0).tolist(),
+                             "final_accuracy": a[:, -1].tolist(),
+                             "final_accuracy_mean": float(a[:, -1].mean()),
+                             "accuracy_per_epoch_mean": a.mean(axis=0).tolist()}
+            one = np.array(cell["corgipile N=1"]["final_accuracy"])
+            for n in args.parallel_n:
+                par = np.array(cell[f"corgipile N={n}"]["final_accuracy"])
+                diff = 100 * float(par.mean() - one.mean())
+                checks.append({"goal": f"corgipile N={n} held-out accuracy within 0.3 points of "
+                                       "N=1 (or above it)",
+                               "dataset": name, "rate": rate, "value": diff,
+                               "noise": 100 * noise_bound(par, one),
+                               "holds": round(diff, 6) >= -0.3})
+            settings.append(cell)
+    return {"arms": arms, "settings": settings, "checks": checks}
+
+
+def par_markdown(summary: dict, report: dict) -> str:
+    L = ["<!-- written by scripts/convergence_study.py --parallel; do not edit by hand -->", ""]
+    p = report["protocol"]
+    m = report["machine"]
+    L.append(f"Generated {report['generated']} on {m['cpu']}, {m['cores']} cores (load average "
+             f"at start {m['load_average_at_start'][0]:.1f}), in {report['total_seconds']:.0f} s. "
+             f"Command: `{report['command']}`.")
+    L.append("")
+    L.append(f"{p['epochs']} epochs, seeds {p['seeds']}, batch size 1, engine default sizing "
+             "(buffer 10%), corgipile.parallel_sync = average, standardize off; the GraB "
+             "study's tables, rates and l2 (docs/grab.md). Gap = f(w) - f* after the epoch "
+             "(mean over seeds); accuracy = held-out accuracy after the last epoch (%); "
+             "noise = two standard errors of the difference of two means over seeds.")
+    L.append("")
+    for name, d in report["datasets"].items():
+        L.append(f"- {name}: {d['what']}; {d['rows']} rows in {d['pages']} pages, "
+                 f"{d['test_rows']} test rows; f* = {d['fstar']:.6g}")
+    arms = summary["arms"]
+    L += ["", "Final gap (mean over seeds):", "",
+          "| dataset | rate | " + " | ".join(arms) + " |",
+          "|---|---|" + "---:|" * len(arms)]
+    for c in summary["settings"]:
+        L.append(f"| {c['dataset']} | {c['rate']} | "
+                 + " | ".join(f"{c[a]['final_gap_mean']:.2e}" for a in arms) + " |")
+    L += ["", "Final held-out accuracy (%, mean over seeds; per seed in the JSON):", "",
+          "| dataset | rate | " + " | ".join(arms) + " |",
+          "|---|---|" + "---:|" * len(arms)]
+    for c in summary["settings"]:
+        L.append(f"| {c['dataset']} | {c['rate']} | "
+                 + " | ".join(f"{100 * c[a]['final_accuracy_mean']:.2f}" for a in arms) + " |")
+    E = p["epochs"]
+    L += ["", "Gap per epoch (mean over seeds):", "",
+          "| dataset | rate | arm | " + " | ".join(str(e) for e in range(1, E + 1)) + " |",
+          "|---|---|---|" + "---:|" * E]
+    for c in summary["settings"]:
+        for a in arms:
+            L.append(f"| {c['dataset']} | {c['rate']} | {a} | "
+                     + " | ".join(f"{v:.1e}" for v in c[a]["gap_per_epoch_mean"]) + " |")
+    L += ["", "Goal (issue 11 §3):", "", "| goal | dataset | rate | difference (points) | "
+          "noise (2 se) | holds |", "|---|---|---|---:|---:|---|"]
+    for c in summary["checks"]:
+        L.append(f"| {c['goal']} | {c['dataset']} | {c['rate']} | {c['value']:+.2f} | "
+                 f"{c['noise']:.2f} | {'yes' if c['holds'] else 'NO'} |")
+    return "\n".join(L) + "\n"
+
+
+def parallel_study(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    out = args.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    data = grab_data(args)
+    args.par_rates = {name: [r for r in grab_rates(name) if r[0] in args.parallel_rates]
+                      for name in data}
+    tinfo: dict[str, dict] = {}
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
+        mach = machine(conn)
+        for name, ds in data.items():
+            t0 = time.monotonic()
+            table = PAR_PREFIX + name.replace("-", "_")
+            tinfo[name] = grab_copy(conn, table, ds["x"], ds["y"], ds["feature_type"])
+            test = grab_copy(conn, table + "_test", ds["x_test"], ds["y_test"], ds["feature_type"])
+            tinfo[name]["test_table"] = test["table"]
+            tinfo[name]["test_rows"] = test["rows"]
+            sol = exact_minimum(ds)
+            tinfo[name].update(sol, what=ds["what"], model=ds["model"])
+            log(f"  {table}: {tinfo[name]['rows']} rows, {tinfo[name]['pages']} pages; "
+                f"f* = {sol['fstar']:.6g} in {time.monotonic() - t0:.0f} s")
+    runs = []
+    for name in data:
+        for rate, lr, decay in args.par_rates[name]:
+            for seed in range(1, args.seeds + 1):
+                for arm in par_arms(args.parallel_n):
+                    runs.append({
+                        **arm, "dataset": name, "model": data[name]["model"], "rate": rate,
+                        "learning_rate": lr, "decay": decay, "l2": data[name]["l2"],
+                        "seed": seed, "epochs": args.epochs, "table": tinfo[name]["table"],
+                        "test_table": tinfo[name]["test_table"],
+                        "model_name": f"{PAR_PREFIX}{name}_{rate}_{arm['arm']}_s{seed}"
+                                      .replace("-", "_").replace(" ", "_").replace("=", "")})
+    log(f"{len(runs)} settings, each trained for 1..{args.epochs} epochs, {args.jobs} at a time")
+    runner = Runner(args.dsn)
+    results: list[dict] = []
+    t0 = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(lambda r: par_setting(runner.conn(), r, data[r["dataset"]],
+                                                         tinfo[r["dataset"]]["fstar"]), r)
+                       for r in runs]
+            for k, fut in enumerate(futures, 1):
+                r = fut.result()
+                results.append(r)
+                last = r["epochs_out"][-1]
+                log(f"  [{k}/{len(runs)} {time.monotonic() - t0:5.0f}s] {r['dataset']} {r['rate']} "
+                    f"{r['arm']:<16} seed {r['seed']}: gap {last['gap']:.3e}, held-out "
+                    f"{last['validation_score']:.4f}")
+    finally:
+        runner.close()
+
+    summary = par_summary(results, data, args)
+    with open(out / "convergence-parallel.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["dataset", "model", "rate", "learning_rate", "decay", "l2", "arm", "workers",
+                    "strategy", "parallel_grab", "seed", "epoch", "train_loss_progressive", "gap",
+                    "validation_score", "seconds"])
+        for r in results:
+            for e in r["epochs_out"]:
+                w.writerow([r["dataset"], r["model"], r["rate"], r["learning_rate"], r["decay"],
+                            r["l2"], r["arm"], r["workers"], r["strategy"], r["grab"] or "",
+                            r["seed"], e["epoch"], e["loss"], e["gap"], e["validation_score"],
+                            e["seconds"]])
+    report = {
+        "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "convergence_study.py " + " ".join(sys.argv[1:]),
+        "protocol": {"epochs": args.epochs, "seeds": list(range(1, args.seeds + 1)),
+                     "arms": par_arms(args.parallel_n), "quick": args.quick,
+                     "rates": {k: v for k, v in args.par_rates.items()},
+                     "parallel_sync": "average", "batch_size": 1, "buffer_size": "10%",
+                     "fashion_train_rows": args.train_rows, "fashion_test_rows": args.test_rows,
+                     "synthetic_rows": args.synthetic_rows,
+                     "gap": "f(w) - f* after each epoch (the GraB study's objective and solver)",
+                     "accuracy": "validation_score (test table) of the full-length training"},
+        "machine": mach,
+        "datasets": tinfo,
+        "summary": summary, "runs": results,
+        "total_seconds": time.monotonic() - started,
+    }
+    (out / "convergence-parallel.json").write_text(json.dumps(report, indent=1))
+    (out / "convergence-parallel.md").write_text(par_markdown(summary, report))
+    log(f"Wrote {out / 'convergence-parallel.csv'}, .json and .md in "
+        f"{time.monotonic() - started:.0f} s")
+    for c in summary["checks"]:
+        log(f"  {'ok ' if c['holds'] else 'NO '} {c['goal']}: {c['dataset']} {c['rate']} "
+            f"{c['value']:+.2f} points")
+    return 0
+
+
 def csv_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -1108,7 +1345,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"with --grab: among {', '.join(GRAB_DATASETS)}")
     p.add_argument("--synthetic-rows", type=int, default=None,
                    help="with --grab: rows of the synthetic table (default 100000, quick 10000)")
+    p.add_argument("--parallel", action="store_true",
+                   help="the parallel-training study instead (issue 11: workers => N on the "
+                        "GraB study's label-clustered tables; writes convergence-parallel.*)")
+    p.add_argument("--parallel-n", type=csv_list, default=None,
+                   help="with --parallel: the N > 1 to compare with N = 1 (default 2)")
+    p.add_argument("--parallel-rates", type=csv_list, default=None,
+                   help="with --parallel: among constant, decaying (default both; quick constant)")
     args = p.parse_args(argv)
+    if args.parallel:
+        args.epochs = args.epochs or (2 if args.quick else 10)
+        args.seeds = args.seeds or (1 if args.quick else 3)
+        args.train_rows = args.train_rows or (1000 if args.quick else 8000)
+        args.test_rows = args.test_rows or (300 if args.quick else 2000)
+        args.synthetic_rows = args.synthetic_rows or (5000 if args.quick else 100000)
+        args.grab_datasets = list(PAR_DATASETS)
+        args.parallel_n = [int(n) for n in (args.parallel_n or ["2"])]
+        args.parallel_rates = args.parallel_rates or (
+            ["constant"] if args.quick else ["constant", "decaying"])
+        if any(n < 2 for n in args.parallel_n):
+            p.error("--parallel-n: each N must be at least 2")
+        if any(r not in ("constant", "decaying") for r in args.parallel_rates):
+            p.error("--parallel-rates: among constant, decaying")
+        if args.epochs < 1 or args.seeds < 1 or args.jobs < 1:
+            p.error("--epochs, --seeds and --jobs must be positive")
+        return args
     if args.grab:
         # Fashion-MNIST subsampled (8,000 of 60,000 training images): the
         # exact softmax solve and 72 settings x (1 + 2 + ... + E) epochs must
@@ -1167,6 +1428,8 @@ def order_figure(args: argparse.Namespace, tinfo: dict, figures: list[dict]) -> 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.parallel:
+        return parallel_study(args)
     if args.grab:
         return grab_study(args)
     out = args.output_dir

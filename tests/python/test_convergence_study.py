@@ -177,3 +177,56 @@ def test_grab_quick_run_writes_complete_results(grab_study):
     assert len(goals) == 3, goals
     md = (out / "convergence-grab.md").read_text()
     assert "grab / corgipile" in md and "Goals" in md
+
+
+PAR_DATASETS = {"synthetic-clustered", "fashion-binary"}
+PAR_ARMS = {"corgipile N=1", "corgipile N=2", "CD-GraB N=2", "ID-GraB N=2"}
+
+
+@pytest.fixture
+def parallel_study(dsn, tmp_path):
+    if not DATA.is_dir():
+        pytest.skip(f"{DATA} missing (Debian package dataset-fashion-mnist)")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--parallel", "--quick", "--dsn", dsn,
+         "--output-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return tmp_path
+
+
+def test_parallel_quick_run_writes_complete_results(parallel_study):
+    """--parallel --quick: on both label-clustered tables, corgipile at N = 1
+    and 2, CD-GraB and ID-GraB at N = 2, each epoch's gap f(w) - f* and
+    held-out accuracy, and the issue's accuracy goal per setting."""
+    out = parallel_study
+    report = json.loads((out / "convergence-parallel.json").read_text())
+    assert report["protocol"]["epochs"] == 2
+    assert report["protocol"]["seeds"] == [1]
+    assert report["protocol"]["quick"] is True
+    assert set(report["datasets"]) == PAR_DATASETS
+    for name, d in report["datasets"].items():
+        assert d["grad_norm"] < 1e-5, (name, d)
+
+    with open(out / "convergence-parallel.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    epochs = defaultdict(list)
+    for r in rows:
+        gap = float(r["gap"])
+        assert math.isfinite(gap) and gap > -1e-7, r
+        assert 0.0 <= float(r["validation_score"]) <= 1.0, r
+        assert int(r["workers"]) == (1 if r["arm"].endswith("N=1") else 2), r
+        epochs[(r["dataset"], r["rate"], r["arm"])].append(int(r["epoch"]))
+    assert set(epochs) == {(d, "constant", a) for d in PAR_DATASETS for a in PAR_ARMS}
+    assert all(es == [1, 2] for es in epochs.values()), epochs
+
+    # the trainings at N = 2 differ from N = 1's, and the two GraB orders differ
+    final = {(r["dataset"], r["arm"]): float(r["gap"]) for r in rows if r["epoch"] == "2"}
+    for d in PAR_DATASETS:
+        assert final[(d, "corgipile N=2")] != final[(d, "corgipile N=1")]
+        assert final[(d, "CD-GraB N=2")] != final[(d, "ID-GraB N=2")]
+
+    checks = report["summary"]["checks"]
+    assert {(c["dataset"], c["rate"]) for c in checks} == {(d, "constant") for d in PAR_DATASETS}
+    md = (out / "convergence-parallel.md").read_text()
+    assert "CD-GraB N=2" in md and "Goal" in md

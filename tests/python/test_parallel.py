@@ -5,6 +5,7 @@ background workers exhausted (docs/parallel.md)."""
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
 import time
@@ -63,6 +64,52 @@ def test_same_seed_and_n_give_the_same_weights(data):
     # another N is another training
     train(data, "p3", workers=2, seed=5, max_epoch_num=3)
     assert weights(data, "p3") != weights(data, "p1")
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_block_cache_on_or_off_gives_the_same_weights(data, workers):
+    """Cache affinity keeps the block cache on in parallel trainings: cached
+    or read from the table, a process's rows are the same, so the weights
+    are too, whether or not the workers could be launched."""
+    train(data, "cached", workers=workers, seed=6, max_epoch_num=3)
+    data.execute("SET corgipile.block_cache_size = 0")
+    train(data, "uncached", workers=workers, seed=6, max_epoch_num=3)
+    data.execute("SET max_parallel_workers = 0")
+    train(data, "uncached_alone", workers=workers, seed=6, max_epoch_num=3)
+    data.execute("RESET corgipile.block_cache_size")
+    train(data, "cached_alone", workers=workers, seed=6, max_epoch_num=3)
+    data.execute("RESET max_parallel_workers")
+    w = weights(data, "cached")
+    assert weights(data, "uncached") == w
+    assert weights(data, "uncached_alone") == w
+    assert weights(data, "cached_alone") == w
+
+
+def per_process(plan: str) -> list[tuple[str, int, int, int]]:
+    return [(who, int(b), int(t), int(c)) for who, b, t, c in re.findall(
+        r"(Leader|Worker \d+): buffers=(\d+) tuples=(\d+) blocks_from_cache=(\d+)", plan)]
+
+
+@pytest.mark.parametrize("sync", ["average", "hogwild"])
+def test_every_later_epoch_reads_each_process_own_cache(data, sync):
+    """Cache affinity: each process trains the same slots, so the same blocks,
+    every epoch.  Every block of every epoch after the first then comes from
+    the block cache of the process that read it in the first (claims that
+    hand a group to whichever process is free would miss about half)."""
+    data.execute(f"SET corgipile.parallel_sync = {sync}")
+    plan = "\n".join(r[0] for r in data.execute(
+        "EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM "
+        "corgipile.train('ptrain', 'logistic', model_name => 'affine', workers => 3, "
+        "max_epoch_num => 3, buffer_size => '5%')"))
+    data.execute("RESET corgipile.parallel_sync")
+    blocks = int(re.search(r"^\s*Blocks: (\d+)", plan, re.M).group(1))
+    launched = int(re.search(r"Workers Launched: (\d+)", plan).group(1))
+    procs = per_process(plan)
+    assert [p[0] for p in procs] == ["Leader", "Worker 0", "Worker 1"]
+    assert sum(p[3] for p in procs) == 2 * blocks, plan
+    # each running process trained and cached its own share
+    for who, buffers, tuples, cached in procs[:1 + launched]:
+        assert buffers > 0 and cached > 0, (who, plan)
 
 
 def test_hogwild_trains_too(data):
@@ -205,3 +252,40 @@ def test_background_workers_held_by_another_query(data, dsn):
         hog.cancel_safe()
         thread.join(timeout=60)
         hog.close()
+
+
+def stored_grab_order(conn, name: str) -> tuple[list[int], list[int]]:
+    """The model row's GraB state (core/grab.c's format): the visit order and
+    the signs, one bit each."""
+    raw = base64.b64decode(conn.execute(
+        "SELECT params->>'grab_state' FROM corgipile.models WHERE model_name = %s",
+        (name,)).fetchone()[0])
+    assert raw[:4] == b"CPGB"
+    n = int.from_bytes(raw[8:12], "little")
+    body = raw[12:12 + 4 * n]
+    visit = [int.from_bytes(body[4 * i:4 * i + 4], "little") for i in range(n)]
+    bits = raw[12 + 4 * n:]
+    signs = [1 if bits[i // 8] >> (i % 8) & 1 else -1 for i in range(n)]
+    return visit, signs
+
+
+def test_warm_start_from_a_parallel_grab_model_continues_its_order(data):
+    """A grab training at N > 1 stores the order its next epoch would have
+    visited (PairBalance's, dealt into the slots' positions); a warm start
+    begins with it: deterministic, and not the random order it would start
+    from without the stored state."""
+    for name in ("pg_a", "pg_b"):
+        train(data, name, workers=2, shuffle="grab", seed=2, max_epoch_num=2)
+    assert weights(data, "pg_a") == weights(data, "pg_b")
+    visit, signs = stored_grab_order(data, "pg_a")
+    assert sorted(visit) == list(range(len(visit))) and len(visit) > 2
+    assert set(signs) == {1}  # the order itself: a warm start's reorder keeps it
+    # the same model without its stored order
+    data.execute("UPDATE corgipile.model_store SET params = params - 'grab_state' "
+                 "WHERE model_name = 'pg_b'")
+    for name, start in (("pg_w1", "pg_a"), ("pg_w2", "pg_a"), ("pg_w3", "pg_b")):
+        train(data, name, workers=2, shuffle="grab", seed=3, max_epoch_num=1, warm_start=start)
+    assert weights(data, "pg_w1") == weights(data, "pg_w2")
+    assert weights(data, "pg_w1") != weights(data, "pg_w3")
+    # and the warm-started model stores its own next order
+    assert sorted(stored_grab_order(data, "pg_w1")[0]) == list(range(len(visit)))

@@ -242,6 +242,8 @@ def run(args: argparse.Namespace) -> int:
     scans_min: dict[str, float] = {}
     datasets_doc: list[dict[str, Any]] = []
     started = time.perf_counter()
+    # on a shared machine the load says how far to trust the seconds
+    load_at_start = os.getloadavg()
     with psycopg.connect(getattr(args, "dsn", None) or "", autocommit=True) as conn:
         try:
             conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
@@ -323,7 +325,9 @@ def run(args: argparse.Namespace) -> int:
         "models": models, "strategies": strategies, "baselines": baselines,
         "baseline_orders": orders, "target_gap": args.target_gap,
         "scan_repeat": args.scan_repeat,
-        "machine": _machine(), "server": server,
+        "machine": {**_machine(), "load_average_at_start": load_at_start,
+                    "load_average_at_end": os.getloadavg()},
+        "server": server,
         "bench_seconds": time.perf_counter() - started,
         "units": "seconds; *_ratio_to_scan: seconds / the mean of the plain scans timed just "
                  "before and just after the run; epoch_min_ratio_to_scan_min: fastest epoch / "

@@ -19,18 +19,17 @@ FROM generate_series(1, 20000) AS i;
 EXPLAIN (COSTS OFF)
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 3, buffer_size => '16 pages');
 -- workers => NULL: from the table's size, as a parallel scan is sized,
--- at most max_parallel_workers_per_gather, for a table the block cache
--- cannot hold (a parallel training reads the heap every epoch) ...
+-- at most max_parallel_workers_per_gather, whether the block cache is off
+-- ...
 SET min_parallel_table_scan_size = '64kB';
 SET corgipile.block_cache_size = 0;
 EXPLAIN (COSTS OFF)
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => NULL, buffer_size => '16 pages');
 RESET corgipile.block_cache_size;
--- ... and one process for a table the cache holds: its later epochs come
--- from memory
+-- ... or holds the table (each process caches its own share of the blocks)
 EXPLAIN (COSTS OFF)
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => NULL, buffer_size => '16 pages');
--- ... unless there is no later epoch
+-- ... and with a single epoch
 EXPLAIN (COSTS OFF)
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => NULL, buffer_size => '16 pages',
                               max_epoch_num => 1);
@@ -57,6 +56,22 @@ RESET max_parallel_workers;
 SELECT a.weights = b.weights AS same_run_same_weights, a.weights = c.weights AS none_launched_same_weights
 FROM corgipile.models a, corgipile.models b, corgipile.models c
 WHERE a.model_name = 'par_a' AND b.model_name = 'par_b' AND c.model_name = 'par_c';
+-- Cache affinity: each process trains the same slots, so the same blocks,
+-- every epoch, and its block cache serves them.  Cached or read from the
+-- table, the rows are the same, and so are the weights: with workers, and
+-- with none launched.
+SET corgipile.block_cache_size = 0;
+SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_nocache', workers => 2,
+                                     buffer_size => '16 pages', max_epoch_num => 3, seed => 1);
+SET max_parallel_workers = 0;
+SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_nocache0', workers => 2,
+                                     buffer_size => '16 pages', max_epoch_num => 3, seed => 1);
+RESET max_parallel_workers;
+RESET corgipile.block_cache_size;
+SELECT a.weights = d.weights AS cache_off_same_weights,
+       a.weights = e.weights AS cache_off_none_launched_same_weights
+FROM corgipile.models a, corgipile.models d, corgipile.models e
+WHERE a.model_name = 'par_a' AND d.model_name = 'par_nocache' AND e.model_name = 'par_nocache0';
 -- as accurate as one process
 SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_one', workers => 1,
                                      buffer_size => '16 pages', max_epoch_num => 3, seed => 1);
