@@ -61,7 +61,8 @@ cp_block_cache_create(MemoryContext parent, uint32 n_blocks, Size budget)
 /*
  * Forget every cached block, for a caller whose conversion of rows has
  * changed (a pass before the first epoch that read rows through the same
- * path with other settings): the next reads refill the cache.
+ * path with other settings): the next reads refill the cache.  The rows
+ * are freed: no buffer may still borrow them (cp_block_cache_borrow).
  */
 void
 cp_block_cache_reset(CpBlockCache *cache)

@@ -498,7 +498,9 @@ cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed)
 /*
  * Empty the block cache: for a pass over the table before the first epoch
  * that converts rows otherwise than training will (block_cache.c).  The
- * next epoch reads the heap and fills the cache again.
+ * next epoch reads the heap and fills the cache again.  Buffers may borrow
+ * cached rows (read_group): call this only when no filled buffer is still
+ * to be trained on.
  */
 void
 cp_tuple_shuffle_reset_cache(TupleShuffleState *ts)
