@@ -127,17 +127,27 @@ cp_prep_stats_add_dense(CpPrepStats *st, const double *x)
 	 * addition are exactly rounded), so the moments are the same doubles
 	 * (tests/unit/test_preprocess.c).
 	 */
-	if (!st->track_minmax)
+	if (!st->track_minmax && st->n_rows < (INT64CONST(1) << 52))
 	{
+		/*
+		 * A count c below 2^52 (no count exceeds n_rows) converts to a
+		 * double exactly as (2^52 + c) - 2^52: the bits of 2^52 OR-ed with
+		 * c, minus 2^52.  Integer and double lanes, no scalar round trip.
+		 */
+		const __m128i one = _mm_set1_epi64x(1);
+		const __m128i two52_bits = _mm_set1_epi64x(INT64CONST(0x4330000000000000));
+		const __m128d two52 = _mm_set1_pd(4503599627370496.0);
+
 		for (; j + 2 <= st->n_features; j += 2)
 		{
-			int64		c0 = ++st->count[j];
-			int64		c1 = ++st->count[j + 1];
+			__m128i		cnt = _mm_add_epi64(_mm_loadu_si128((const __m128i *) (st->count + j)), one);
+			__m128d		c = _mm_sub_pd(_mm_castsi128_pd(_mm_or_si128(cnt, two52_bits)), two52);
 			__m128d		xv = _mm_loadu_pd(x + j);
 			__m128d		mean = _mm_loadu_pd(st->mean + j);
 			__m128d		delta = _mm_sub_pd(xv, mean);
 
-			mean = _mm_add_pd(mean, _mm_div_pd(delta, _mm_set_pd((double) c1, (double) c0)));
+			_mm_storeu_si128((__m128i *) (st->count + j), cnt);
+			mean = _mm_add_pd(mean, _mm_div_pd(delta, c));
 			_mm_storeu_pd(st->mean + j, mean);
 			_mm_storeu_pd(st->m2 + j,
 						  _mm_add_pd(_mm_loadu_pd(st->m2 + j),
