@@ -61,7 +61,8 @@ cp_block_cache_create(MemoryContext parent, uint32 n_blocks, Size budget)
 /*
  * Forget every cached block, for a caller whose conversion of rows has
  * changed (a pass before the first epoch that read rows through the same
- * path with other settings): the next reads refill the cache.
+ * path with other settings): the next reads refill the cache.  The rows
+ * are freed: no buffer may still borrow them (cp_block_cache_borrow).
  */
 void
 cp_block_cache_reset(CpBlockCache *cache)
@@ -130,6 +131,46 @@ cp_block_cache_read(CpBlockCache *cache, uint32 block, CpBuffer *dst)
 	return n;
 }
 
+/* The rows cached for block (cp_block_cache_has must be true). */
+int64
+cp_block_cache_rows(const CpBlockCache *cache, uint32 block)
+{
+	return cache->blocks[block]->n_rows;
+}
+
+/*
+ * Append block's cached rows to dst without copying them: dst (dense, made
+ * ready by cp_buffer_reserve_borrowed for all the rows it will take)
+ * points at them, and only the labels are copied.  The cache outlives
+ * every buffer (it goes with the query), and nothing changes a cached
+ * block once added, so the rows stay valid while the buffer is trained,
+ * on whichever thread.  A later epoch thus costs no copy of its rows: the
+ * rows in storage order are trained where they lie, and shuffled ones are
+ * gathered from here (core/linear_model.c) instead of from a copy.
+ * Returns the number of rows.
+ */
+int64
+cp_block_cache_borrow(CpBlockCache *cache, uint32 block, CpBuffer *dst)
+{
+	CpCachedBlock *cb = cache->blocks[block];
+	int64		at = dst->n_rows;
+	int64		n = cb->n_rows;
+	int			d = cb->n_features;
+	const double **rows = dst->row_ptrs + at;
+
+	Assert(!dst->sparse && dst->row_ptrs != NULL && at + n <= dst->cap_rows);
+	cache->hits++;
+	dst->n_features = d;
+	for (int64 i = 0; i < n; i++)
+		rows[i] = cb->values + i * d;
+	memcpy(dst->labels + at, cb->labels, sizeof(double) * n);
+	if (dst->with_blocks)
+		for (int64 i = 0; i < n; i++)
+			dst->row_blocks[at + i] = block;
+	dst->n_rows = at + n;
+	return n;
+}
+
 /*
  * Keep the rows src[first_row..] (block's rows, just converted) if they fit
  * in the budget.  Once a block does not fit, no more are added: the table's
@@ -178,8 +219,12 @@ cp_block_cache_add(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 									  src->offsets[first_row + i]);
 	}
 	else
+	{
+		/* rows just read from the heap are in src's own array */
+		Assert(src->row_ptrs == NULL);
 		memcpy(cb->values, src->values + first_row * (int64) src->n_features,
 			   sizeof(double) * nnz);
+	}
 	cache->blocks[block] = cb;
 	cache->used += bytes;
 	cache->n_cached++;

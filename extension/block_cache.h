@@ -35,6 +35,8 @@ extern CpBlockCache *cp_block_cache_create(MemoryContext parent, uint32 n_blocks
 extern void cp_block_cache_reset(CpBlockCache *cache);
 extern bool cp_block_cache_has(const CpBlockCache *cache, uint32 block);
 extern int64 cp_block_cache_read(CpBlockCache *cache, uint32 block, CpBuffer *dst);
+extern int64 cp_block_cache_rows(const CpBlockCache *cache, uint32 block);
+extern int64 cp_block_cache_borrow(CpBlockCache *cache, uint32 block, CpBuffer *dst);
 extern void cp_block_cache_add(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 							   int64 first_row);
 

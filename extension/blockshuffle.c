@@ -208,6 +208,22 @@ cp_block_shuffle_next_block(BlockShuffleState *bs, int64 limit, uint32 *block)
 	return true;
 }
 
+/*
+ * The blocks cp_block_shuffle_next_block will start before limit:
+ * order[*from .. *to).  Draws the epoch's order if it is due, as the next
+ * cp_block_shuffle_next_block would have done: no other draw comes in
+ * between, so the order is the same.
+ */
+const uint32 *
+cp_block_shuffle_upcoming(BlockShuffleState *bs, int64 limit, int64 *from, int64 *to)
+{
+	if (bs->need_order)
+		make_order(bs);
+	*from = bs->next_block;
+	*to = Max(*from, Min(limit, (int64) bs->sizing.n_blocks));
+	return bs->order;
+}
+
 /* Whether every block of the epoch has been started. */
 bool
 cp_block_shuffle_epoch_done(BlockShuffleState *bs)

@@ -64,6 +64,8 @@ extern void cp_block_shuffle_set_order_source(BlockShuffleState *bs,
 extern bool cp_block_shuffle_next_block(BlockShuffleState *bs, int64 limit,
 										uint32 *block);
 extern bool cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup);
+extern const uint32 *cp_block_shuffle_upcoming(BlockShuffleState *bs, int64 limit,
+											   int64 *from, int64 *to);
 extern bool cp_block_shuffle_epoch_done(BlockShuffleState *bs);
 extern void cp_block_shuffle_prefetch(BlockShuffleState *bs, int64 pos);
 

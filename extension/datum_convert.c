@@ -237,6 +237,91 @@ copy_doubles_nonfinite(double *out, const char *src, int n)
 }
 
 /*
+ * copy_doubles_nonfinite, with each value x stored as x * scale + offset
+ * (a standardizing transform, core/preprocess.c): the multiplication and
+ * the addition are the scalar code's, in the same order and without a
+ * fused multiply-add, so the values are the same doubles as
+ * cp_prep_apply_dense gives after a plain copy.  The check is on the
+ * values read, as it is there.
+ */
+static inline bool
+copy_transform_doubles_nonfinite(double *out, const char *src, int n,
+								 const double *scale, const double *offset)
+{
+	uint64		bad = 0;
+	int			i = 0;
+
+#ifdef __SSE2__
+	{
+		const __m128i exp_bits = _mm_set1_epi64x((long long) CP_EXP_BITS);
+		const __m128i exp_one = _mm_set1_epi64x((long long) CP_EXP_ONE);
+		__m128i		acc = _mm_setzero_si128();
+		__m128i		acc2 = _mm_setzero_si128();
+		uint64		lanes[2];
+
+		for (; i + 4 <= n; i += 4)
+		{
+			__m128i		v = _mm_loadu_si128((const __m128i *) (src + i * sizeof(double)));
+			__m128i		w = _mm_loadu_si128((const __m128i *) (src + (i + 2) * sizeof(double)));
+			__m128d		x = _mm_add_pd(_mm_mul_pd(_mm_castsi128_pd(v), _mm_loadu_pd(scale + i)),
+									   _mm_loadu_pd(offset + i));
+			__m128d		y = _mm_add_pd(_mm_mul_pd(_mm_castsi128_pd(w), _mm_loadu_pd(scale + i + 2)),
+									   _mm_loadu_pd(offset + i + 2));
+
+			_mm_storeu_pd(out + i, x);
+			_mm_storeu_pd(out + i + 2, y);
+			acc = _mm_or_si128(acc, _mm_add_epi64(_mm_and_si128(v, exp_bits), exp_one));
+			acc2 = _mm_or_si128(acc2, _mm_add_epi64(_mm_and_si128(w, exp_bits), exp_one));
+		}
+		_mm_storeu_si128((__m128i *) lanes, _mm_or_si128(acc, acc2));
+		bad = lanes[0] | lanes[1];
+	}
+#endif
+	for (; i < n; i++)
+	{
+		uint64		bits;
+		double		x;
+
+		memcpy(&bits, src + i * sizeof(double), sizeof(bits));
+		memcpy(&x, &bits, sizeof(x));
+		out[i] = x * scale[i] + offset[i];
+		bad |= (bits & CP_EXP_BITS) + CP_EXP_ONE;
+	}
+	return (bad & CP_SIGN_BIT) != 0;
+}
+
+/*
+ * cp_array_to_doubles, then each value x turned into x * scale[i] +
+ * offset[i] (the model's standardizing transform, as cp_prep_apply_dense
+ * applies it, with the same results): for float8[], in the same pass as
+ * the copy and the check.  The check, and its error, are on the values
+ * read.
+ */
+bool
+cp_array_to_doubles_transformed(ArrayType *arr, double *out, int n,
+								const CpRowContext *where,
+								const double *scale, const double *offset)
+{
+	if (n > 0 && storage_elem_type(arr) == FLOAT8OID && !array_contains_nulls(arr))
+	{
+		const char *src = (const char *) ARR_DATA_PTR(arr);
+
+		if (unlikely(copy_transform_doubles_nonfinite(out, src, n, scale, offset)))
+		{
+			/* report the value read, not what the transform made of it */
+			(void) copy_doubles_nonfinite(out, src, n);
+			cp_check_all_finite(out, n, where);
+		}
+		return true;
+	}
+	if (!cp_array_to_doubles(arr, out, n, where))
+		return false;
+	for (int i = 0; i < n; i++)
+		out[i] = out[i] * scale[i] + offset[i];
+	return true;
+}
+
+/*
  * Copy n elements of a numeric array into out, checking that each is
  * finite.  Returns false, leaving out undefined, if an element is NULL.
  */

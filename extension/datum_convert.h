@@ -38,6 +38,10 @@ cp_check_finite(double v, const CpRowContext *where)
 }
 extern bool cp_array_to_doubles(ArrayType *arr, double *out, int n,
 								const CpRowContext *where);
+extern bool cp_array_to_doubles_transformed(ArrayType *arr, double *out, int n,
+											const CpRowContext *where,
+											const double *scale,
+											const double *offset);
 extern int	cp_array_length(ArrayType *arr, const CpRowContext *where,
 							const char *what);
 extern bool cp_array_to_indices(ArrayType *arr, int32 *out, int n,

@@ -327,6 +327,7 @@ cp_buffer_reset(CpBuffer *buf, int n_features)
 	buf->n_rows = 0;
 	buf->nnz = 0;
 	buf->n_features = n_features;
+	buf->row_ptrs = NULL;
 	if (buf->offsets != NULL)
 		buf->offsets[0] = 0;
 }
@@ -362,6 +363,13 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 		}
 		if (buf->with_blocks)
 			buf->row_blocks = grow(buf->memcxt, buf->row_blocks, mul_size(sizeof(uint32), cap));
+		if (buf->row_ptr_store != NULL)
+		{
+			buf->row_ptr_store = grow(buf->memcxt, buf->row_ptr_store,
+									  mul_size(sizeof(double *), cap));
+			if (buf->row_ptrs != NULL)
+				buf->row_ptrs = buf->row_ptr_store;
+		}
 		if (buf->sparse)
 		{
 			bool		fresh = (buf->offsets == NULL);
@@ -676,6 +684,18 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 					ragged(lo, len, &where);
 				buf->n_features = lo->n_features;
 				cp_buffer_reserve(buf, row + 1, (row + 1) * lo->n_features);
+				if (lo->prep && lo->prep->transform &&
+					lo->prep->transform->n_features == lo->n_features)
+				{
+					/* standardized as converted, in one pass */
+					const CpPrepTransform *t = lo->prep->transform;
+
+					if (!cp_array_to_doubles_transformed(arr, buf->values + row * lo->n_features,
+														 lo->n_features, &where,
+														 t->scale, t->offset))
+						goto skip;
+					break;
+				}
 				if (!cp_array_to_doubles(arr, buf->values + row * lo->n_features,
 										 lo->n_features, &where))
 					goto skip;
@@ -781,7 +801,7 @@ cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row)
 		int			d = src->n_features;
 
 		cp_buffer_reserve(dst, at + 1, (at + 1) * d);
-		memcpy(dst->values + at * d, src->values + row * d, sizeof(double) * d);
+		memcpy(dst->values + at * d, cp_buffer_dense_row(src, row), sizeof(double) * d);
 	}
 	dst->labels[at] = src->labels[row];
 	if (dst->with_ids)
@@ -792,12 +812,29 @@ cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row)
 	dst->n_rows = at + 1;
 }
 
+/*
+ * Make room for rows dense rows borrowed from memory that outlives the
+ * buffer (block_cache.c): the buffer, empty, holds pointers to its rows
+ * from now until the next reset.
+ */
+void
+cp_buffer_reserve_borrowed(CpBuffer *buf, int64 rows)
+{
+	Assert(!buf->sparse && buf->n_rows == 0);
+	cp_buffer_reserve(buf, rows, 0);
+	if (buf->row_ptr_store == NULL)
+		buf->row_ptr_store = MemoryContextAllocHuge(buf->memcxt,
+													mul_size(sizeof(double *),
+															 Max(buf->cap_rows, 1)));
+	buf->row_ptrs = buf->row_ptr_store;
+}
+
 /* Free a buffer's arrays (the struct itself belongs to the caller). */
 void
 cp_buffer_free(CpBuffer *buf)
 {
 	void	   *arrays[] = {buf->labels, buf->values, buf->indices, buf->offsets,
-	buf->order, buf->row_tids, buf->row_keys};
+	buf->order, buf->row_tids, buf->row_keys, buf->row_ptr_store};
 
 	for (int i = 0; i < lengthof(arrays); i++)
 		if (arrays[i] != NULL)
@@ -808,6 +845,7 @@ cp_buffer_free(CpBuffer *buf)
 	buf->order = NULL;
 	buf->row_tids = NULL;
 	buf->row_keys = NULL;
+	buf->row_ptrs = buf->row_ptr_store = NULL;
 	buf->n_rows = buf->cap_rows = buf->nnz = buf->cap_nnz = 0;
 }
 

@@ -194,6 +194,8 @@ struct CpParallel
 	int64	   *slot_next;		/* per slot, while an order is dealt */
 	uint32	   *affine;			/* a later epoch's order */
 	uint32	   *grab_next;		/* grab: the next epoch's order, or NULL */
+	int64		grab_walks;		/* grab: orders computed, for EXPLAIN */
+	bool		grab_independent;	/* ... by one walk per slot (ID-GraB) */
 
 	ParallelContext *pcxt;		/* NULL before the first epoch and after
 								 * cp_parallel_finish */
@@ -1004,7 +1006,8 @@ grab_next_order(CpParallel *par)
 				visit[pos++] = par->order[b];
 	}
 	starts[n_slots] = pos;
-	if (cp_parallel_grab == CP_GRAB_INDEPENDENT)
+	par->grab_independent = (cp_parallel_grab == CP_GRAB_INDEPENDENT);
+	if (par->grab_independent)
 		cp_grab_walk_independent(&par->acc, n_slots, starts, visit, work, signs, next);
 	else
 		cp_grab_pair_balance(&par->acc, n_slots, starts, visit, work, signs, next);
@@ -1019,6 +1022,7 @@ grab_next_order(CpParallel *par)
 			for (int64 b = (g * n_blocks) / n_groups; b < ((g + 1) * n_blocks) / n_groups; b++)
 				order[b] = next[pos++];
 	cp_grab_set_first_order(cp_tuple_shuffle_strategy_state(ts), order);
+	par->grab_walks++;
 	pfree(starts);
 	pfree(visit);
 	pfree(next);
@@ -1163,6 +1167,10 @@ void
 cp_parallel_explain(CpParallel *par, ExplainState *es)
 {
 	ExplainPropertyInteger("Workers Launched", NULL, Max(par->launched, 0), es);
+	if (par->grab_walks > 0)
+		ExplainPropertyInteger(par->grab_independent ?
+							   "GraB Independent Walks" : "GraB PairBalance Walks",
+							   NULL, par->grab_walks, es);
 	for (int i = 0; i < par->n_procs; i++)
 	{
 		char	   *label = i == 0 ? pstrdup("Leader") : psprintf("Worker %d", i - 1);

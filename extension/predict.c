@@ -230,9 +230,17 @@ load_dense(CpPredictCache *cache, ArrayType *arr)
 		wrong_dimension(cache->stored, len);
 	ensure_row_cap(cache, len);
 	cache->row.sparse = false;
+	/* the model's feature vector before scaling: scale it as training did */
+	if (cache->stored->prep && cache->stored->prep->transform &&
+		cache->stored->prep->transform->n_features == len)
+	{
+		const CpPrepTransform *t = cache->stored->prep->transform;
+
+		return cp_array_to_doubles_transformed(arr, cache->row.values, len, NULL,
+											   t->scale, t->offset);
+	}
 	if (!cp_array_to_doubles(arr, cache->row.values, len, NULL))
 		return false;
-	/* the model's feature vector before scaling: scale it as training did */
 	if (cache->stored->prep && cache->stored->prep->transform)
 		cp_prep_apply_dense(cache->stored->prep->transform, cache->row.values);
 	return true;

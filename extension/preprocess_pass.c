@@ -31,6 +31,8 @@
 
 #include <math.h>
 
+#include "access/heapam.h"
+#include "access/htup_details.h"
 #include "access/tableam.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
@@ -430,6 +432,17 @@ learn_features(PassState *ps, Datum *vals, bool *isnull,
 	ps->n_rows++;
 }
 
+/*
+ * Read every row in physical order.  Like the epochs' read path
+ * (tupleshuffle.c), each tuple is deformed straight from the page the scan
+ * holds pinned (heap_getnext: visibility is checked a page at a time),
+ * over the table's descriptor cut at the last column the layout reads,
+ * instead of being stored in a slot (a pin and unpin per row) and deformed
+ * there: the same rows in the same order, so the same statistics.  The
+ * descriptor keeps the table's constraints, so a row written before ADD
+ * COLUMN ... DEFAULT reads the column's default.  corgipile reads heap
+ * tables only (relation.c).
+ */
 static void
 read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 {
@@ -440,25 +453,27 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 	 * seed must give the same model whatever else reads the table.
 	 */
 	TableScanDesc scan = table_beginscan_strat(rel, snapshot, 0, NULL, true, false);
-	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	TupleDesc	desc = CreateTupleDescCopyConstr(RelationGetDescr(rel));
 	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext,
 												  "corgipile first pass row",
 												  ALLOCSET_DEFAULT_SIZES);
 	double		fraction = ps->p->validation_fraction;
 	bool		features = ps->want_stats || ps->want_dicts;
 	int64		seen = 0;
+	Datum	   *vals;
+	bool	   *isnull;
+	HeapTuple	tup;
 
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	desc->natts = Min(desc->natts, lo->max_attno);
+	vals = palloc(sizeof(Datum) * Max(desc->natts, 1));
+	isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
-		CpRowContext where = {lo->relname, &slot->tts_tid};
+		CpRowContext where = {lo->relname, &tup->t_self};
 		MemoryContext old = MemoryContextSwitchTo(row_cxt);
-		Datum	   *vals;
-		bool	   *isnull;
 		bool		has_label;
 
-		slot_getsomeattrs(slot, lo->max_attno);
-		vals = slot->tts_values;
-		isnull = slot->tts_isnull;
+		heap_deform_tuple(tup, desc, vals, isnull);
 		has_label = !isnull[lo->label_attno - 1];
 
 		/* as the max(index) query did: every row's indices */
@@ -469,8 +484,8 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 			learn_label(ps, vals[lo->label_attno - 1], &where);
 		if (features && has_label &&
 			!(fraction > 0.0 &&
-			  cp_prep_holdout(seed, ItemPointerGetBlockNumber(&slot->tts_tid),
-							  ItemPointerGetOffsetNumber(&slot->tts_tid), fraction)))
+			  cp_prep_holdout(seed, ItemPointerGetBlockNumber(&tup->t_self),
+							  ItemPointerGetOffsetNumber(&tup->t_self), fraction)))
 			learn_features(ps, vals, isnull, &where);
 
 		MemoryContextSwitchTo(old);
@@ -478,9 +493,11 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 		if ((++seen % 256) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
-	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);
 	MemoryContextDelete(row_cxt);
+	pfree(vals);
+	pfree(isnull);
+	FreeTupleDesc(desc);
 }
 
 /* The classes of softmax, from the labels' text, in class order. */

@@ -206,6 +206,15 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 										  (Size) cp_block_cache_kb * 1024);
 
 	/*
+	 * A buffer of dense rows that SGD trains on as read_group leaves it (the
+	 * strategy's buffer is the group itself) may point into the cache
+	 * instead of holding a copy.  Other strategies move rows between
+	 * buffers of their own, and keep copies.
+	 */
+	ts->borrow_rows = ts->layout.mode != CP_FEATURES_SPARSE &&
+		ts->strategy->fill == cp_strategy_fill_group;
+
+	/*
 	 * The top operator seeds the run, once: this node under shuffled_scan(),
 	 * else SGD (which records the seed it draws with the model).
 	 */
@@ -305,37 +314,16 @@ read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
 }
 
 /*
- * Append to dst the rows of the epoch's next group of blocks.  Returns
- * false when the epoch had no blocks left; true otherwise, even if all the
- * group's rows were skipped for NULLs.
+ * Append to dst the rows of the blocks that start before limit, from the
+ * cache or the heap; the blocks read from the heap join the cache.
+ * Returns the rows read.
  */
-static bool
-read_group(void *reader, CpBuffer *dst)
+static int64
+read_blocks(TupleShuffleState *ts, int64 limit, CpBuffer *dst)
 {
-	TupleShuffleState *ts = reader;
-	Instrumentation *instr = ts->child->css.ss.ps.instrument;
-	int64		limit;
 	uint32		block;
 	int64		n_read = 0;
 	MemoryContext old;
-
-	if (ts->eof)
-		return false;
-
-	/* BlockShuffle's rows, counted for EXPLAIN ANALYZE as if it returned them */
-	if (instr)
-		InstrStartNode(instr);
-
-	/*
-	 * The epoch's blocks are cut into n_groups groups of as equal a size as
-	 * possible, none larger than blocks_per_buffer.  Cutting full groups and
-	 * leaving the remainder for last would end many epochs on a group of a
-	 * block or two, which on a clustered table is a single label's rows fed
-	 * last and unmixed: that alone cost 5-25 points of accuracy
-	 * (docs/block-size.md).
-	 */
-	limit = ((ts->next_group + 1) * (int64) ts->child->sizing.n_blocks) / ts->n_groups;
-	ts->next_group++;
 
 	old = MemoryContextSwitchTo(ts->row_cxt);
 	while (cp_block_shuffle_next_block(ts->child, limit, &block))
@@ -357,6 +345,71 @@ read_group(void *reader, CpBuffer *dst)
 			cp_block_cache_add(ts->cache, block, dst, first_row);
 	}
 	MemoryContextSwitchTo(old);
+	return n_read;
+}
+
+/*
+ * When every block of the group that starts now (up to limit) is cached,
+ * lend dst their rows (cp_block_cache_borrow) and return true; else false,
+ * having started no block.
+ */
+static bool
+borrow_group(TupleShuffleState *ts, int64 limit, CpBuffer *dst, int64 *n_read)
+{
+	int64		from;
+	int64		to;
+	const uint32 *order = cp_block_shuffle_upcoming(ts->child, limit, &from, &to);
+	int64		rows = 0;
+	uint32		block;
+
+	if (dst->n_rows != 0 || from >= to)
+		return false;
+	for (int64 i = from; i < to; i++)
+	{
+		if (!cp_block_cache_has(ts->cache, order[i]))
+			return false;
+		rows += cp_block_cache_rows(ts->cache, order[i]);
+	}
+	cp_buffer_reserve_borrowed(dst, rows);
+	while (cp_block_shuffle_next_block(ts->child, limit, &block))
+		*n_read += cp_block_cache_borrow(ts->cache, block, dst);
+	return true;
+}
+
+/*
+ * Append to dst the rows of the epoch's next group of blocks.  Returns
+ * false when the epoch had no blocks left; true otherwise, even if all the
+ * group's rows were skipped for NULLs.
+ */
+static bool
+read_group(void *reader, CpBuffer *dst)
+{
+	TupleShuffleState *ts = reader;
+	Instrumentation *instr = ts->child->css.ss.ps.instrument;
+	int64		limit;
+	int64		n_read = 0;
+
+	if (ts->eof)
+		return false;
+
+	/* BlockShuffle's rows, counted for EXPLAIN ANALYZE as if it returned them */
+	if (instr)
+		InstrStartNode(instr);
+
+	/*
+	 * The epoch's blocks are cut into n_groups groups of as equal a size as
+	 * possible, none larger than blocks_per_buffer.  Cutting full groups and
+	 * leaving the remainder for last would end many epochs on a group of a
+	 * block or two, which on a clustered table is a single label's rows fed
+	 * last and unmixed: that alone cost 5-25 points of accuracy
+	 * (docs/block-size.md).
+	 */
+	limit = ((ts->next_group + 1) * (int64) ts->child->sizing.n_blocks) / ts->n_groups;
+	ts->next_group++;
+
+	/* (parallel.c may drop the cache after begin: look at it now) */
+	if (!(ts->borrow_rows && ts->cache != NULL && borrow_group(ts, limit, dst, &n_read)))
+		n_read = read_blocks(ts, limit, dst);
 	if (instr)
 		InstrStopNode(instr, (double) n_read);
 	ts->eof = cp_block_shuffle_epoch_done(ts->child);
@@ -445,7 +498,9 @@ cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed)
 /*
  * Empty the block cache: for a pass over the table before the first epoch
  * that converts rows otherwise than training will (block_cache.c).  The
- * next epoch reads the heap and fills the cache again.
+ * next epoch reads the heap and fills the cache again.  Buffers may borrow
+ * cached rows (read_group): call this only when no filled buffer is still
+ * to be trained on.
  */
 void
 cp_tuple_shuffle_reset_cache(TupleShuffleState *ts)

@@ -49,6 +49,8 @@ typedef struct TupleShuffleState
 								 * entry, or its per-run choice) */
 	bool		eof;			/* the epoch's blocks have all been read */
 	struct CpBlockCache *cache; /* the first epoch's blocks, or NULL */
+	bool		borrow_rows;	/* a group all in the cache is lent, not
+								 * copied (read_group) */
 	MemoryContext row_cxt;		/* reset after every row */
 	MemoryContext buf_cxt;		/* buffers this node and its strategy own */
 	CpHoldout  *holdout;		/* validation => 'N%': rows kept out, or NULL */

@@ -9,7 +9,8 @@ measures on the same server, one after the other:
   - epochs of no_shuffle, block_only and corgipile, each single- and
     double-buffered: the first epoch (which reads the heap and fills the
     block cache) and the later ones (which read the cached blocks);
-  - predict() on every row with a stored model;
+  - predict() on every row with a stored model, standardized (the
+    default) and not (standardize => 'off');
   - with --cold (root, server on this machine): a plain scan and a
     corgipile epoch per block size, with and without prefetch, each after
     dropping the OS page cache.
@@ -199,11 +200,15 @@ def main() -> int:
                 print(f"{shuffle:>10} {'double' if double else 'single'}: "
                       f"{statistics.median(walls[1:]):.3f} s/epoch", file=sys.stderr, flush=True)
                 scans.append(scan_once())  # scans interleaved with the epochs
-        preds = []
+        # predict() with a standardized model (the default) and a raw one
+        train_cpu(conn, table, "bench_raw", "corgipile", True, 1, ", standardize => 'off'")
+        preds, raw_preds = [], []
         for _ in range(args.repeat):
             t = timed(conn, f"SELECT count(corgipile.predict('bench_corgipile_db', "
                             f"features)) FROM {table}")
             preds.append((t, CPU[0] if CPU else None))
+            t = timed(conn, f"SELECT count(corgipile.predict('bench_raw', features)) FROM {table}")
+            raw_preds.append((t, CPU[0] if CPU else None))
             scans.append(scan_once())
         cold = (cold_section(conn, table, args.cold_block_sizes.split(","), args.cold_repeat)
                 if args.cold else [])
@@ -215,6 +220,9 @@ def main() -> int:
     pred = statistics.median(t for t, _ in preds)
     pred_cpus = [c for _, c in preds if c is not None]
     pred_cpu = statistics.mean(pred_cpus) if pred_cpus else None
+    raw_pred = statistics.median(t for t, _ in raw_preds)
+    raw_pred_cpus = [c for _, c in raw_preds if c is not None]
+    raw_pred_cpu = statistics.mean(raw_pred_cpus) if raw_pred_cpus else None
 
     def cpu_cells(cpu):
         if scan_cpu is None or cpu is None:
@@ -236,8 +244,10 @@ def main() -> int:
         lines.append(f"| epoch, `{shuffle}` | {'double' if double else 'single'} | "
                      f"{first:.3f} | {later:.3f} | {later / scan:.2f} |"
                      f"{cpu_cells(cpu_one)}{cpu_cells(later_cpu)}")
-    lines.append(f"| `predict()` on every row | - | {pred:.3f} | | {pred / scan:.2f} |"
-                 f"{cpu_cells(pred_cpu)} | |")
+    lines.append(f"| `predict()` on every row, standardized model | - | {pred:.3f} | | "
+                 f"{pred / scan:.2f} |{cpu_cells(pred_cpu)} | |")
+    lines.append(f"| `predict()` on every row, raw-feature model | - | {raw_pred:.3f} | | "
+                 f"{raw_pred / scan:.2f} |{cpu_cells(raw_pred_cpu)} | |")
 
     def later(shuffle, double, cpu):
         r = next(r for r in results if r[0] == shuffle and r[1] == double)

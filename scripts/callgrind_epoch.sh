@@ -46,6 +46,7 @@ CREATE TABLE $T AS SELECT i AS id,
 VACUUM ANALYZE $T;
 SET corgipile.progress = off;
 SELECT count(*) FROM corgipile.train('$T', 'svm', model_name => 'cg_model', max_epoch_num => 1, seed => 1);
+SELECT count(*) FROM corgipile.train('$T', 'svm', model_name => 'cg_raw', standardize => 'off', max_epoch_num => 1, seed => 1);
 SQL
 as_pg "$BINDIR/pg_ctl" -D "$DIR/data" -w stop >/dev/null
 
@@ -71,8 +72,12 @@ for shuffle in no_shuffle block_only corgipile; do
     epoch=$(( (three - one) / 2 ))
     echo "| epoch, \`$shuffle\` (first epoch) | $(per_row "$epoch") ($(per_row "$one")) | $(echo "scale=2; $epoch / $scan" | bc) |"
 done
+off=$(count "SELECT count(*) FROM corgipile.train('$T', 'svm', model_name => 'cg_off', shuffle => 'corgipile', standardize => 'off', double_buffer => false, seed => 1, max_epoch_num => 1);")
+echo "| first epoch, \`corgipile\`, standardize => 'off' (no first pass) | $(per_row "$off") | $(echo "scale=2; $off / $scan" | bc) |"
 pred=$(count "SELECT count(corgipile.predict('cg_model', features)) FROM $T;")
-echo "| \`predict()\` on every row | $(per_row "$pred") | $(echo "scale=2; $pred / $scan" | bc) |"
+echo "| \`predict()\` on every row, standardized model | $(per_row "$pred") | $(echo "scale=2; $pred / $scan" | bc) |"
+pred=$(count "SELECT count(corgipile.predict('cg_raw', features)) FROM $T;")
+echo "| \`predict()\` on every row, raw-feature model | $(per_row "$pred") | $(echo "scale=2; $pred / $scan" | bc) |"
 
 # the SGD step alone, in storage order and shuffled (gathered)
 PGI=$("$PG_CONFIG" --includedir-server)

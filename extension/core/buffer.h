@@ -25,6 +25,14 @@ typedef struct CpBuffer
 	double	   *labels;			/* n_rows labels, already mapped to the
 								 * model's internal encoding */
 	double	   *values;			/* dense: n_rows * n_features, sparse: nnz */
+
+	/*
+	 * Dense rows borrowed from memory that outlives the buffer (the block
+	 * cache): row i is row_ptrs[i], and values is unused.  NULL when the
+	 * rows are in values.  Read dense rows through cp_buffer_dense_row.
+	 */
+	const double **row_ptrs;
+	const double **row_ptr_store;	/* cap_rows entries, once allocated */
 	int32	   *indices;		/* sparse only: nnz feature indices */
 	int64	   *offsets;		/* sparse only: n_rows + 1 row starts */
 	int64		nnz;			/* sparse only: values used */
@@ -52,6 +60,8 @@ typedef struct CpBuffer
 static inline const double *
 cp_buffer_dense_row(const CpBuffer *buf, int64 i)
 {
+	if (buf->row_ptrs != NULL)
+		return buf->row_ptrs[i];
 	return buf->values + i * (int64) buf->n_features;
 }
 

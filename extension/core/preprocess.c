@@ -9,6 +9,10 @@
  */
 #include "c.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -111,8 +115,47 @@ stats_add_value(CpPrepStats *st, int32 j, double x)
 void
 cp_prep_stats_add_dense(CpPrepStats *st, const double *x)
 {
+	int32		j = 0;
+
 	st->n_rows++;
-	for (int32 j = 0; j < st->n_features; j++)
+#ifdef __SSE2__
+
+	/*
+	 * Two features a step: the division of Welford's update is most of its
+	 * cost, and a divpd does two.  Each lane does stats_add_value's
+	 * operations in the same order (IEEE division, multiplication and
+	 * addition are exactly rounded), so the moments are the same doubles
+	 * (tests/unit/test_preprocess.c).
+	 */
+	if (!st->track_minmax && st->n_rows < (INT64CONST(1) << 52))
+	{
+		/*
+		 * A count c below 2^52 (no count exceeds n_rows) converts to a
+		 * double exactly as (2^52 + c) - 2^52: the bits of 2^52 OR-ed with
+		 * c, minus 2^52.  Integer and double lanes, no scalar round trip.
+		 */
+		const __m128i one = _mm_set1_epi64x(1);
+		const __m128i two52_bits = _mm_set1_epi64x(INT64CONST(0x4330000000000000));
+		const __m128d two52 = _mm_set1_pd(4503599627370496.0);
+
+		for (; j + 2 <= st->n_features; j += 2)
+		{
+			__m128i		cnt = _mm_add_epi64(_mm_loadu_si128((const __m128i *) (st->count + j)), one);
+			__m128d		c = _mm_sub_pd(_mm_castsi128_pd(_mm_or_si128(cnt, two52_bits)), two52);
+			__m128d		xv = _mm_loadu_pd(x + j);
+			__m128d		mean = _mm_loadu_pd(st->mean + j);
+			__m128d		delta = _mm_sub_pd(xv, mean);
+
+			_mm_storeu_si128((__m128i *) (st->count + j), cnt);
+			mean = _mm_add_pd(mean, _mm_div_pd(delta, c));
+			_mm_storeu_pd(st->mean + j, mean);
+			_mm_storeu_pd(st->m2 + j,
+						  _mm_add_pd(_mm_loadu_pd(st->m2 + j),
+									 _mm_mul_pd(delta, _mm_sub_pd(xv, mean))));
+		}
+	}
+#endif
+	for (; j < st->n_features; j++)
 		stats_add_value(st, j, x[j]);
 }
 

@@ -85,6 +85,20 @@ def test_block_cache_on_or_off_gives_the_same_weights(data, workers):
     assert weights(data, "cached_alone") == w
 
 
+@pytest.mark.parametrize("shuffle", ["block_only", "no_shuffle", "grab"])
+def test_every_parallel_strategy_keeps_its_weights_with_or_without_cache(data, shuffle):
+    """Cache affinity for each strategy that trains in parallel: the cached
+    run with its workers and the uncached run with none launched give the
+    same weights."""
+    train(data, "s_cached", workers=2, seed=8, max_epoch_num=3, shuffle=shuffle)
+    data.execute("SET corgipile.block_cache_size = 0")
+    data.execute("SET max_parallel_workers = 0")
+    train(data, "s_alone", workers=2, seed=8, max_epoch_num=3, shuffle=shuffle)
+    data.execute("RESET max_parallel_workers")
+    data.execute("RESET corgipile.block_cache_size")
+    assert weights(data, "s_cached") == weights(data, "s_alone")
+
+
 def per_process(plan: str) -> list[tuple[str, int, int, int]]:
     return [(who, int(b), int(t), int(c)) for who, b, t, c in re.findall(
         r"(Leader|Worker \d+): buffers=(\d+) tuples=(\d+) blocks_from_cache=(\d+)", plan)]
@@ -289,3 +303,17 @@ def test_warm_start_from_a_parallel_grab_model_continues_its_order(data):
     assert weights(data, "pg_w1") != weights(data, "pg_w3")
     # and the warm-started model stores its own next order
     assert sorted(stored_grab_order(data, "pg_w1")[0]) == list(range(len(visit)))
+
+
+@pytest.mark.parametrize("how, shown", [("pair_balance", "GraB PairBalance Walks"),
+                                        ("independent", "GraB Independent Walks")])
+def test_explain_analyze_counts_the_parallel_grab_walks(data, how, shown):
+    """At N > 1 the leader orders the blocks after every epoch (PairBalance,
+    or one walk per slot), not the strategy: EXPLAIN ANALYZE says how many."""
+    data.execute(f"SET corgipile.parallel_grab = {how}")
+    plan = "\n".join(r[0] for r in data.execute(
+        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM "
+        "corgipile.train('ptrain', 'logistic', model_name => 'walked', shuffle => 'grab', "
+        "workers => 2, max_epoch_num => 3)"))
+    data.execute("RESET corgipile.parallel_grab")
+    assert f"{shown}: 3" in plan, plan

@@ -121,6 +121,50 @@ blobs(int64 n, int d, double gap, uint64 seed)
 	return b;
 }
 
+/*
+ * cp_shuffle_uint32 draws its own numbers (core/shuffle.c): the same ones
+ * as a Fisher-Yates shuffle through pg_prng_uint64_range, or a seed's
+ * weights would change.  Sizes around powers of two exercise the
+ * rejection's shift.
+ */
+static void
+test_shuffle_draws(void)
+{
+	int64		sizes[] = {2, 3, 4, 5, 7, 8, 9, 255, 256, 257, 1000, 65537, 200003};
+
+	for (int s = 0; s < lengthof(sizes); s++)
+	{
+		int64		n = sizes[s];
+		uint32	   *a = malloc(sizeof(uint32) * n);
+		uint32	   *b = malloc(sizeof(uint32) * n);
+		pg_prng_state r1;
+		pg_prng_state r2;
+		bool		same = true;
+
+		pg_prng_seed(&r1, 42 + s);
+		r2 = r1;
+		cp_order_identity(a, n);
+		cp_order_identity(b, n);
+		cp_shuffle_uint32(a, n, &r1);
+		for (int64 i = n - 1; i > 0; i--)
+		{
+			int64		j = (int64) pg_prng_uint64_range(&r2, 0, (uint64) i);
+			uint32		tmp = b[i];
+
+			b[i] = b[j];
+			b[j] = tmp;
+		}
+		for (int64 i = 0; i < n; i++)
+			if (a[i] != b[i])
+				same = false;
+		CHECK(same, "cp_shuffle_uint32 differs from pg_prng_uint64_range's shuffle");
+		CHECK(r1.s0 == r2.s0 && r1.s1 == r2.s1,
+			  "cp_shuffle_uint32 leaves the generator elsewhere than pg_prng would");
+		free(a);
+		free(b);
+	}
+}
+
 static void
 test_shuffle(void)
 {
@@ -760,6 +804,7 @@ main(void)
 	test_model_sizes();
 	test_cancel();
 	test_shuffle();
+	test_shuffle_draws();
 	test_gradients();
 	test_numerics();
 	test_training();

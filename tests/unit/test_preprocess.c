@@ -838,11 +838,58 @@ test_sizes(void)
 	fail_after = -1;
 }
 
+/*
+ * The dense update runs two features a step (SSE2); it must give exactly
+ * the moments of the one-value update, which the sparse update (a row
+ * whose indices are every feature) and the min/max-tracking dense update
+ * still use.
+ */
+static void
+test_dense_matches_scalar(void)
+{
+	int32		sizes[] = {1, 2, 3, 5, 8, 28};
+
+	for (int s = 0; s < lengthof(sizes); s++)
+	{
+		int32		nf = sizes[s];
+		CpPrepStats fast;
+		CpPrepStats viasparse;
+		CpPrepStats minmax;
+		pg_prng_state rng;
+		double		row[28];
+		int32		idx[28];
+		bool		same = true;
+
+		pg_prng_seed(&rng, 7 + s);
+		CHECK(cp_prep_stats_init(&fast, nf, false, alloc_zero) &&
+			  cp_prep_stats_init(&viasparse, nf, false, alloc_zero) &&
+			  cp_prep_stats_init(&minmax, nf, true, alloc_zero), "init");
+		for (int32 j = 0; j < nf; j++)
+			idx[j] = j;
+		for (int i = 0; i < 5000; i++)
+		{
+			for (int32 j = 0; j < nf; j++)
+				row[j] = (pg_prng_double(&rng) - 0.3) * (1.0 + j) * 1e3 + j;
+			cp_prep_stats_add_dense(&fast, row);
+			cp_prep_stats_add_sparse(&viasparse, idx, row, nf);
+			cp_prep_stats_add_dense(&minmax, row);
+		}
+		for (int32 j = 0; j < nf; j++)
+			if (fast.count[j] != viasparse.count[j] ||
+				fast.mean[j] != viasparse.mean[j] || fast.m2[j] != viasparse.m2[j] ||
+				fast.mean[j] != minmax.mean[j] || fast.m2[j] != minmax.m2[j])
+				same = false;
+		CHECK(same && fast.n_rows == viasparse.n_rows,
+			  "dense statistics of %d features differ from the one-value update", nf);
+	}
+}
+
 int
 main(void)
 {
 	test_dense_stats();
 	test_sparse_stats();
+	test_dense_matches_scalar();
 	test_constant_columns();
 	test_transform_and_weights();
 	test_dictionary();
