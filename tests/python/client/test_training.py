@@ -169,22 +169,43 @@ def _no_training_running(dsn):
 
 
 def test_ctrl_c_cancels_the_query_on_the_server(client, slow, conn, dsn):
+    # Ctrl-C once the server is training (its second epoch reported): a
+    # cancel request that reaches a backend still reading the query is
+    # dropped by PostgreSQL, so a timer fired at a fixed time made this test
+    # hang on a loaded machine, training for ever.
     epochs = []
-    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
+    timers = []
+
+    def callback(progress):
+        epochs.append(progress)
+        if len(epochs) == 2:
+            timers.append(threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT)))
+            timers[-1].start()
+
+    # a watchdog turns a lost cancel into a failure instead of a hang
+    pid = conn.info.backend_pid
+    watchdog = threading.Timer(60.0, lambda: _cancel_backend(dsn, pid))
+    watchdog.start()
     started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt) as info:
             client.train(slow, "svm", model_name="never", max_epoch_num=1_000_000,
-                         callback=epochs.append)
+                         callback=callback)
     finally:
-        timer.cancel()
+        watchdog.cancel()
+        for timer in timers:
+            timer.cancel()
     assert isinstance(info.value, corgipile.TrainingInterrupted)
     assert time.monotonic() - started < 30
     assert len(epochs) > 1  # it was really training
     assert _no_training_running(dsn)
     assert conn.execute("SELECT count(*) FROM corgipile.models").fetchone()[0] == 0
     assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def _cancel_backend(dsn, pid):
+    with psycopg.connect(dsn, autocommit=True) as other:
+        other.execute("SELECT pg_cancel_backend(%s)", (pid,))
 
 
 def test_cancel_from_another_session_raises_training_cancelled(client, slow, conn, dsn):
