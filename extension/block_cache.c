@@ -22,6 +22,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "utils/memutils.h"
 
 #include "block_cache.h"
@@ -79,6 +80,7 @@ cp_block_cache_reset(CpBlockCache *cache)
 	cache->full = false;
 	cache->n_cached = 0;
 	cache->hits = 0;
+	cache->prefilled = 0;
 }
 
 bool
@@ -169,6 +171,29 @@ cp_block_cache_borrow(CpBlockCache *cache, uint32 block, CpBuffer *dst)
 			dst->row_blocks[at + i] = block;
 	dst->n_rows = at + n;
 	return n;
+}
+
+/*
+ * Apply fn to every cached dense row, in place: for the first pass
+ * (preprocess_pass.c), which caches rows before the transform they are
+ * trained with is known.  Before any buffer borrows the rows.
+ */
+void
+cp_block_cache_map_dense(CpBlockCache *cache,
+						 void (*fn) (double *row, const void *arg), const void *arg)
+{
+	for (uint32 b = 0; b < cache->n_blocks; b++)
+	{
+		CpCachedBlock *cb = cache->blocks[b];
+
+		if (cb == NULL)
+			continue;
+		Assert(cb->indices == NULL);
+		for (int64 i = 0; i < cb->n_rows; i++)
+			fn(cb->values + i * cb->n_features, arg);
+		if ((b % 1024) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /*

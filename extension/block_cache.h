@@ -28,6 +28,9 @@ typedef struct CpBlockCache
 	bool		full;			/* a block did not fit: stop adding */
 	int64		n_cached;		/* blocks held */
 	int64		hits;			/* blocks served from memory */
+	int64		prefilled;		/* blocks the first pass cached, which
+								 * epoch 1 read from memory (counted in
+								 * hits) */
 } CpBlockCache;
 
 extern CpBlockCache *cp_block_cache_create(MemoryContext parent, uint32 n_blocks,
@@ -37,6 +40,9 @@ extern bool cp_block_cache_has(const CpBlockCache *cache, uint32 block);
 extern int64 cp_block_cache_read(CpBlockCache *cache, uint32 block, CpBuffer *dst);
 extern int64 cp_block_cache_rows(const CpBlockCache *cache, uint32 block);
 extern int64 cp_block_cache_borrow(CpBlockCache *cache, uint32 block, CpBuffer *dst);
+extern void cp_block_cache_map_dense(CpBlockCache *cache,
+									 void (*fn) (double *row, const void *arg),
+									 const void *arg);
 extern void cp_block_cache_add(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 							   int64 first_row);
 

@@ -62,9 +62,10 @@ extern CpPrep *cp_prep_from_jsonb(Jsonb *jb, const char *model_name,
 								  CpFeatureMode mode);
 extern void cp_prep_to_json(const CpPrep *prep, StringInfo buf,
 							List *feature_names, CpFeatureMode mode);
+struct CpBlockCache;
 extern void cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 							   const CpTrainParams *p, uint64 seed,
-							   MemoryContext cxt);
+							   MemoryContext cxt, struct CpBlockCache *cache);
 extern double *cp_prep_original_weights(const CpPrep *prep, const double *w,
 										int32 n_outputs);
 

@@ -43,6 +43,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
+#include "block_cache.h"
 #include "datum_convert.h"
 #include "models.h"
 #include "preprocess_model.h"
@@ -73,6 +74,14 @@ typedef struct PassState
 	uint64		dict_bytes;		/* bytes of all learnt category strings */
 	uint64		byte_budget;	/* work_mem */
 	int64		n_rows;			/* rows the statistics saw */
+
+	/* filling the block cache with the raw rows (fill_cache_wanted) */
+	CpBlockCache *cache;		/* NULL: not filling it */
+	CpBuffer	block_rows;		/* the current block's rows */
+	uint32		block;			/* ... its number */
+	bool		in_block;		/* block_rows holds a block */
+	int64		skipped_at_start;	/* lo->n_skipped before the pass */
+	int64		skipped_at_block;	/* ... before the current block */
 } PassState;
 
 /* What cp_prep_dict_init allocates for max_categories, before any value. */
@@ -433,6 +442,112 @@ learn_features(PassState *ps, Datum *vals, bool *isnull,
 }
 
 /*
+ * Filling the block cache during the pass.
+ *
+ * With features standardized, epoch 1 would read and convert every row a
+ * second time, right after the pass has read it.  Instead the pass keeps
+ * each row as epoch 1 converts it before the transform (cp_layout_append
+ * with no preprocessing yet), block by block, in the block cache
+ * (block_cache.c, within its budget); once the statistics are complete,
+ * the transform is applied to the cached rows in place with
+ * cp_prep_apply_dense, x * scale + offset in the same order, which gives
+ * the same doubles as converting after the pass
+ * (cp_array_to_doubles_transformed).  Epoch 1 then reads those blocks
+ * from memory, as later epochs do, and the heap only for the blocks that
+ * did not fit.  A cached block holds exactly the rows reading its heap
+ * page would append, and the rows skipped for NULLs are counted once, so
+ * buffers, the NOTICE of skipped rows and the weights a seed gives do not
+ * change (tests/python/test_first_pass_cache.py).
+ *
+ * Only when nothing else the pass learns changes how a row converts: no
+ * text label, softmax classes, one-hot dictionary or sparse dimension,
+ * dense rows only.  Not with validation => 'N%': epoch 1 must meet the
+ * held-out rows to keep them (holdout.c), in its own order.
+ */
+static bool
+fill_cache_wanted(const PassState *ps, const CpBlockCache *cache)
+{
+	const CpLayout *lo = ps->lo;
+
+	return cache != NULL && cache->n_cached == 0 && !cache->full &&
+		ps->want_stats && !ps->want_dicts && !ps->want_classes &&
+		!ps->want_dim && !lo->label_is_text &&
+		ps->p->validation_fraction <= 0.0 &&
+		(lo->mode == CP_FEATURES_ARRAY ||
+		 (lo->mode == CP_FEATURES_COLUMNS && !lo->has_onehot));
+}
+
+/*
+ * Stop filling the cache and forget what it holds: epoch 1 reads every
+ * block from the heap and counts its skipped rows, as without the pass.
+ */
+static void
+abandon_cache(PassState *ps)
+{
+	cp_block_cache_reset(ps->cache);
+	ps->lo->n_skipped = ps->skipped_at_start;
+	ps->cache = NULL;
+}
+
+/* Hand the current block's rows to the cache; stop once it is full. */
+static void
+flush_block(PassState *ps)
+{
+	if (!ps->in_block)
+		return;
+	ps->in_block = false;
+	cp_block_cache_add(ps->cache, ps->block, &ps->block_rows, 0);
+	if (!cp_block_cache_has(ps->cache, ps->block))
+	{
+		/* epoch 1 reads this block, and those after it, from the heap */
+		ps->lo->n_skipped = ps->skipped_at_block;
+		ps->cache = NULL;
+	}
+}
+
+/*
+ * Append the row in slot to its block's rows, as epoch 1 would before the
+ * transform.  A row whose length the pass did not check (n_features given
+ * and the first rows ragged) is left to epoch 1 to report, in its order:
+ * the cache is given up.
+ */
+static void
+cache_row(PassState *ps, TupleTableSlot *slot)
+{
+	CpLayout   *lo = ps->lo;
+	uint32		block = ItemPointerGetBlockNumber(&slot->tts_tid);
+	int			n_features = lo->n_features;
+
+	if (!ps->in_block || block != ps->block)
+	{
+		flush_block(ps);
+		if (ps->cache == NULL)
+			return;
+		cp_buffer_reset(&ps->block_rows, lo->n_features);
+		ps->block = block;
+		ps->in_block = true;
+		ps->skipped_at_block = lo->n_skipped;
+	}
+	if (lo->mode == CP_FEATURES_ARRAY &&
+		!slot->tts_isnull[lo->label_attno - 1] &&
+		!slot->tts_isnull[lo->values_attno - 1])
+	{
+		ArrayType  *arr = DatumGetArrayTypeP(slot->tts_values[lo->values_attno - 1]);
+		int			want = n_features > 0 ? n_features :
+			(ps->stats_ready ? ps->stats.n_features : -1);
+
+		if (ARR_NDIM(arr) != 1 || ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr)) != want)
+		{
+			abandon_cache(ps);
+			return;
+		}
+	}
+	cp_layout_append(lo, slot, &ps->block_rows);
+	/* the dimension is the statistics' until the pass ends */
+	lo->n_features = n_features;
+}
+
+/*
  * Read every row in physical order.  Like the epochs' read path
  * (tupleshuffle.c), each tuple is deformed straight from the page the scan
  * holds pinned (heap_getnext: visibility is checked a page at a time),
@@ -463,10 +578,13 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 	Datum	   *vals;
 	bool	   *isnull;
 	HeapTuple	tup;
+	TupleTableSlot *slot;
 
 	desc->natts = Min(desc->natts, lo->max_attno);
-	vals = palloc(sizeof(Datum) * Max(desc->natts, 1));
-	isnull = palloc(sizeof(bool) * Max(desc->natts, 1));
+	/* a virtual slot, for cache_row's cp_layout_append */
+	slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	vals = slot->tts_values;
+	isnull = slot->tts_isnull;
 	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		CpRowContext where = {lo->relname, &tup->t_self};
@@ -487,16 +605,24 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 			  cp_prep_holdout(seed, ItemPointerGetBlockNumber(&tup->t_self),
 							  ItemPointerGetOffsetNumber(&tup->t_self), fraction)))
 			learn_features(ps, vals, isnull, &where);
+		if (ps->cache != NULL)
+		{
+			ExecStoreVirtualTuple(slot);
+			slot->tts_tid = tup->t_self;
+			cache_row(ps, slot);
+			ExecClearTuple(slot);
+		}
 
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(row_cxt);
 		if ((++seen % 256) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
+	if (ps->cache != NULL)
+		flush_block(ps);
 	table_endscan(scan);
 	MemoryContextDelete(row_cxt);
-	pfree(vals);
-	pfree(isnull);
+	ExecDropSingleTupleTableSlot(slot);
 	FreeTupleDesc(desc);
 }
 
@@ -663,14 +789,24 @@ adopt_warm(PassState *ps)
 	cp_layout_use_prep(lo, w->prep, w->model_name);
 }
 
+/* The transform, applied to a cached row (cp_block_cache_map_dense). */
+static void
+transform_row(double *row, const void *arg)
+{
+	cp_prep_apply_dense((const CpPrepTransform *) arg, row);
+}
+
 /*
  * Before epoch 1: learn what the layout needs, and attach the model's
  * preprocessing to it (lo->prep, NULL when nothing is encoded or scaled).
- * Everything lives in cxt, the training's memory.
+ * Everything lives in cxt, the training's memory.  cache, when not NULL,
+ * is the training's block cache, still empty: the pass may fill it with
+ * the rows epoch 1 would read (fill_cache_wanted).
  */
 void
 cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
-				   const CpTrainParams *p, uint64 seed, MemoryContext cxt)
+				   const CpTrainParams *p, uint64 seed, MemoryContext cxt,
+				   CpBlockCache *cache)
 {
 	PassState	ps;
 	MemoryContext old;
@@ -747,6 +883,12 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 		ensure_row(&ps, lo->n_features);
 	}
 
+	if (fill_cache_wanted(&ps, cache))
+	{
+		ps.cache = cache;
+		ps.skipped_at_start = lo->n_skipped;
+		cp_buffer_init(&ps.block_rows, cxt, false);
+	}
 	if (ps.want_stats || ps.want_dicts || ps.want_classes || ps.want_dim ||
 		lo->label_is_text)
 	{
@@ -785,5 +927,28 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 		adopt_warm(&ps);
 	else if (ps.want_stats || ps.want_dicts)
 		cp_layout_use_prep(lo, build_prep(&ps), "(being trained)");
+
+	/*
+	 * The cached rows, standardized now as epoch 1 would convert them;
+	 * a transform of another width (none: only constant features need not
+	 * be) means the rows would not convert the same way: drop them.
+	 */
+	if (cache != NULL && cache->n_cached > 0 && ps.block_rows.memcxt != NULL)
+	{
+		const CpPrepTransform *t = lo->prep ? lo->prep->transform : NULL;
+
+		if (t != NULL && t->n_features == lo->n_features)
+		{
+			cp_block_cache_map_dense(cache, transform_row, t);
+			cache->prefilled = cache->n_cached;
+		}
+		else
+		{
+			ps.cache = cache;
+			abandon_cache(&ps);
+		}
+	}
+	if (ps.block_rows.memcxt != NULL)
+		cp_buffer_free(&ps.block_rows);
 	MemoryContextSwitchTo(old);
 }

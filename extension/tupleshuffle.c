@@ -490,9 +490,14 @@ cp_tuple_shuffle_layout(TupleShuffleState *ts)
 void
 cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed)
 {
+	/*
+	 * The pass may fill the block cache with the rows it reads, so that
+	 * epoch 1 takes them from memory (preprocess_pass.c says when).  Not
+	 * with workers: each process caches its own share of the blocks.
+	 */
 	cp_prep_first_pass(&ts->layout, cp_tuple_shuffle_relation(ts),
 					   ts->css.ss.ps.state->es_snapshot, &ts->params, seed,
-					   ts->buf_cxt);
+					   ts->buf_cxt, ts->params.workers <= 1 ? ts->cache : NULL);
 }
 
 /*
@@ -680,7 +685,11 @@ tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		{
 			ExplainPropertyInteger("Cached Blocks", NULL, ts->cache->n_cached, es);
 			ExplainPropertyInteger("Cache Memory", "kB", (int64) (ts->cache->used / 1024), es);
-			ExplainPropertyInteger("Blocks Read from Cache", NULL, ts->cache->hits, es);
+			/* the later epochs' reads; epoch 1's are the first pass's blocks */
+			ExplainPropertyInteger("Blocks Read from Cache", NULL,
+								   ts->cache->hits - ts->cache->prefilled, es);
+			ExplainPropertyInteger("Blocks Cached by First Pass", NULL,
+								   ts->cache->prefilled, es);
 		}
 		if (ts->strategy->explain)
 			ts->strategy->explain(ts->strategy_state, es);
