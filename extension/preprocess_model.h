@@ -65,7 +65,8 @@ extern void cp_prep_to_json(const CpPrep *prep, StringInfo buf,
 struct CpBlockCache;
 extern void cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 							   const CpTrainParams *p, uint64 seed,
-							   MemoryContext cxt, struct CpBlockCache *cache);
+							   MemoryContext cxt, struct CpBlockCache *cache,
+							   uint32 pages_per_block);
 extern double *cp_prep_original_weights(const CpPrep *prep, const double *w,
 										int32 n_outputs);
 

@@ -77,6 +77,7 @@ typedef struct PassState
 
 	/* filling the block cache with the raw rows (fill_cache_wanted) */
 	CpBlockCache *cache;		/* NULL: not filling it */
+	uint32		pages_per_block;	/* a cached block's heap pages */
 	CpBuffer	block_rows;		/* the current block's rows */
 	uint32		block;			/* ... its number */
 	bool		in_block;		/* block_rows holds a block */
@@ -515,7 +516,7 @@ static void
 cache_row(PassState *ps, TupleTableSlot *slot)
 {
 	CpLayout   *lo = ps->lo;
-	uint32		block = ItemPointerGetBlockNumber(&slot->tts_tid);
+	uint32		block = ItemPointerGetBlockNumber(&slot->tts_tid) / ps->pages_per_block;
 	int			n_features = lo->n_features;
 
 	if (!ps->in_block || block != ps->block)
@@ -801,12 +802,13 @@ transform_row(double *row, const void *arg)
  * preprocessing to it (lo->prep, NULL when nothing is encoded or scaled).
  * Everything lives in cxt, the training's memory.  cache, when not NULL,
  * is the training's block cache, still empty: the pass may fill it with
- * the rows epoch 1 would read (fill_cache_wanted).
+ * the rows epoch 1 would read (fill_cache_wanted), a block being
+ * pages_per_block heap pages (BlockShuffle's).
  */
 void
 cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 				   const CpTrainParams *p, uint64 seed, MemoryContext cxt,
-				   CpBlockCache *cache)
+				   CpBlockCache *cache, uint32 pages_per_block)
 {
 	PassState	ps;
 	MemoryContext old;
@@ -886,6 +888,7 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 	if (fill_cache_wanted(&ps, cache))
 	{
 		ps.cache = cache;
+		ps.pages_per_block = Max(pages_per_block, 1);
 		ps.skipped_at_start = lo->n_skipped;
 		cp_buffer_init(&ps.block_rows, cxt, false);
 	}

@@ -497,7 +497,8 @@ cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed)
 	 */
 	cp_prep_first_pass(&ts->layout, cp_tuple_shuffle_relation(ts),
 					   ts->css.ss.ps.state->es_snapshot, &ts->params, seed,
-					   ts->buf_cxt, ts->params.workers <= 1 ? ts->cache : NULL);
+					   ts->buf_cxt, ts->params.workers <= 1 ? ts->cache : NULL,
+					   ts->child->sizing.pages_per_block);
 }
 
 /*

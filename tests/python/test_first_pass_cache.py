@@ -50,22 +50,24 @@ def explained(conn, query: sql.Composable) -> dict:
     return ts
 
 
+# a block of one heap page, and of several (the pass maps pages to blocks)
+@pytest.mark.parametrize("block_size", ["1", "3"])
 @pytest.mark.parametrize("validation", [None, "10%"])
 @pytest.mark.parametrize("double_buffer", [True, False])
 @pytest.mark.parametrize("features", ["array", "columns"])
 @pytest.mark.parametrize("shuffle", ["corgipile", "no_shuffle", "block_only"])
 def test_first_pass_cache_keeps_the_weights(table, shuffle, features, double_buffer,
-                                            validation):
+                                            validation, block_size):
     conn = table
     digests = []
     skipped = []
     for budget, held in BUDGETS[features]:
         conn.execute(sql.SQL("SET corgipile.block_cache_size = {}").format(sql.Literal(budget)))
-        name = f"fp_{shuffle}_{features}_{double_buffer}_{validation}_{held}"
+        name = f"fp_{shuffle}_{features}_{double_buffer}_{validation}_{block_size}_{held}"
         args = sql.SQL(
-            "max_epoch_num => 3, seed => 11, learning_rate => 0.05, block_size => '1', "
+            "max_epoch_num => 3, seed => 11, learning_rate => 0.05, block_size => {}, "
             "buffer_size => '6', shuffle => {}, double_buffer => {}, model_name => {}{}{}"
-        ).format(sql.Literal(shuffle), sql.Literal(double_buffer), sql.Literal(name),
+        ).format(sql.Literal(block_size), sql.Literal(shuffle), sql.Literal(double_buffer), sql.Literal(name),
                  sql.SQL(", validation => {}").format(sql.Literal(validation))
                  if validation else sql.SQL(""),
                  sql.SQL(", features => 'a, b, c'") if features == "columns"
