@@ -778,6 +778,32 @@ skip:
 	return false;
 }
 
+/*
+ * cp_layout_append for a float8[]-features row whose label is not NULL and
+ * whose features the caller has already converted into x (lo->n_features
+ * values, every one finite, no transform to apply): the first pass, which
+ * converted them for its statistics (preprocess_pass.c).  The label maps
+ * as there, with the same errors.
+ */
+void
+cp_layout_append_converted(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf,
+						   const double *x)
+{
+	CpRowContext where = {lo->relname, &slot->tts_tid};
+	int64		row = buf->n_rows;
+	int			d = lo->n_features;
+	double		label;
+
+	Assert(lo->mode == CP_FEATURES_ARRAY && lo->prep == NULL && d > 0 &&
+		   !buf->with_ids && !slot->tts_isnull[lo->label_attno - 1]);
+	label = map_label(lo, slot->tts_values[lo->label_attno - 1], &where);
+	buf->n_features = d;
+	cp_buffer_reserve(buf, row + 1, (row + 1) * d);
+	buf->labels[row] = label;
+	memcpy(buf->values + row * d, x, sizeof(double) * d);
+	buf->n_rows = row + 1;
+}
+
 /* Append row of src to dst (same layout); the main thread's row copy. */
 void
 cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row)

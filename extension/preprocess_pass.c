@@ -83,6 +83,8 @@ typedef struct PassState
 	bool		in_block;		/* block_rows holds a block */
 	int64		skipped_at_start;	/* lo->n_skipped before the pass */
 	int64		skipped_at_block;	/* ... before the current block */
+	bool		row_ready;		/* learn_features converted the row's
+								 * float8[] features into row */
 } PassState;
 
 /* What cp_prep_dict_init allocates for max_categories, before any value. */
@@ -407,7 +409,10 @@ learn_features(PassState *ps, Datum *vals, bool *isnull,
 									cp_row_description(where), len, ps->stats.n_features),
 							 errhint("Every row needs the same number of features; set n_features to say how many.")));
 				if (cp_array_to_doubles(arr, ps->row, len, where))
+				{
 					cp_prep_stats_add_dense(&ps->stats, ps->row);
+					ps->row_ready = true;
+				}
 				break;
 			}
 		case CP_FEATURES_SPARSE:
@@ -450,13 +455,13 @@ learn_features(PassState *ps, Datum *vals, bool *isnull,
  * each row as epoch 1 converts it before the transform (cp_layout_append
  * with no preprocessing yet), block by block, in the block cache
  * (block_cache.c, within its budget); once the statistics are complete,
- * the transform is applied to the cached rows in place with
- * cp_prep_apply_dense, x * scale + offset in the same order, which gives
+ * the transform is applied to the cached rows in place
+ * (cp_doubles_transform: cp_prep_apply_dense's x * scale + offset), which gives
  * the same doubles as converting after the pass
  * (cp_array_to_doubles_transformed).  Epoch 1 then reads those blocks
  * from memory, as later epochs do, and the heap only for the blocks that
  * did not fit.  A cached block holds exactly the rows reading its heap
- * page would append, and the rows skipped for NULLs are counted once, so
+ * pages would append, and the rows skipped for NULLs are counted once, so
  * buffers, the NOTICE of skipped rows and the weights a seed gives do not
  * change (tests/python/test_first_pass_cache.py).
  *
@@ -543,7 +548,14 @@ cache_row(PassState *ps, TupleTableSlot *slot)
 			return;
 		}
 	}
-	cp_layout_append(lo, slot, &ps->block_rows);
+	if (ps->row_ready)
+	{
+		/* converted for the statistics already: not a second time */
+		lo->n_features = ps->stats.n_features;
+		cp_layout_append_converted(lo, slot, &ps->block_rows, ps->row);
+	}
+	else
+		cp_layout_append(lo, slot, &ps->block_rows);
 	/* the dimension is the statistics' until the pass ends */
 	lo->n_features = n_features;
 }
@@ -594,6 +606,7 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 
 		heap_deform_tuple(tup, desc, vals, isnull);
 		has_label = !isnull[lo->label_attno - 1];
+		ps->row_ready = false;
 
 		/* as the max(index) query did: every row's indices */
 		if (ps->want_dim && !isnull[lo->indices_attno - 1])
@@ -794,7 +807,10 @@ adopt_warm(PassState *ps)
 static void
 transform_row(double *row, const void *arg)
 {
-	cp_prep_apply_dense((const CpPrepTransform *) arg, row);
+	const CpPrepTransform *t = arg;
+
+	/* cp_prep_apply_dense's arithmetic, two values a step */
+	cp_doubles_transform(row, t->n_features, t->scale, t->offset);
 }
 
 /*
@@ -932,9 +948,9 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 		cp_layout_use_prep(lo, build_prep(&ps), "(being trained)");
 
 	/*
-	 * The cached rows, standardized now as epoch 1 would convert them;
-	 * a transform of another width (none: only constant features need not
-	 * be) means the rows would not convert the same way: drop them.
+	 * The cached rows, standardized now as epoch 1 would convert them.
+	 * Without a transform of the rows' width (stats too big to keep), epoch
+	 * 1 would convert them otherwise: drop them.
 	 */
 	if (cache != NULL && cache->n_cached > 0 && ps.block_rows.memcxt != NULL)
 	{

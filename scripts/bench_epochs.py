@@ -7,7 +7,8 @@ measures on the same server, one after the other:
   - a plain scan reading every row's features,
     SELECT sum(features[1] + features[28]), taken between the other runs;
   - epochs of no_shuffle, block_only and corgipile, each single- and
-    double-buffered: the first epoch (which reads the heap and fills the
+    double-buffered: the first epoch of a training of several, first pass
+    included (the pass, or else the epoch, reads the heap and fills the
     block cache) and the later ones (which read the cached blocks);
   - predict() on every row with a stored model, standardized (the
     default) and not (standardize => 'off');
@@ -151,10 +152,10 @@ def main() -> int:
     parser.add_argument("--dsn", default="")
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--dims", type=int, default=28)
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=10, help="at least 3")
     parser.add_argument("--repeat", type=int, default=5, help="scans and predicts to take the median of")
     parser.add_argument("--first-repeat", type=int, default=3,
-                        help="one-epoch runs whose CPU seconds are averaged")
+                        help="two-epoch runs whose CPU seconds are averaged")
     parser.add_argument("--cold", action="store_true",
                         help="also time cold-cache runs (drops the OS page cache: root, local server)")
     parser.add_argument("--cold-block-sizes", default="default,64kB,1MB,10MB")
@@ -181,20 +182,23 @@ def main() -> int:
             return t, (CPU[0] if CPU else None)
 
         # one epoch's figures: wall seconds of the first and the median of the
-        # later epochs (train()'s own rows), CPU of the first epoch (a one-epoch
-        # run) and of a later one ((E-epoch run - one-epoch run) / (E - 1))
+        # later epochs (train()'s own rows), CPU of a later epoch ((E-epoch
+        # run - two-epoch run) / (E - 2)) and of the first epoch of a training
+        # of several (two-epoch run - a later epoch): a one-epoch training
+        # keeps no block cache, so its first pass cannot fill one
         results, scans = [], []
         scans.append(scan_once())
         for shuffle in ("no_shuffle", "block_only", "corgipile"):
             for double in (False, True):
                 name = f"bench_{shuffle}_{'db' if double else 'sb'}"
                 walls, cpu_all = train_cpu(conn, table, name, shuffle, double, args.epochs)
-                # /proc counts CPU in 10 ms ticks: the mean of a few one-epoch runs
-                ones = [train_cpu(conn, table, name + "_1", shuffle, double, 1)[1]
+                # /proc counts CPU in 10 ms ticks: the mean of a few two-epoch runs
+                twos = [train_cpu(conn, table, name + "_2", shuffle, double, 2)[1]
                         for _ in range(args.first_repeat)]
-                cpu_one = None if None in ones else statistics.mean(ones)
-                later_cpu = (None if cpu_all is None or cpu_one is None
-                             else (cpu_all - cpu_one) / (args.epochs - 1))
+                cpu_two = None if None in twos else statistics.mean(twos)
+                later_cpu = (None if cpu_all is None or cpu_two is None
+                             else (cpu_all - cpu_two) / (args.epochs - 2))
+                cpu_one = None if later_cpu is None else cpu_two - later_cpu
                 results.append((shuffle, double, walls[0], statistics.median(walls[1:]),
                                 cpu_one, later_cpu))
                 print(f"{shuffle:>10} {'double' if double else 'single'}: "
