@@ -145,7 +145,8 @@ cp_block_cache_rows(const CpBlockCache *cache, uint32 block)
  * ready by cp_buffer_reserve_borrowed for all the rows it will take)
  * points at them, and only the labels are copied.  The cache outlives
  * every buffer (it goes with the query), and nothing changes a cached
- * block once added, so the rows stay valid while the buffer is trained,
+ * block once a buffer may borrow it (cp_block_cache_map_dense runs before
+ * the first epoch), so the rows stay valid while the buffer is trained,
  * on whichever thread.  A later epoch thus costs no copy of its rows: the
  * rows in storage order are trained where they lie, and shuffled ones are
  * gathered from here (core/linear_model.c) instead of from a copy.

@@ -531,9 +531,10 @@ cp_label_dict_from_names(char **names, int n, const char *model_name)
 /*
  * Map a label onto the model's encoding: -1/+1 for classifiers, which
  * accept -1/+1, 0/1 or booleans (but not 0 and -1 in one table), and the
- * value itself for regression.
+ * value itself for regression.  Inlined into both appends: a call per
+ * row costs an epoch of standardize => 'off' about 2% of its instructions.
  */
-static double
+static pg_attribute_always_inline double
 map_label(CpLayout *lo, Datum d, const CpRowContext *where)
 {
 	double		v;
