@@ -11,6 +11,7 @@ must not change either."""
 from __future__ import annotations
 
 import numpy as np
+import psycopg
 import pytest
 from psycopg import sql
 
@@ -102,3 +103,36 @@ def test_standardize_off_leaves_the_cache_to_epoch_one(table):
         "SELECT * FROM corgipile.train('fp', 'logistic', standardize => 'off', "
         "max_epoch_num => 2, seed => 3, model_name => 'off')"))
     assert ts["Cached Blocks"] > 0 and ts["Blocks Cached by First Pass"] == 0
+
+
+BAD_ROWS = {
+    "nan": "UPDATE fp SET features[3] = 'NaN' WHERE id = 1234",
+    "infinity": "UPDATE fp SET features[5] = '-Infinity' WHERE id = 1234",
+    "ragged": "UPDATE fp SET features = features || 1.0::float8 WHERE id = 1234",
+    "empty": "UPDATE fp SET features = '{}' WHERE id = 1234",
+    "label": "UPDATE fp SET label = 2 WHERE id = 1234",
+    "column_nan": "UPDATE fp SET b = 'NaN' WHERE id = 1234",
+}
+
+
+@pytest.mark.parametrize("n_features", [None, 6])
+@pytest.mark.parametrize("bad", sorted(BAD_ROWS))
+def test_a_bad_row_is_reported_as_without_the_cache(table, bad, n_features):
+    """The first pass may now meet a bad row before epoch 1 would: the error,
+    which names the row, must be the same as with the cache off."""
+    conn = table
+    conn.execute(BAD_ROWS[bad])
+    features = ", features => 'a, b, c'" if bad == "column_nan" else ""
+    if n_features and not features:
+        features = f", n_features => {n_features}"
+    errors = []
+    for budget in ("0", "512MB"):
+        conn.execute(sql.SQL("SET corgipile.block_cache_size = {}").format(sql.Literal(budget)))
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute(f"SELECT * FROM corgipile.train('fp', 'logistic', max_epoch_num => 3, "
+                         f"seed => 4, block_size => '1', model_name => 'bad'{features})")
+        errors.append((type(e.value), e.value.diag.message_primary, e.value.diag.message_detail,
+                       e.value.diag.message_hint))
+    assert errors[0] == errors[1]
+    # the message names the row
+    assert "fp" in errors[0][1]
