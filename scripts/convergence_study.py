@@ -1022,6 +1022,18 @@ def run_settings(args: argparse.Namespace, runs: list[dict], setting, data: dict
     return results
 
 
+def write_study(out: Path, stem: str, report: dict, markdown: str, value, log,
+                started: float) -> None:
+    """Write stem.json and stem.md (stem.csv is written by the caller) and
+    log each goal's check, its value formatted by value()."""
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    (out / f"{stem}.md").write_text(markdown)
+    log(f"Wrote {out / (stem + '.csv')}, .json and .md in {time.monotonic() - started:.0f} s")
+    for c in report["summary"]["checks"]:
+        log(f"  {'ok ' if c['holds'] else 'NO '} {c['goal']}: {c['dataset']} {c['rate']} "
+            f"{value(c['value'])}")
+
+
 def grab_study(args: argparse.Namespace) -> int:
     started = time.monotonic()
     out = args.output_dir
@@ -1074,13 +1086,8 @@ def grab_study(args: argparse.Namespace) -> int:
         "summary": summary, "runs": results,
         "total_seconds": time.monotonic() - started,
     }
-    (out / "convergence-grab.json").write_text(json.dumps(report, indent=1))
-    (out / "convergence-grab.md").write_text(grab_markdown(summary, report))
-    log(f"Wrote {out / 'convergence-grab.csv'}, .json and .md in "
-        f"{time.monotonic() - started:.0f} s")
-    for c in summary["checks"]:
-        log(f"  {'ok ' if c['holds'] else 'NO '} {c['goal']}: {c['dataset']} {c['rate']} "
-            f"{c['value']:.3g}")
+    write_study(out, "convergence-grab", report, grab_markdown(summary, report),
+                lambda v: f"{v:.3g}", log, started)
     return 0
 
 
@@ -1286,13 +1293,8 @@ def parallel_study(args: argparse.Namespace) -> int:
         "summary": summary, "runs": results,
         "total_seconds": time.monotonic() - started,
     }
-    (out / "convergence-parallel.json").write_text(json.dumps(report, indent=1))
-    (out / "convergence-parallel.md").write_text(par_markdown(summary, report))
-    log(f"Wrote {out / 'convergence-parallel.csv'}, .json and .md in "
-        f"{time.monotonic() - started:.0f} s")
-    for c in summary["checks"]:
-        log(f"  {'ok ' if c['holds'] else 'NO '} {c['goal']}: {c['dataset']} {c['rate']} "
-            f"{c['value']:+.2f} points")
+    write_study(out, "convergence-parallel", report, par_markdown(summary, report),
+                lambda v: f"{v:+.2f} points", log, started)
     return 0
 
 
