@@ -88,6 +88,24 @@ cp_block_cache_has(const CpBlockCache *cache, uint32 block)
 }
 
 /*
+ * What a read and a borrow both append after the rows: the labels, each
+ * row's block for GraB, and the count.
+ */
+static int64
+append_labels(const CpCachedBlock *cb, uint32 block, CpBuffer *dst)
+{
+	int64		at = dst->n_rows;
+	int64		n = cb->n_rows;
+
+	memcpy(dst->labels + at, cb->labels, sizeof(double) * n);
+	if (dst->with_blocks)
+		for (int64 i = 0; i < n; i++)
+			dst->row_blocks[at + i] = block;
+	dst->n_rows = at + n;
+	return n;
+}
+
+/*
  * Append the cached rows of block to dst (the same layout they were taken
  * from).  Returns the number of rows.
  */
@@ -123,12 +141,7 @@ cp_block_cache_read(CpBlockCache *cache, uint32 block, CpBuffer *dst)
 		cp_buffer_reserve(dst, at + n, (at + n) * d);
 		memcpy(dst->values + at * d, cb->values, sizeof(double) * d * n);
 	}
-	memcpy(dst->labels + at, cb->labels, sizeof(double) * n);
-	if (dst->with_blocks)
-		for (int64 i = 0; i < n; i++)
-			dst->row_blocks[at + i] = block;
-	dst->n_rows = at + n;
-	return n;
+	return append_labels(cb, block, dst);
 }
 
 /* The rows cached for block (cp_block_cache_has must be true). */
@@ -163,12 +176,7 @@ cp_block_cache_borrow(CpBlockCache *cache, uint32 block, CpBuffer *dst)
 	dst->n_features = d;
 	for (int64 i = 0; i < n; i++)
 		rows[i] = cb->values + i * d;
-	memcpy(dst->labels + at, cb->labels, sizeof(double) * n);
-	if (dst->with_blocks)
-		for (int64 i = 0; i < n; i++)
-			dst->row_blocks[at + i] = block;
-	dst->n_rows = at + n;
-	return n;
+	return append_labels(cb, block, dst);
 }
 
 /*

@@ -977,22 +977,17 @@ def grab_markdown(summary: dict, report: dict) -> str:
     return "\n".join(L) + "\n"
 
 
-def grab_study(args: argparse.Namespace) -> int:
-    started = time.monotonic()
-    out = args.output_dir
-    out.mkdir(parents=True, exist_ok=True)
-
-    def log(msg: str) -> None:
-        print(msg, flush=True)
-
-    data = grab_data(args)
+def load_study_tables(args: argparse.Namespace, data: dict, prefix: str,
+                      log) -> tuple[dict[str, dict], dict]:
+    """Copy each dataset (and its test rows) into tables named prefix + name
+    and solve it exactly: the tables' facts and f*, and the machine."""
     tinfo: dict[str, dict] = {}
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
         mach = machine(conn)
         for name, ds in data.items():
             t0 = time.monotonic()
-            table = GRAB_PREFIX + name.replace("-", "_")
+            table = prefix + name.replace("-", "_")
             tinfo[name] = grab_copy(conn, table, ds["x"], ds["y"], ds["feature_type"])
             test = grab_copy(conn, table + "_test", ds["x_test"], ds["y_test"], ds["feature_type"])
             tinfo[name]["test_table"] = test["table"]
@@ -1002,26 +997,62 @@ def grab_study(args: argparse.Namespace) -> int:
             log(f"  {table}: {tinfo[name]['rows']} rows, {tinfo[name]['pages']} pages; "
                 f"f* = {sol['fstar']:.6g} (|grad| {sol['grad_norm']:.1e}, {sol['iterations']} "
                 f"iterations) in {time.monotonic() - t0:.0f} s")
-    runs = grab_runs(args, data, tinfo)
+    return tinfo, mach
+
+
+def run_settings(args: argparse.Namespace, runs: list[dict], setting, data: dict,
+                 tinfo: dict[str, dict], describe, log) -> list[dict]:
+    """Train every run (args.jobs at a time) with setting(conn, run, dataset,
+    f*), logging each result's last epoch through describe(result)."""
     log(f"{len(runs)} settings, each trained for 1..{args.epochs} epochs, {args.jobs} at a time")
     runner = Runner(args.dsn)
     results: list[dict] = []
     t0 = time.monotonic()
     try:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(lambda r: grab_setting(runner.conn(), r, data[r["dataset"]],
-                                                          tinfo[r["dataset"]]["fstar"]), r)
+            futures = [pool.submit(lambda r: setting(runner.conn(), r, data[r["dataset"]],
+                                                     tinfo[r["dataset"]]["fstar"]), r)
                        for r in runs]
             for k, fut in enumerate(futures, 1):
                 r = fut.result()
                 results.append(r)
-                last = r["epochs_out"][-1]
-                log(f"  [{k}/{len(runs)} {time.monotonic() - t0:5.0f}s] {r['dataset']} {r['rate']} "
-                    f"{r['strategy']:<12} seed {r['seed']}: gap {last['gap']:.3e}, held-out "
-                    f"{last['validation_score']:.4f}, "
-                    f"{np.median(r['timing_seconds']):.3f} s/epoch")
+                log(f"  [{k}/{len(runs)} {time.monotonic() - t0:5.0f}s] {describe(r)}")
     finally:
         runner.close()
+    return results
+
+
+def write_study(out: Path, stem: str, report: dict, markdown: str, value, log,
+                started: float) -> None:
+    """Write stem.json and stem.md (stem.csv is written by the caller) and
+    log each goal's check, its value formatted by value()."""
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    (out / f"{stem}.md").write_text(markdown)
+    log(f"Wrote {out / (stem + '.csv')}, .json and .md in {time.monotonic() - started:.0f} s")
+    for c in report["summary"]["checks"]:
+        log(f"  {'ok ' if c['holds'] else 'NO '} {c['goal']}: {c['dataset']} {c['rate']} "
+            f"{value(c['value'])}")
+
+
+def grab_study(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    out = args.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    data = grab_data(args)
+    tinfo, mach = load_study_tables(args, data, GRAB_PREFIX, log)
+    runs = grab_runs(args, data, tinfo)
+
+    def describe(r: dict) -> str:
+        last = r["epochs_out"][-1]
+        return (f"{r['dataset']} {r['rate']} {r['strategy']:<12} seed {r['seed']}: gap "
+                f"{last['gap']:.3e}, held-out {last['validation_score']:.4f}, "
+                f"{np.median(r['timing_seconds']):.3f} s/epoch")
+
+    results = run_settings(args, runs, grab_setting, data, tinfo, describe, log)
 
     summary = grab_summary(results, data, args)
     with open(out / "convergence-grab.csv", "w", newline="") as f:
@@ -1055,13 +1086,8 @@ def grab_study(args: argparse.Namespace) -> int:
         "summary": summary, "runs": results,
         "total_seconds": time.monotonic() - started,
     }
-    (out / "convergence-grab.json").write_text(json.dumps(report, indent=1))
-    (out / "convergence-grab.md").write_text(grab_markdown(summary, report))
-    log(f"Wrote {out / 'convergence-grab.csv'}, .json and .md in "
-        f"{time.monotonic() - started:.0f} s")
-    for c in summary["checks"]:
-        log(f"  {'ok ' if c['holds'] else 'NO '} {c['goal']}: {c['dataset']} {c['rate']} "
-            f"{c['value']:.3g}")
+    write_study(out, "convergence-grab", report, grab_markdown(summary, report),
+                lambda v: f"{v:.3g}", log, started)
     return 0
 
 
@@ -1218,21 +1244,7 @@ def parallel_study(args: argparse.Namespace) -> int:
     data = grab_data(args)
     args.par_rates = {name: [r for r in grab_rates(name) if r[0] in args.parallel_rates]
                       for name in data}
-    tinfo: dict[str, dict] = {}
-    with psycopg.connect(args.dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
-        mach = machine(conn)
-        for name, ds in data.items():
-            t0 = time.monotonic()
-            table = PAR_PREFIX + name.replace("-", "_")
-            tinfo[name] = grab_copy(conn, table, ds["x"], ds["y"], ds["feature_type"])
-            test = grab_copy(conn, table + "_test", ds["x_test"], ds["y_test"], ds["feature_type"])
-            tinfo[name]["test_table"] = test["table"]
-            tinfo[name]["test_rows"] = test["rows"]
-            sol = exact_minimum(ds)
-            tinfo[name].update(sol, what=ds["what"], model=ds["model"])
-            log(f"  {table}: {tinfo[name]['rows']} rows, {tinfo[name]['pages']} pages; "
-                f"f* = {sol['fstar']:.6g} in {time.monotonic() - t0:.0f} s")
+    tinfo, mach = load_study_tables(args, data, PAR_PREFIX, log)
     runs = []
     for name in data:
         for rate, lr, decay in args.par_rates[name]:
@@ -1245,24 +1257,13 @@ def parallel_study(args: argparse.Namespace) -> int:
                         "test_table": tinfo[name]["test_table"],
                         "model_name": f"{PAR_PREFIX}{name}_{rate}_{arm['arm']}_s{seed}"
                                       .replace("-", "_").replace(" ", "_").replace("=", "")})
-    log(f"{len(runs)} settings, each trained for 1..{args.epochs} epochs, {args.jobs} at a time")
-    runner = Runner(args.dsn)
-    results: list[dict] = []
-    t0 = time.monotonic()
-    try:
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(lambda r: par_setting(runner.conn(), r, data[r["dataset"]],
-                                                         tinfo[r["dataset"]]["fstar"]), r)
-                       for r in runs]
-            for k, fut in enumerate(futures, 1):
-                r = fut.result()
-                results.append(r)
-                last = r["epochs_out"][-1]
-                log(f"  [{k}/{len(runs)} {time.monotonic() - t0:5.0f}s] {r['dataset']} {r['rate']} "
-                    f"{r['arm']:<16} seed {r['seed']}: gap {last['gap']:.3e}, held-out "
-                    f"{last['validation_score']:.4f}")
-    finally:
-        runner.close()
+
+    def describe(r: dict) -> str:
+        last = r["epochs_out"][-1]
+        return (f"{r['dataset']} {r['rate']} {r['arm']:<16} seed {r['seed']}: gap "
+                f"{last['gap']:.3e}, held-out {last['validation_score']:.4f}")
+
+    results = run_settings(args, runs, par_setting, data, tinfo, describe, log)
 
     summary = par_summary(results, data, args)
     with open(out / "convergence-parallel.csv", "w", newline="") as f:
@@ -1292,13 +1293,8 @@ def parallel_study(args: argparse.Namespace) -> int:
         "summary": summary, "runs": results,
         "total_seconds": time.monotonic() - started,
     }
-    (out / "convergence-parallel.json").write_text(json.dumps(report, indent=1))
-    (out / "convergence-parallel.md").write_text(par_markdown(summary, report))
-    log(f"Wrote {out / 'convergence-parallel.csv'}, .json and .md in "
-        f"{time.monotonic() - started:.0f} s")
-    for c in summary["checks"]:
-        log(f"  {'ok ' if c['holds'] else 'NO '} {c['goal']}: {c['dataset']} {c['rate']} "
-            f"{c['value']:+.2f} points")
+    write_study(out, "convergence-parallel", report, par_markdown(summary, report),
+                lambda v: f"{v:+.2f} points", log, started)
     return 0
 
 

@@ -129,16 +129,20 @@ def test_quick_run_writes_complete_results(study):
 GRAB_DATASETS = {"synthetic-clustered", "synthetic-feature", "fashion-binary", "fashion-10"}
 
 
-@pytest.fixture
-def grab_study(dsn, tmp_path):
+def _quick_study(mode, dsn, out):
+    """Run the script's --grab or --parallel mode, --quick, into out."""
     if not DATA.is_dir():
         pytest.skip(f"{DATA} missing (Debian package dataset-fashion-mnist)")
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--grab", "--quick", "--dsn", dsn,
-         "--output-dir", str(tmp_path)],
+        [sys.executable, str(SCRIPT), mode, "--quick", "--dsn", dsn, "--output-dir", str(out)],
         capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return tmp_path
+    return out
+
+
+@pytest.fixture
+def grab_study(dsn, tmp_path):
+    return _quick_study("--grab", dsn, tmp_path)
 
 
 def test_grab_quick_run_writes_complete_results(grab_study):
@@ -185,14 +189,7 @@ PAR_ARMS = {"corgipile N=1", "corgipile N=2", "CD-GraB N=2", "ID-GraB N=2"}
 
 @pytest.fixture
 def parallel_study(dsn, tmp_path):
-    if not DATA.is_dir():
-        pytest.skip(f"{DATA} missing (Debian package dataset-fashion-mnist)")
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--parallel", "--quick", "--dsn", dsn,
-         "--output-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return tmp_path
+    return _quick_study("--parallel", dsn, tmp_path)
 
 
 def test_parallel_quick_run_writes_complete_results(parallel_study):

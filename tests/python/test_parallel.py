@@ -9,13 +9,13 @@ import base64
 import re
 import threading
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import errors
 
 from datagen import accuracy, linear_task, load_table, weights
+from server_probe import dsm_mappings, workers_of
 
 ROWS = 60_000
 
@@ -34,20 +34,6 @@ def train(conn, name, **params):
     args = "".join(f", {k} => %({k})s" for k in params)
     return conn.execute(f"SELECT * FROM corgipile.train('ptrain', 'logistic', model_name => %(n)s{args})",
                         {"n": name, **params}).fetchall()
-
-
-def dsm_mappings(pid: int) -> int:
-    """Dynamic shared memory segments mapped into a backend (POSIX shm)."""
-    try:
-        maps = Path(f"/proc/{pid}/maps").read_text()
-    except (FileNotFoundError, PermissionError):
-        pytest.skip("the server's processes are not readable from here")
-    return sum(1 for line in maps.splitlines() if "/dev/shm/PostgreSQL." in line)
-
-
-def workers_of(conn, pid: int) -> list[int]:
-    return [r[0] for r in conn.execute(
-        "SELECT pid FROM pg_stat_activity WHERE leader_pid = %s AND pid <> %s", (pid, pid))]
 
 
 def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:

@@ -192,9 +192,13 @@ class CorgiPileDataset(IterableDataset):
             self._coordinators, info[0] = self._export()
         if self._collective:
             dist.broadcast_object_list(info, src=0)
+            # A broadcast does not wait for the other ranks (gloo's root
+            # returns once it has sent), so wait until every rank has left
+            # the previous epoch: a slower rank's reader that has not yet
+            # imported that epoch's snapshot would otherwise find its
+            # exporter gone ("invalid snapshot identifier").
+            dist.barrier()
         self._snapshots, self._pages, self._page_size = info[0]
-        # the readers of the previous epoch are done: every rank has reached
-        # this call (the broadcast above is collective)
         for c in old:
             c.close()
         if self._resume is not None:

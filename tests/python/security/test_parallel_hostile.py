@@ -11,25 +11,10 @@ never restarted (a backend crash restarts them all).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import psycopg
 import pytest
 from psycopg import errors
-
-
-def dsm_mappings(pid: int) -> int:
-    """Dynamic shared memory segments mapped into a backend (POSIX shm)."""
-    try:
-        maps = Path(f"/proc/{pid}/maps").read_text()
-    except (FileNotFoundError, PermissionError):
-        pytest.skip("the server's processes are not readable from here")
-    return sum(1 for line in maps.splitlines() if "/dev/shm/PostgreSQL." in line)
-
-
-def workers_of(admin, pid: int) -> list[int]:
-    return [r[0] for r in admin.execute(
-        "SELECT pid FROM pg_stat_activity WHERE leader_pid = %s AND pid <> %s", (pid, pid))]
+from server_probe import dsm_mappings, workers_of
 
 
 def models_named(conn, name: str) -> int:
