@@ -62,7 +62,18 @@ log_min_messages = warning
 CONF
     fi
     if ! as_owner "$BINDIR/pg_ctl" -D "$data" status >/dev/null 2>&1; then
-        as_owner "$BINDIR/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null
+        # -p: the port asked for now wins over the one written at initdb
+        if ! as_owner "$BINDIR/pg_ctl" -D "$data" -l "$dir/server.log" -o "-p $port" \
+                -w -t 60 start >/dev/null; then
+            echo "pgcluster.sh: the server in $data did not start; the end of $dir/server.log:" >&2
+            tail -n 5 "$dir/server.log" >&2
+            if tail -n 5 "$dir/server.log" | grep -q "Address already in use"; then
+                echo "pgcluster.sh: port $port is taken (another cluster, such as another" \
+                    "checkout's make demo): stop it, or choose another port" \
+                    "(make demo: CORGIPILE_DEMO_PORT=N make demo)" >&2
+            fi
+            exit 1
+        fi
     fi
     ;;
 stop)
