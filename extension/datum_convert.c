@@ -291,27 +291,6 @@ copy_transform_doubles_nonfinite(double *out, const char *src, int n,
 }
 
 /*
- * x[i] = x[i] * scale[i] + offset[i] in place: cp_prep_apply_dense's
- * arithmetic (a multiplication, then an addition, no fused multiply-add),
- * two values a step, so the same doubles.  For rows converted before the
- * transform was known (the first pass's block cache, preprocess_pass.c).
- */
-void
-cp_doubles_transform(double *x, int n, const double *scale, const double *offset)
-{
-	int			i = 0;
-
-#ifdef __SSE2__
-	for (; i + 2 <= n; i += 2)
-		_mm_storeu_pd(x + i, _mm_add_pd(_mm_mul_pd(_mm_loadu_pd(x + i),
-												   _mm_loadu_pd(scale + i)),
-										_mm_loadu_pd(offset + i)));
-#endif
-	for (; i < n; i++)
-		x[i] = x[i] * scale[i] + offset[i];
-}
-
-/*
  * cp_array_to_doubles, then each value x turned into x * scale[i] +
  * offset[i] (the model's standardizing transform, as cp_prep_apply_dense
  * applies it, with the same results): for float8[], in the same pass as

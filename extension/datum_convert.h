@@ -38,8 +38,6 @@ cp_check_finite(double v, const CpRowContext *where)
 }
 extern bool cp_array_to_doubles(ArrayType *arr, double *out, int n,
 								const CpRowContext *where);
-extern void cp_doubles_transform(double *x, int n, const double *scale,
-								 const double *offset);
 extern bool cp_array_to_doubles_transformed(ArrayType *arr, double *out, int n,
 											const CpRowContext *where,
 											const double *scale,

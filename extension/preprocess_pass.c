@@ -456,7 +456,7 @@ learn_features(PassState *ps, Datum *vals, bool *isnull,
  * with no preprocessing yet), block by block, in the block cache
  * (block_cache.c, within its budget); once the statistics are complete,
  * the transform is applied to the cached rows in place
- * (cp_doubles_transform: cp_prep_apply_dense's x * scale + offset), which gives
+ * (cp_prep_apply_dense), which gives
  * the same doubles as converting after the pass
  * (cp_array_to_doubles_transformed).  Epoch 1 then reads those blocks
  * from memory, as later epochs do, and the heap only for the blocks that
@@ -807,10 +807,7 @@ adopt_warm(PassState *ps)
 static void
 transform_row(double *row, const void *arg)
 {
-	const CpPrepTransform *t = arg;
-
-	/* cp_prep_apply_dense's arithmetic, two values a step */
-	cp_doubles_transform(row, t->n_features, t->scale, t->offset);
+	cp_prep_apply_dense((const CpPrepTransform *) arg, row);
 }
 
 /*

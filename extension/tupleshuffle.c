@@ -211,7 +211,8 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	 * instead of holding a copy.  Other strategies move rows between
 	 * buffers of their own, and keep copies.
 	 */
-	ts->borrow_rows = ts->layout.mode != CP_FEATURES_SPARSE &&
+	ts->borrow_rows = ts->cache != NULL &&
+		ts->layout.mode != CP_FEATURES_SPARSE &&
 		ts->strategy->fill == cp_strategy_fill_group;
 
 	/*
@@ -407,8 +408,7 @@ read_group(void *reader, CpBuffer *dst)
 	limit = ((ts->next_group + 1) * (int64) ts->child->sizing.n_blocks) / ts->n_groups;
 	ts->next_group++;
 
-	/* (parallel.c may drop the cache after begin: look at it now) */
-	if (!(ts->borrow_rows && ts->cache != NULL && borrow_group(ts, limit, dst, &n_read)))
+	if (!(ts->borrow_rows && borrow_group(ts, limit, dst, &n_read)))
 		n_read = read_blocks(ts, limit, dst);
 	if (instr)
 		InstrStopNode(instr, (double) n_read);
