@@ -13,6 +13,7 @@ import pytest
 from psycopg import errors
 
 from datagen import accuracy, linear_task, load_table, weights
+from server_probe import TrainingInThread
 
 TRAIN_ROWS = 100_000
 
@@ -108,7 +109,8 @@ def test_one_notice_per_epoch_with_the_row_figures(clustered):
 
 @pytest.fixture
 def big(conn):
-    """A table large enough that 200 epochs take far longer than the test."""
+    """A table for trainings that are cancelled; their epoch budget (a million)
+    outlasts any test."""
     x, y = linear_task(200_000, 20, seed=11)
     load_table(conn, "big", x, y)
     return conn
@@ -117,29 +119,16 @@ def big(conn):
 @pytest.mark.parametrize("double_buffer", [True, False])
 def test_cancel_stops_within_a_second_and_leaves_nothing(big, dsn, double_buffer):
     session = psycopg.connect(dsn, autocommit=True)
-    session.execute("SET corgipile.progress = off")
     pid = session.info.backend_pid
-    outcome = {}
-
-    def run():
-        try:
-            session.execute("SELECT * FROM corgipile.train('big', 'svm', model_name => 'cancelled', "
-                            "max_epoch_num => 200, double_buffer => %s)", (double_buffer,))
-            outcome["error"] = None
-        except psycopg.Error as exc:
-            outcome["error"] = exc
-        outcome["done"] = time.monotonic()
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    time.sleep(1.5)
-    assert worker.is_alive(), "training finished before it could be cancelled"
+    training = TrainingInThread(
+        session, "SELECT * FROM corgipile.train('big', 'svm', model_name => 'cancelled', "
+        "max_epoch_num => 1000000, double_buffer => %s)", (double_buffer,))
+    training.reached(2)
     sent = time.monotonic()
     session.cancel_safe()
-    worker.join(timeout=30)
-    assert not worker.is_alive()
-    assert isinstance(outcome["error"], errors.QueryCanceled)
-    assert outcome["done"] - sent < 1.0, f"cancel took {outcome['done'] - sent:.2f} s"
+    training.join()
+    assert isinstance(training.error, errors.QueryCanceled), training.error
+    assert training.done_at - sent < 1.0, f"cancel took {training.done_at - sent:.2f} s"
     # the session and the server are healthy; nothing was stored
     assert session.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
     session.close()
@@ -153,7 +142,7 @@ def test_statement_timeout_also_stops_training(big):
     big.execute("SET statement_timeout = '700ms'")
     with pytest.raises(errors.QueryCanceled):
         big.execute("SELECT * FROM corgipile.train('big', 'svm', model_name => 'timed_out', "
-                    "max_epoch_num => 200)")
+                    "max_epoch_num => 1000000)")
     big.execute("RESET statement_timeout")
     assert big.execute("SELECT count(*) FROM corgipile.models").fetchone()[0] == 0
 

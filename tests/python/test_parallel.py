@@ -174,7 +174,7 @@ def test_stopping_a_parallel_epoch_leaves_nothing(data, dsn, how):
 
     thread, outcome = run_in_thread(
         session, "SELECT * FROM corgipile.train('ptrain', 'svm', model_name => 'stopped', "
-        "workers => 3, max_epoch_num => 1000)")
+        "workers => 3, max_epoch_num => 1000000)")
     # in the middle of a parallel epoch: its workers are running
     wait_for(lambda: len(workers_of(data, pid)) > 0, what="the parallel workers")
     sent = time.monotonic()

@@ -17,6 +17,8 @@ import psycopg
 import pytest
 from psycopg import errors, sql
 
+from server_probe import TrainingInThread
+
 STRATEGIES = ["corgipile", "block_only", "no_shuffle", "sliding_window", "mrs",
               "shuffle_once", "epoch_shuffle"]
 
@@ -468,7 +470,9 @@ def test_pile_count_is_capped(conn, shuffle):
 
 @pytest.fixture
 def long_table(conn):
-    """Enough rows that 500 epochs take far longer than the test."""
+    """A table a training cannot finish on before it is cancelled: the
+    epoch budget is a million, and later epochs on cached rows take a few
+    milliseconds, so the test never relies on how long an epoch takes."""
     conn.execute("CREATE TABLE long_t AS SELECT CASE WHEN g % 2 = 0 THEN 1 ELSE -1 END AS label, "
                  "ARRAY[g % 2, (g % 13) / 13.0, (g % 7) / 7.0, 1, 0, 0, 0, 0, 0, 0]::float8[] "
                  "AS features FROM generate_series(1, 150000) g")
@@ -483,32 +487,20 @@ def test_cancel_every_strategy_within_a_second(long_table, dsn, shuffle, buffer,
     if double_buffer and shuffle not in ("corgipile", "epoch_shuffle"):
         pytest.skip("double buffering exercised on two strategies")
     session = psycopg.connect(dsn, autocommit=True)
-    quiet(session)
     pid = session.info.backend_pid
-    outcome: dict = {}
-
-    def run():
-        try:
-            session.execute("SELECT * FROM corgipile.train('long_t', 'svm', shuffle => %s, "
-                            "model_name => 'cancelled', max_epoch_num => 500, "
-                            "buffer_size => %s, double_buffer => %s)",
-                            (shuffle, buffer, double_buffer))
-            outcome["error"] = None
-        except psycopg.Error as exc:
-            outcome["error"] = exc
-        outcome["done"] = time.monotonic()
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    time.sleep(1.2)
-    assert worker.is_alive(), "training finished before it could be cancelled"
+    # the cancel lands mid-training, after the first pass: later epochs run
+    # from cached rows
+    training = TrainingInThread(
+        session, "SELECT * FROM corgipile.train('long_t', 'svm', shuffle => %s, "
+        "model_name => 'cancelled', max_epoch_num => 1000000, "
+        "buffer_size => %s, double_buffer => %s)", (shuffle, buffer, double_buffer))
+    training.reached(2)
     with psycopg.connect(dsn, autocommit=True) as other:
         sent = time.monotonic()
         assert other.execute("SELECT pg_cancel_backend(%s)", (pid,)).fetchone()[0]
-    worker.join(timeout=30)
-    assert not worker.is_alive()
-    assert isinstance(outcome["error"], errors.QueryCanceled), outcome["error"]
-    assert outcome["done"] - sent < 1.0, f"{shuffle}: cancel took {outcome['done'] - sent:.2f} s"
+    training.join()
+    assert isinstance(training.error, errors.QueryCanceled), training.error
+    assert training.done_at - sent < 1.0, f"{shuffle}: cancel took {training.done_at - sent:.2f} s"
     assert session.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
     session.close()
     assert models_named(long_table, "cancelled") == 0
