@@ -206,14 +206,14 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 										  (Size) cp_block_cache_kb * 1024);
 
 	/*
-	 * A buffer of dense rows that SGD trains on as read_group leaves it (the
-	 * strategy's buffer is the group itself) may point into the cache
-	 * instead of holding a copy.  Other strategies move rows between
-	 * buffers of their own, and keep copies.
+	 * A buffer of dense rows that holds one group, trained before the next
+	 * fill (one_group_a_buffer: corgipile, block_only, no_shuffle, grab),
+	 * may point into the cache instead of holding a copy.  Other strategies
+	 * move rows between buffers of their own, and keep copies.
 	 */
 	ts->borrow_rows = ts->cache != NULL &&
 		ts->layout.mode != CP_FEATURES_SPARSE &&
-		ts->strategy->fill == cp_strategy_fill_group;
+		ts->strategy->one_group_a_buffer;
 
 	/*
 	 * The top operator seeds the run, once: this node under shuffled_scan(),

@@ -15,6 +15,7 @@ const CpStrategy cp_strategy_block_only = {
 	.name = "block_only",
 	.tuple_order = "as read",
 	.random_blocks = true,
+	.one_group_a_buffer = true,
 	.permute_buffers = false,
 	.begin = cp_strategy_begin_groups,
 	.fill = cp_strategy_fill_group,

@@ -15,6 +15,7 @@ const CpStrategy cp_strategy_corgipile = {
 	.name = "corgipile",
 	.tuple_order = "shuffled buffers",
 	.random_blocks = true,
+	.one_group_a_buffer = true,
 	.permute_buffers = true,
 	.begin = cp_strategy_begin_groups,
 	.fill = cp_strategy_fill_group,

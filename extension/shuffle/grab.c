@@ -502,6 +502,7 @@ const CpStrategy cp_strategy_grab = {
 	.name = "grab",
 	.tuple_order = "gradient-balanced blocks",
 	.random_blocks = true,
+	.one_group_a_buffer = true,
 	.permute_buffers = true,
 	.begin = grab_begin,
 	.fill = grab_fill,

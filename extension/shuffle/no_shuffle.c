@@ -14,6 +14,7 @@ const CpStrategy cp_strategy_no_shuffle = {
 	.name = "no_shuffle",
 	.tuple_order = "as read",
 	.random_blocks = false,
+	.one_group_a_buffer = true,
 	.permute_buffers = false,
 	.begin = cp_strategy_begin_groups,
 	.fill = cp_strategy_fill_group,
