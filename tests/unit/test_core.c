@@ -130,7 +130,7 @@ blobs(int64 n, int d, double gap, uint64 seed)
 static void
 test_shuffle_draws(void)
 {
-	int64		sizes[] = {2, 3, 4, 5, 7, 8, 9, 255, 256, 257, 1000, 65537, 200003};
+	int64		sizes[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 255, 256, 257, 1000, 65537, 200003};
 
 	for (int s = 0; s < lengthof(sizes); s++)
 	{
