@@ -781,7 +781,7 @@ train_by_blocks(CpModel *m, const CpBuffer *buf, int64 start, CpCancel *cancel)
  * positions ahead, and that row's pointer and label twice as far ahead (the
  * row's address is read from its pointer), into L2 (prefetcht1): measured
  * on the 2M x 28 benchmark's later corgipile epochs (rows borrowed from the
- * block cache, each a random DRAM access), 14-17% less CPU an epoch;
+ * block cache, each a random DRAM access), 13-17% less CPU an epoch;
  * scripts/bench_gather.c showed the copy alone go from about 50 to 43 ns a
  * row.  A prefetch into L1 (prefetcht0) gained nothing at distances 4-32:
  * the out-of-order core already keeps L1's few miss buffers busy with the
@@ -803,7 +803,10 @@ prefetch_l2(const void *p)
 #endif
 }
 
-/* Every cache line of the row at position pos, and the next rows' pointers. */
+/*
+ * Every cache line of the row at position pos, and the pointer and label of
+ * the row CP_GATHER_PREFETCH_ROWS positions further on.
+ */
 static pg_attribute_always_inline void
 prefetch_gather(const CpBuffer *buf, int64 pos, Size row_bytes, bool grab)
 {
@@ -826,7 +829,8 @@ prefetch_gather(const CpBuffer *buf, int64 pos, Size row_bytes, bool grab)
 		for (Size o = 0; o < row_bytes; o += CP_PREFETCH_LINE)
 			prefetch_l2(p + o);
 		/* the row's last line, when it does not start on a line */
-		prefetch_l2(p + row_bytes - 1);
+		if (row_bytes > 0)
+			prefetch_l2(p + row_bytes - 1);
 	}
 }
 
