@@ -303,6 +303,9 @@ init_grab(SgdState *s)
 	/* units of several blocks: sums are kept per unit */
 	s->model.grab_unit_of = cp_grab_unit_map(state);
 	s->model.grab_snap = palloc(mul_size(sizeof(double), s->model.n_weights));
+	/* projected sums: from the projected weights (core/grab.c) */
+	if (s->grab->proj_nnz > 0)
+		s->model.grab_pw = palloc(mul_size(sizeof(double) * 2, dim));
 	/* shuffled dense buffers are gathered before training (core), blocks too */
 	if (s->model.gather_rows > 0)
 		s->model.gather_blocks = palloc0(mul_size(sizeof(uint32), s->model.gather_rows));

@@ -40,12 +40,14 @@
 /*
  * ... and a wider one costs more than it gives: an add costs
  * CP_GRAB_PROJ_NNZ additions per gradient coordinate whatever the width, but
- * the walk and the reset at each epoch's end cost n_blocks x dim, and wide
- * sums spread the adds over more cache.  Measured on Fashion-MNIST softmax
- * (7,850 weights, 1,200 blocks): projected to 6,995, a grab epoch took 2.4x
- * corgipile's; exact sums 1.16x (docs/grab.md).
+ * each block's sum update, the walk and the reset at each epoch's end cost
+ * n_blocks x dim, and wide sums spread the adds over more cache.  Measured
+ * on Fashion-MNIST softmax (7,850 weights, 1,199 blocks, sums from the
+ * projected weights): 1,024 dimensions, a grab epoch took 1.15x corgipile's;
+ * 512, 1.10x, with a final gap of 0.967 x corgipile's against 0.958 at
+ * 1,024 (docs/grab.md).  Projected to 6,995 it had taken 2.4x.
  */
-#define CP_GRAB_MAX_PROJ_DIM 1024
+#define CP_GRAB_MAX_PROJ_DIM 512
 /* the projection's (row, sign) table is kept when it takes at most this */
 #define CP_GRAB_PROJ_MAP_MAX_BYTES ((Size) 16 * 1024 * 1024)
 
@@ -99,6 +101,11 @@ extern void cp_grab_add_sparse(CpGrabAcc *acc, int64 block, int32 offset,
 extern void cp_grab_add_step_delta(CpGrabAcc *acc, int64 block, int32 offset,
 								   double *snap, const double *w, int32 n,
 								   double shrink, double inv_lr);
+extern void cp_grab_project_weights(const CpGrabAcc *acc, int32 offset,
+									const double *w, int32 n, double *out);
+extern void cp_grab_add_projected_delta(CpGrabAcc *acc, int64 block,
+										const double *prev, const double *cur,
+										double shrink, double inv_lr);
 extern void cp_grab_project(const CpGrabAcc *acc, const double *g, double *out);
 
 /* One tuple (or n) of this block contributed to its sum. */

@@ -102,6 +102,11 @@ typedef struct CpModel
 	double	   *grab_snap;		/* n_weights, set by the caller with grab: the
 								 * weights at a block's start (NULL: sums are
 								 * added row by row) */
+	double	   *grab_pw;		/* with grab_snap and projected sums: 2 x dim,
+								 * the projected weights at the current
+								 * block's start and scratch for its end
+								 * (NULL: sums from the weights' difference) */
+	bool		grab_pw_flip;	/* which half of grab_pw is the start */
 	const uint32 *grab_unit_of; /* block -> GraB unit, the sums' index; NULL:
 								 * each block is its own unit */
 	double		grab_g2;		/* with grab_snap: the epoch's sum over rows

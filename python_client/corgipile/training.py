@@ -10,7 +10,10 @@ A psycopg notice handler turns each into an :class:`EpochProgress`, which
 drives a tqdm bar and the caller's callback. Ctrl-C during training makes
 psycopg cancel the query on the server; the client then raises
 :class:`~corgipile.errors.TrainingInterrupted` (a KeyboardInterrupt) with
-the connection usable and nothing stored.
+the connection usable and nothing stored.  If that cancel is lost, psycopg
+closes the connection after 5 s, and the backend, which polls its client's
+socket during a training (``client_connection_check_interval``), stops and
+stores nothing.
 """
 
 from __future__ import annotations
@@ -184,6 +187,15 @@ def run_training(conn: psycopg.Connection[Any], signature: TrainSignature, sourc
     interrupted: KeyboardInterrupt | None = None
     try:
         with transaction(conn):
+            # On Ctrl-C psycopg cancels the query; a cancel that reaches the
+            # backend before it has read the query is dropped, and psycopg
+            # then closes the connection after 5 s.  A backend notices a
+            # closed connection only when it next writes, which a training
+            # without progress notices does at its end: have it poll the
+            # socket during this transaction, unless the DBA set a period.
+            conn.execute("SELECT pg_catalog.set_config('client_connection_check_interval',"
+                         " '1s', true) WHERE pg_catalog.current_setting("
+                         "'client_connection_check_interval') OPERATOR(pg_catalog.=) '0'")
             if bar or callback is not None:
                 conn.execute("SELECT pg_catalog.set_config('corgipile.progress', 'on', true)")
             relation = source.relation

@@ -443,7 +443,15 @@ def staged_install(tmp_path_factory) -> Path:
 
 def test_build_stage_make_install_puts_the_extension_where_the_server_looks(staged_install):
     files = installed_files(staged_install)
-    pkglibdir, extdir = pg_config("--pkglibdir"), pg_config("--sharedir") + "/extension"
+    # where the image's server looks: its pg_config's, not that of the
+    # PostgreSQL these tests run against (which may be a relocated copy)
+    image_pg_config = IMAGE_PG_CONFIG.format(major=PG_MAJOR)
+
+    def image_dir(option: str) -> str:
+        return subprocess.run([image_pg_config, option], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    pkglibdir, extdir = image_dir("--pkglibdir"), image_dir("--sharedir") + "/extension"
     assert f"{pkglibdir}/corgipile.so" in files
     assert f"{extdir}/corgipile.control" in files
     # the default version is installed by a base script or reached by an

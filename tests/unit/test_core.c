@@ -704,18 +704,21 @@ test_cancel(void)
  * from the weights (train_by_blocks): the weights are exactly those of the
  * row-by-row path, the counts too, and the sums agree to rounding with l2 =
  * 0 and within k lr l2 (the shrink's weighting) with l2 > 0.  Also across a
- * cancel in the middle of a block, for softmax and a projected sum, and with
- * GraB units of three blocks (one sum per unit).
+ * cancel in the middle of a block, for softmax and projected sums (from the
+ * projected weights, as the engine takes them, and from the snapshot), and
+ * with GraB units of three blocks (one sum per unit).
  */
 static void
 test_grab_block_sums(void)
 {
-	for (int variant = 0; variant < 6; variant++)
+	for (int variant = 0; variant < 9; variant++)
 	{
-		bool		softmax = (variant == 1 || variant == 4);
-		double		l2 = (variant == 2) ? 1e-3 : 0.0;
-		bool		cancel_mid = (variant == 3);
-		bool		projected = (variant == 4);
+		bool		softmax = (variant == 1 || variant == 4 || variant == 6);
+		double		l2 = (variant == 2 || variant == 6) ? 1e-3 : 0.0;
+		bool		cancel_mid = (variant == 3 || variant == 6);
+		bool		projected = (variant == 4 || variant >= 6);
+		/* the engine's way for projected sums; 8: the snapshot's */
+		bool		projected_weights = projected && variant != 8;
 		int			d = 5,
 					k = softmax ? 3 : 1,
 					rows_per_block = 7;
@@ -764,6 +767,8 @@ test_grab_block_sums(void)
 			a.grab_unit_of = r.grab_unit_of = unit_of;
 		}
 		r.grab_snap = tracked_calloc(r.n_weights, sizeof(double));
+		if (projected_weights)
+			r.grab_pw = tracked_calloc(2 * dim, sizeof(double));
 
 		/* a: row by row (an explicit order); r: by blocks */
 		b.order_is_identity = false;

@@ -203,6 +203,81 @@ def test_ctrl_c_cancels_the_query_on_the_server(client, slow, conn, dsn):
     assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
+@pytest.fixture
+def wide_softmax(conn):
+    """Epochs of about 160 ms (100 classes x 500 features): a backend whose
+    client is gone writes its result rows, about 70 bytes an epoch, into an
+    8 kB send buffer, so it finds out by itself only some 100 epochs (16 s)
+    after it started."""
+    conn.execute("CREATE TABLE wide_sm AS SELECT g % 100 AS label, (SELECT pg_catalog.array_agg("
+                 "((g * 7919 + i * 104729) % 1000) / 1000.0)::float8[] "
+                 "FROM generate_series(1, 500) i) AS features FROM generate_series(1, 5000) g")
+    return "wide_sm"
+
+
+def test_ctrl_c_whose_cancel_is_lost_still_stops_the_server(wide_softmax, conn, dsn,
+                                                            monkeypatch):
+    """A cancel request that reaches the backend before it has read the
+    query is dropped by PostgreSQL.  Simulated here by a cancel that is
+    never sent: psycopg then closes the connection after 5 s, and the
+    backend, polling its socket once a second, stops within 3 s instead of
+    training on until it writes to the closed socket.  Progress notices
+    off, as a DBA may set them: each would be such a write."""
+    session = psycopg.connect(dsn, autocommit=True)
+    session.execute("SET corgipile.progress = off")
+    pid = session.info.backend_pid
+    monkeypatch.setattr(session, "_try_cancel", lambda *a, **k: None)
+
+    def interrupt_once_training():
+        with psycopg.connect(dsn, autocommit=True) as watch:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if watch.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND "
+                                 "state = 'active' AND query LIKE '%%corgipile.train%%'",
+                                 (pid,)).fetchone()[0]:
+                    break
+                time.sleep(0.05)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_once_training)
+    watchdog = threading.Timer(60.0, lambda: _cancel_backend(dsn, pid))
+    interrupter.start()
+    watchdog.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            corgipile.Client(session, progress=False).train(
+                wide_softmax, "softmax", model_name="never", max_epoch_num=1_000_000)
+        closed = time.monotonic()
+        assert session.closed
+        while time.monotonic() - closed < 10:
+            alive = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                 (pid,)).fetchone()[0]
+            if not alive:
+                break
+            time.sleep(0.05)
+        took = time.monotonic() - closed
+        assert not alive and took < 3.0, f"the backend trained on {took:.1f} s after its client left"
+    finally:
+        watchdog.cancel()
+        interrupter.join()
+        session.close()
+    assert conn.execute("SELECT count(*) FROM corgipile.models").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("dba, during", [("0", "1s"), ("7s", "7s")])
+def test_connection_check_during_training(slow, dsn, dba, during):
+    """The training's transaction polls the client's socket once a second,
+    unless a period is set already; the setting ends with the transaction."""
+    with psycopg.connect(dsn) as session:  # the training joins this transaction
+        session.execute(f"SET client_connection_check_interval = '{dba}'")
+        session.commit()
+        corgipile.Client(session, progress=False).train(slow, "svm", max_epoch_num=1)
+        assert session.execute("SHOW client_connection_check_interval").fetchone()[0] == during
+        session.rollback()
+        assert session.execute("SHOW client_connection_check_interval").fetchone()[0] == dba
+
+
 def _cancel_backend(dsn, pid):
     with psycopg.connect(dsn, autocommit=True) as other:
         other.execute("SELECT pg_cancel_backend(%s)", (pid,))
