@@ -207,13 +207,13 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 
 	/*
 	 * A buffer of dense rows that holds one group, trained before the next
-	 * fill (one_group_a_buffer: corgipile, block_only, no_shuffle, grab),
+	 * fill (borrow_cached_rows: corgipile, block_only, no_shuffle),
 	 * may point into the cache instead of holding a copy.  Other strategies
 	 * move rows between buffers of their own, and keep copies.
 	 */
 	ts->borrow_rows = ts->cache != NULL &&
 		ts->layout.mode != CP_FEATURES_SPARSE &&
-		ts->strategy->one_group_a_buffer;
+		ts->strategy->borrow_cached_rows;
 
 	/*
 	 * The top operator seeds the run, once: this node under shuffled_scan(),

@@ -177,6 +177,15 @@ cp_grab_acc_init(CpGrabAcc *acc, int64 n_blocks, int32 n_weights, int32 dim,
 		for (int64 j = 0; j < n_weights; j++)
 			for (int t = 0; t < acc->proj_nnz; t++)
 				acc->proj_map[j * acc->proj_nnz + t] = (int32) grab_proj_entry(acc, j, t);
+		if (acc->proj_nnz == 1 &&
+			(Size) n_weights * sizeof(double) <= CP_GRAB_PROJ_MAP_MAX_BYTES)
+		{
+			acc->proj_sign = alloc((Size) n_weights * sizeof(double));
+			if (acc->proj_sign == NULL)
+				return false;
+			for (int64 j = 0; j < n_weights; j++)
+				acc->proj_sign[j] = (double) (2 * (acc->proj_map[j] & 1) - 1);
+		}
 	}
 	return true;
 }
@@ -303,6 +312,25 @@ cp_grab_project_weights(const CpGrabAcc *acc, int32 offset, const double *w,
 						int32 n, double *out)
 {
 	Assert(acc->proj_nnz > 0);
+	if (acc->proj_sign != NULL)
+	{
+		/* grab_proj_add_dense's runs, the same products: +-1 * (w * pscale) */
+		double		pscale = acc->proj_scale;
+
+		for (int32 i = 0; i < n;)
+		{
+			int64		j = (int64) offset + i;
+			int32		len = grab_proj_run(acc, j, n - i);
+			double	   *d = out + (acc->proj_map[j] >> 1);
+			const double *sign = acc->proj_sign + j;
+			const double *wi = w + i;
+
+			for (int32 k = 0; k < len; k++)
+				d[k] += sign[k] * (wi[k] * pscale);
+			i += len;
+		}
+		return;
+	}
 	grab_proj_add_dense(acc, out, offset, w, n, 1.0);
 }
 

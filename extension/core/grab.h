@@ -69,6 +69,13 @@ typedef struct CpGrabAcc
 	 * exceed CP_GRAB_PROJ_MAP_MAX_BYTES (the hash is then computed per add).
 	 */
 	int32	   *proj_map;
+	/*
+	 * One segment with the table: each coordinate's sign as +-1.0
+	 * (n_weights), for the projection of the weights, a multiply-add a
+	 * weight instead of unpacking the table's sign bit; NULL above
+	 * CP_GRAB_PROJ_MAP_MAX_BYTES.
+	 */
+	double	   *proj_sign;
 } CpGrabAcc;
 
 /* Why a stored order was refused (cp_grab_deserialize). */

@@ -65,10 +65,10 @@ typedef struct CpStrategy
 	bool		permute_buffers;	/* the training side permutes each buffer */
 	bool		reads_table_once;	/* read_group only in the first epoch: the
 									 * block cache would go unused */
-	bool		one_group_a_buffer; /* each fill is one read_group, trained
-									 * before the next fill: the buffer may
-									 * borrow cached rows instead of copying
-									 * them */
+	bool		borrow_cached_rows; /* each fill is one read_group, trained
+									 * before the next fill, on rows that may
+									 * be borrowed from the block cache
+									 * instead of copied */
 
 	/* Required.  The private state; allocate it in env->cxt. */
 	void	   *(*begin) (const CpStrategyEnv *env);

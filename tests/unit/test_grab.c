@@ -582,6 +582,24 @@ test_projection(void)
 	cp_grab_add_dense(&a, 0, 0, x, d, 1.0);
 	CHECK(memcmp(a.sums, px, sizeof(double) * k) == 0, "dense add stores the projection");
 
+	/* projecting the weights: the sign table gives the add's values exactly */
+	{
+		double	   *pw = calloc(k, sizeof(double));
+		double	   *pw_map = calloc(k, sizeof(double));
+		double	   *keep = a.proj_sign;
+
+		CHECK(a.proj_sign != NULL, "a projection of %d weights keeps its signs", d);
+		cp_grab_project_weights(&a, 0, x, d, pw);
+		a.proj_sign = NULL;
+		cp_grab_project_weights(&a, 0, x, d, pw_map);
+		a.proj_sign = keep;
+		CHECK(memcmp(pw, px, sizeof(double) * k) == 0 &&
+			  memcmp(pw_map, px, sizeof(double) * k) == 0,
+			  "the weights' projection equals the dense add, with and without signs");
+		free(pw);
+		free(pw_map);
+	}
+
 	/* the same seed gives the same projection, another seed another */
 	cp_grab_add_dense(&b, 0, 0, x, d, 1.0);
 	cp_grab_add_dense(&c, 0, 0, x, d, 1.0);
