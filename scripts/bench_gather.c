@@ -27,26 +27,12 @@
 #include "common/pg_prng.h"
 #include "core/linear_model.h"
 #include "core/shuffle.h"
+#include "bench_driver.h"
 
 enum
 {
 	NB = 2560, RPB = 780, NF = 28, GROUP = 256
 };
-
-static void *
-alloc_zero(Size size)
-{
-	return calloc(1, size);		/* leaked on purpose: a one-shot driver */
-}
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int
 cmp_double(const void *a, const void *b)

@@ -15,21 +15,7 @@
 #include <time.h>
 
 #include "core/preprocess.h"
-
-static void *
-alloc_zero(Size size)
-{
-	return calloc(1, size);		/* leaked on purpose: a one-shot driver */
-}
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "bench_driver.h"
 
 int
 main(void)
