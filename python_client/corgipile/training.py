@@ -8,19 +8,24 @@ rows may wait in its send buffer), of the form::
 
 A psycopg notice handler turns each into an :class:`EpochProgress`, which
 drives a tqdm bar and the caller's callback. Ctrl-C during training makes
-psycopg cancel the query on the server; the client then raises
+the client cancel the query on the server; it then raises
 :class:`~corgipile.errors.TrainingInterrupted` (a KeyboardInterrupt) with
-the connection usable and nothing stored.  If that cancel is lost, psycopg
-closes the connection after 5 s, and the backend, which polls its client's
-socket during a training (``client_connection_check_interval``), stops and
-stores nothing.
+the connection usable and nothing stored.  PostgreSQL drops a cancel that
+arrives before the backend has read the query, so the cancel is sent again
+with every epoch the server still reports; a second Ctrl-C raises at once
+(psycopg then cancels, and closes the connection after 5 s if the query
+goes on; the backend, which polls its client's socket during a training,
+``client_connection_check_interval``, stops and stores nothing).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import signal
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -40,6 +45,9 @@ __all__ = ["EpochProgress", "ProgressCallback", "parse_progress", "ProgressRepor
            "run_training", "Source"]
 
 logger = logging.getLogger("corgipile")
+
+# after a Ctrl-C, a progress notice repeats the cancel at most this often (s)
+RECANCEL_INTERVAL = 0.25
 
 
 @dataclass(frozen=True)
@@ -98,9 +106,24 @@ class ProgressReporter:
         self.epochs: list[EpochProgress] = []
         self.messages: list[str] = []
         self.error: BaseException | None = None
+        self.interrupted = False  # Ctrl-C seen (_cancel_on_ctrl_c)
+        self.cancelled_at = -1.0
+
+    def cancel(self) -> None:
+        self.cancelled_at = time.monotonic()
+        try:
+            self.conn.cancel_safe()
+        except Exception:  # pragma: no cover - best effort
+            logger.exception("could not cancel the training query")
 
     def __call__(self, diag: psycopg.errors.Diagnostic) -> None:
         message = diag.message_primary or ""
+        if self.interrupted:
+            # still training after a Ctrl-C: its cancel was lost (notices
+            # already on their way do not each send one)
+            if time.monotonic() - self.cancelled_at > RECANCEL_INTERVAL:
+                self.cancel()
+            return
         try:
             progress = parse_progress(message)
             if progress is None:
@@ -116,10 +139,7 @@ class ProgressReporter:
         except BaseException as exc:  # noqa: BLE001 - re-raised by run_training
             if self.error is None:
                 self.error = exc
-                try:
-                    self.conn.cancel_safe()
-                except Exception:  # pragma: no cover - best effort
-                    logger.exception("could not cancel the training query")
+                self.cancel()
 
     def _write(self, message: str) -> None:
         if self.bar is not None:
@@ -174,6 +194,43 @@ def transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def _cancel_on_ctrl_c(reporter: ProgressReporter) -> Iterator[None]:
+    """While training, a first Ctrl-C cancels the query instead of raising.
+
+    Raised from the signal, a KeyboardInterrupt can land in psycopg's
+    dispatch of a progress notice, which runs inside libpq's callback and
+    drops it: the training then went on to its last epoch.  So the handler
+    only sends the cancel and marks the run; run_training raises
+    TrainingInterrupted once the query ends, and every progress notice the
+    server still sends repeats the cancel (one that reaches the backend
+    before it has read the query is dropped).  A second Ctrl-C raises
+    KeyboardInterrupt as usual.  Only in the main thread, and only over
+    Python's default handler."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+
+    def on_ctrl_c(signum: int, frame: Any) -> None:
+        if reporter.interrupted:
+            raise KeyboardInterrupt
+        reporter.interrupted = True
+        reporter.cancel()
+
+    signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _raise_if_interrupted(reporter: ProgressReporter) -> None:
+    """Between statements: a Ctrl-C whose cancel found no query running."""
+    if reporter.interrupted:
+        raise KeyboardInterrupt
+
+
 def run_training(conn: psycopg.Connection[Any], signature: TrainSignature, source: Source,
                  model: str, params: dict[str, Any], *, replace: bool = False,
                  bar: bool = False, callback: ProgressCallback | None = None,
@@ -186,18 +243,17 @@ def run_training(conn: psycopg.Connection[Any], signature: TrainSignature, sourc
     conn.add_notice_handler(reporter)
     interrupted: KeyboardInterrupt | None = None
     try:
-        with transaction(conn):
-            # On Ctrl-C psycopg cancels the query; a cancel that reaches the
-            # backend before it has read the query is dropped, and psycopg
-            # then closes the connection after 5 s.  A backend notices a
-            # closed connection only when it next writes, which a training
-            # without progress notices does at its end: have it poll the
+        with _cancel_on_ctrl_c(reporter), transaction(conn):
+            # Progress notices drive the bar and the callback, and repeat a
+            # lost cancel.  After a second Ctrl-C psycopg closes the
+            # connection if its cancel is lost too; a backend notices a
+            # closed connection only when it next writes: have it poll the
             # socket during this transaction, unless the DBA set a period.
-            conn.execute("SELECT pg_catalog.set_config('client_connection_check_interval',"
-                         " '1s', true) WHERE pg_catalog.current_setting("
-                         "'client_connection_check_interval') OPERATOR(pg_catalog.=) '0'")
-            if bar or callback is not None:
-                conn.execute("SELECT pg_catalog.set_config('corgipile.progress', 'on', true)")
+            conn.execute("SELECT pg_catalog.set_config('corgipile.progress', 'on', true), "
+                         "pg_catalog.set_config('client_connection_check_interval', CASE "
+                         "WHEN pg_catalog.current_setting('client_connection_check_interval') "
+                         "OPERATOR(pg_catalog.=) '0' THEN '1s' ELSE pg_catalog.current_setting("
+                         "'client_connection_check_interval') END, true)")
             relation = source.relation
             temp = None
             if source.query is not None:
@@ -221,9 +277,12 @@ def run_training(conn: psycopg.Connection[Any], signature: TrainSignature, sourc
             assert relation is not None
             query, args = signature.call(relation, model, values)
             cur = conn.cursor()
+            _raise_if_interrupted(reporter)
             cur.execute(query, args)
             if reporter.error is not None:  # the callback failed on the last epoch
                 raise reporter.error
+            # interrupted, but trained to the end before the cancel: store nothing
+            _raise_if_interrupted(reporter)
             rows = cur.fetchall()
             cur.scroll(0, "absolute")
             if name is None and rows:
@@ -241,7 +300,7 @@ def run_training(conn: psycopg.Connection[Any], signature: TrainSignature, sourc
     except KeyboardInterrupt as exc:
         interrupted = exc
     except pgerrors.QueryCanceled as exc:
-        if reporter.error is None:
+        if reporter.error is None and not reporter.interrupted:
             raise TrainingCancelled(f"training cancelled on the server: "
                                     f"{exc.diag.message_primary or exc}") from exc
     finally:
@@ -249,6 +308,8 @@ def run_training(conn: psycopg.Connection[Any], signature: TrainSignature, sourc
         reporter.close()
         _settle(conn)
     err = reporter.error if reporter.error is not None else interrupted
+    if err is None and reporter.interrupted:
+        err = KeyboardInterrupt()
     if isinstance(err, KeyboardInterrupt):
         raise TrainingInterrupted("training interrupted: the query was cancelled on the "
                                   "server and no model was stored") from None
