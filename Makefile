@@ -3,29 +3,16 @@
 
 MODULE_big = corgipile
 OBJS = \
-	extension/block_cache.o \
-	extension/blockshuffle.o \
 	extension/corgipile.o \
-	extension/datum_convert.o \
-	extension/evaluate.o \
-	extension/holdout.o \
-	extension/layout.o \
-	extension/model_admin.o \
-	extension/model_coefficients.o \
-	extension/model_insert.o \
-	extension/model_load.o \
-	extension/model_store.o \
-	extension/parallel.o \
-	extension/params.o \
-	extension/planner.o \
-	extension/predict.o \
-	extension/preprocess_model.o \
-	extension/preprocess_pass.o \
-	extension/relation.o \
-	extension/sgd.o \
-	extension/shuffle_table.o \
-	extension/train.o \
-	extension/tupleshuffle.o \
+	extension/util/datum_convert.o \
+	extension/util/relation.o \
+	extension/params/params.o \
+	extension/io/block_cache.o \
+	extension/io/layout.o \
+	extension/io/prep.o \
+	extension/model/model_insert.o \
+	extension/model/model_load.o \
+	extension/model/model_store.o \
 	extension/shuffle/strategy.o \
 	extension/shuffle/corgipile.o \
 	extension/shuffle/block_only.o \
@@ -38,6 +25,19 @@ OBJS = \
 	extension/shuffle/shuffle_once.o \
 	extension/shuffle/epoch_shuffle.o \
 	extension/shuffle/grab.o \
+	extension/nodes/block_shuffle.o \
+	extension/nodes/call_scan.o \
+	extension/nodes/first_pass.o \
+	extension/nodes/holdout.o \
+	extension/nodes/parallel.o \
+	extension/nodes/planner.o \
+	extension/nodes/sgd.o \
+	extension/nodes/tuple_shuffle.o \
+	extension/functions/evaluate.o \
+	extension/functions/model_admin.o \
+	extension/functions/model_coefficients.o \
+	extension/functions/predict.o \
+	extension/functions/shuffle_table.o \
 	extension/core/linear_model.o \
 	extension/core/shuffle.o \
 	extension/core/worker.o \
@@ -68,7 +68,7 @@ include $(PGXS)
 
 # PGXS tracks no header dependencies; the headers are few and shared, so
 # any change to one rebuilds every object (stale struct layouts crash).
-HEADERS = $(wildcard extension/*.h extension/core/*.h extension/shuffle/*.h)
+HEADERS = $(wildcard extension/*.h extension/*/*.h)
 $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
 # The pure C core, tested without a server: one test binary per core

@@ -11,13 +11,13 @@
 #include "nodes/extensible.h"
 #include "utils/guc.h"
 
-#include "block_cache.h"
-#include "blockshuffle.h"
+#include "io/block_cache.h"
+#include "nodes/block_shuffle.h"
 #include "corgipile.h"
-#include "parallel.h"
-#include "sgd.h"
+#include "nodes/parallel.h"
+#include "nodes/sgd.h"
 #include "shuffle/strategy.h"
-#include "tupleshuffle.h"
+#include "nodes/tuple_shuffle.h"
 
 PG_MODULE_MAGIC;
 

@@ -31,10 +31,10 @@
 
 #include "core/linear_model.h"
 #include "corgipile.h"
-#include "evaluate.h"
-#include "layout.h"
-#include "models.h"
-#include "preprocess_model.h"
+#include "functions/evaluate.h"
+#include "io/layout.h"
+#include "model/models.h"
+#include "io/prep.h"
 
 PG_FUNCTION_INFO_V1(corgipile_evaluate);
 

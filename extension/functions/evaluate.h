@@ -12,7 +12,7 @@
 #include "postgres.h"
 
 #include "core/linear_model.h"
-#include "models.h"
+#include "model/models.h"
 
 typedef struct CpEvalState
 {

@@ -33,8 +33,8 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "models.h"
-#include "model_store.h"
+#include "model/models.h"
+#include "model/model_store.h"
 PG_FUNCTION_INFO_V1(corgipile_drop_model);
 PG_FUNCTION_INFO_V1(corgipile_rename_model);
 PG_FUNCTION_INFO_V1(corgipile_grant_model);

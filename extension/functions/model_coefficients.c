@@ -25,8 +25,8 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-#include "models.h"
-#include "preprocess_model.h"
+#include "model/models.h"
+#include "io/prep.h"
 
 PG_FUNCTION_INFO_V1(corgipile_model_coefficients);
 

@@ -29,10 +29,10 @@
 #include "utils/typcache.h"
 
 #include "core/linear_model.h"
-#include "datum_convert.h"
-#include "models.h"
-#include "params.h"
-#include "preprocess_model.h"
+#include "util/datum_convert.h"
+#include "model/models.h"
+#include "params/params.h"
+#include "io/prep.h"
 
 PG_FUNCTION_INFO_V1(corgipile_predict_dense);
 PG_FUNCTION_INFO_V1(corgipile_predict_sparse);

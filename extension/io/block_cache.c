@@ -25,8 +25,8 @@
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
-#include "block_cache.h"
-#include "layout.h"
+#include "io/block_cache.h"
+#include "io/layout.h"
 
 int			cp_block_cache_kb = 512 * 1024;
 

@@ -24,9 +24,9 @@
 #include "utils/varlena.h"
 
 #include "corgipile.h"
-#include "datum_convert.h"
-#include "layout.h"
-#include "preprocess_model.h"
+#include "util/datum_convert.h"
+#include "io/layout.h"
+#include "io/prep.h"
 
 const char *
 cp_layout_mode_name(CpFeatureMode mode)

@@ -20,7 +20,7 @@
 
 #include "core/buffer.h"
 #include "core/preprocess.h"
-#include "params.h"
+#include "params/params.h"
 
 /* a model's preprocessing (preprocess_model.h) */
 typedef struct CpPrep CpPrep;

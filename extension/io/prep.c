@@ -22,9 +22,9 @@
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
-#include "layout.h"
-#include "models.h"
-#include "preprocess_model.h"
+#include "io/layout.h"
+#include "model/models.h"
+#include "io/prep.h"
 
 /* the core's allocator callback: zeroed memory of the current context */
 void *

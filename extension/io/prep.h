@@ -20,8 +20,8 @@
 #include "utils/jsonb.h"
 
 #include "core/preprocess.h"
-#include "layout.h"
-#include "params.h"
+#include "io/layout.h"
+#include "params/params.h"
 
 /* One feature column of the columns layout. */
 typedef struct CpPrepColumn

@@ -32,9 +32,9 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "models.h"
-#include "model_store.h"
-#include "preprocess_model.h"
+#include "model/models.h"
+#include "model/model_store.h"
+#include "io/prep.h"
 /*
  * A float8 as JSON: the shortest text that reads back as the same double
  * (PostgreSQL's float8out), or null when it is not finite.  The one writer

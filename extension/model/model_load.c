@@ -32,9 +32,9 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "models.h"
-#include "model_store.h"
-#include "preprocess_model.h"
+#include "model/models.h"
+#include "model/model_store.h"
+#include "io/prep.h"
 /* A damaged model row: an error that names the model and the field. */
 #define damaged(model_name, field, ...) \
 	ereport(ERROR, \

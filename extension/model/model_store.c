@@ -47,8 +47,8 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "models.h"
-#include "model_store.h"
+#include "model/models.h"
+#include "model/model_store.h"
 
 /*
  * The longest model name, in bytes.  Longer than an identifier: clients

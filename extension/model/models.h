@@ -17,8 +17,8 @@
 #include "utils/rel.h"
 
 #include "core/linear_model.h"
-#include "layout.h"
-#include "params.h"
+#include "io/layout.h"
+#include "params/params.h"
 
 /* The figures of one epoch, as returned and as kept in history. */
 typedef struct CpEpochResult

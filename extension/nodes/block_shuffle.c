@@ -29,7 +29,7 @@
 #include "utils/rel.h"
 #include "utils/spccache.h"
 
-#include "blockshuffle.h"
+#include "nodes/block_shuffle.h"
 #include "corgipile.h"
 #include "core/shuffle.h"
 

@@ -16,7 +16,7 @@
 #include "common/pg_prng.h"
 #include "nodes/extensible.h"
 
-#include "params.h"
+#include "params/params.h"
 
 /* Writes the next epoch's visiting order of n_blocks blocks into order. */
 typedef void (*CpBlockOrderFn) (void *arg, uint32 *order, uint32 n_blocks,

@@ -33,7 +33,7 @@
 
 #include "corgipile.h"
 
-#include "params.h"
+#include "params/params.h"
 
 PG_FUNCTION_INFO_V1(corgipile_train);
 PG_FUNCTION_INFO_V1(corgipile_shuffled_scan);

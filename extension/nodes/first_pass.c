@@ -43,10 +43,10 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
-#include "block_cache.h"
-#include "datum_convert.h"
-#include "models.h"
-#include "preprocess_model.h"
+#include "io/block_cache.h"
+#include "util/datum_convert.h"
+#include "model/models.h"
+#include "io/prep.h"
 
 typedef struct PassState
 {

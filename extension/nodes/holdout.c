@@ -22,9 +22,9 @@
 #include "utils/memutils.h"
 
 #include "core/preprocess.h"
-#include "evaluate.h"
-#include "holdout.h"
-#include "models.h"
+#include "functions/evaluate.h"
+#include "nodes/holdout.h"
+#include "model/models.h"
 
 void
 cp_holdout_init(CpHoldout *h, double fraction, bool sparse, MemoryContext cxt)

@@ -33,7 +33,7 @@
 
 #include "core/buffer.h"
 #include "core/linear_model.h"
-#include "layout.h"
+#include "io/layout.h"
 
 typedef struct CpHoldout
 {

@@ -79,16 +79,16 @@
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
-#include "block_cache.h"
+#include "io/block_cache.h"
 #include "core/grab.h"
 #include "core/merge.h"
 #include "core/shuffle.h"
 #include "corgipile.h"
-#include "layout.h"
-#include "parallel.h"
-#include "preprocess_model.h"
+#include "io/layout.h"
+#include "nodes/parallel.h"
+#include "io/prep.h"
 #include "shuffle/strategy.h"
-#include "tupleshuffle.h"
+#include "nodes/tuple_shuffle.h"
 
 /* shm_toc keys */
 #define CP_KEY_SHARED		UINT64CONST(0xC0A61E0000000001)

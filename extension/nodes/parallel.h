@@ -19,7 +19,7 @@
 #include "utils/relcache.h"
 
 #include "core/linear_model.h"
-#include "params.h"
+#include "params/params.h"
 
 struct TupleShuffleState;
 

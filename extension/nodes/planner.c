@@ -46,12 +46,12 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "blockshuffle.h"
+#include "nodes/block_shuffle.h"
 #include "corgipile.h"
-#include "layout.h"
-#include "params.h"
-#include "sgd.h"
-#include "tupleshuffle.h"
+#include "io/layout.h"
+#include "params/params.h"
+#include "nodes/sgd.h"
+#include "nodes/tuple_shuffle.h"
 
 static set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
 

@@ -44,10 +44,10 @@
 #include "core/shuffle.h"
 #include "core/worker.h"
 #include "corgipile.h"
-#include "models.h"
-#include "parallel.h"
-#include "sgd.h"
-#include "tupleshuffle.h"
+#include "model/models.h"
+#include "nodes/parallel.h"
+#include "nodes/sgd.h"
+#include "nodes/tuple_shuffle.h"
 
 /* how often (ms) the main thread looks for interrupts while it waits */
 #define CP_WAIT_POLL_MS 10

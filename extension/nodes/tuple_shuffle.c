@@ -39,11 +39,11 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "block_cache.h"
+#include "io/block_cache.h"
 #include "core/shuffle.h"
 #include "corgipile.h"
-#include "preprocess_model.h"
-#include "tupleshuffle.h"
+#include "io/prep.h"
+#include "nodes/tuple_shuffle.h"
 
 static Node *tuple_shuffle_create_state(CustomScan *cscan);
 static void tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags);

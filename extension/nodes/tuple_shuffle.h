@@ -15,11 +15,11 @@
 #include "common/pg_prng.h"
 #include "nodes/extensible.h"
 
-#include "blockshuffle.h"
+#include "nodes/block_shuffle.h"
 #include "core/buffer.h"
-#include "holdout.h"
-#include "layout.h"
-#include "params.h"
+#include "nodes/holdout.h"
+#include "io/layout.h"
+#include "params/params.h"
 #include "shuffle/strategy.h"
 
 typedef struct TupleShuffleState

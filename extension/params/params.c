@@ -25,8 +25,8 @@
 #include "utils/regproc.h"
 
 #include "core/preprocess.h"
-#include "parallel.h"
-#include "params.h"
+#include "nodes/parallel.h"
+#include "params/params.h"
 #include "shuffle/strategy.h"
 
 /* generated from the one list of train()'s parameters (train_args.h) */

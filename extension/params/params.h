@@ -19,7 +19,7 @@
 #include "storage/block.h"
 
 #include "core/linear_model.h"
-#include "train_args.h"
+#include "params/train_args.h"
 
 /* Positions of corgipile.train()'s arguments, as in the SQL signature. */
 #define CP_ARG_ENUM(id, name, type, isnull, datum, sqldefault) CP_ARG_##id,

@@ -13,7 +13,7 @@
 #include "utils/memutils.h"
 
 #include "corgipile.h"
-#include "layout.h"
+#include "io/layout.h"
 #include "shuffle/piles.h"
 
 /*

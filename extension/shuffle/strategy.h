@@ -28,8 +28,8 @@
 #include "utils/relcache.h"
 
 #include "core/buffer.h"
-#include "layout.h"
-#include "params.h"
+#include "io/layout.h"
+#include "params/params.h"
 
 /*
  * Append to dst the rows of the epoch's next group of blocks (at most

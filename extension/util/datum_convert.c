@@ -21,7 +21,7 @@
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
 
-#include "datum_convert.h"
+#include "util/datum_convert.h"
 
 bool
 cp_is_number_type(Oid type)

@@ -1,4 +1,4 @@
-"""The block cache (extension/block_cache.c) changes where later epochs read
+"""The block cache (extension/io/block_cache.c) changes where later epochs read
 their rows, never which rows or in which order: the same seed gives
 bit-identical weights with the cache off, holding part of the table, and
 holding all of it, for every strategy that reads the table each epoch."""

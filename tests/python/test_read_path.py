@@ -1,4 +1,4 @@
-"""TupleShuffle deforms heap tuples itself (extension/tupleshuffle.c): at
+"""TupleShuffle deforms heap tuples itself (extension/nodes/tuple_shuffle.c): at
 fixed offsets when a tuple has no NULLs, else with heap_deform_tuple.  Rows
 stored in awkward shapes (NULLs elsewhere in the row, dropped columns,
 columns added with a default after the row was written) must train exactly

@@ -1,4 +1,4 @@
-"""The C list of corgipile.train()'s parameters (extension/train_args.h)
+"""The C list of corgipile.train()'s parameters (extension/params/train_args.h)
 and the SQL signature the server holds cannot drift apart.
 
 The C table drives the argument parser, the error messages, the fallback
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-HEADER = Path(__file__).resolve().parents[2] / "extension" / "train_args.h"
+HEADER = Path(__file__).resolve().parents[2] / "extension" / "params" / "train_args.h"
 
 # the C type OIDs train_args.h uses, as format_type() spells them
 SQL_TYPES = {

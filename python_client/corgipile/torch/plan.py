@@ -5,7 +5,7 @@ no torch.  The dataset calls them in every rank and every DataLoader worker,
 and because they are deterministic every process computes the same global
 plan and takes its own share of it, with no communication.
 
-Sizes follow the engine's ``cp_resolve_sizing`` (extension/params.c): a
+Sizes follow the engine's ``cp_resolve_sizing`` (extension/params/params.c): a
 block is 1/256 of the buffer, at least one page and at most 10 MB; a
 percentage buffer is at least 16 pages (or the whole table).  The buffer
 named in ``buffer_size`` is the total over all processes, as in the paper's
