@@ -1,5 +1,5 @@
 -- Upgrading a database that holds 0.1.0 models to the current version (0.2.0,
--- then 0.3.0), in a database of
+-- then 0.3.0 and 0.4.0), in a database of
 -- its own.
 \set regress_db :DBNAME
 CREATE DATABASE corgipile_upgrade;
