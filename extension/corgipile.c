@@ -16,6 +16,7 @@
 #include "corgipile.h"
 #include "nodes/parallel.h"
 #include "nodes/sgd.h"
+#include "shuffle/grab.h"
 #include "shuffle/strategy.h"
 #include "nodes/tuple_shuffle.h"
 

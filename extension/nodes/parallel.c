@@ -88,7 +88,8 @@
 #include "nodes/parallel.h"
 #include "io/prep.h"
 #include "shuffle/strategy.h"
-#include "nodes/tuple_shuffle.h"
+#include "nodes/tuple_source.h"
+#include "shuffle/grab.h"
 
 /* shm_toc keys */
 #define CP_KEY_SHARED		UINT64CONST(0xC0A61E0000000001)
@@ -167,7 +168,7 @@ typedef struct Participant
 	double	   *global;			/* the shared weights */
 	double	   *slots;			/* average: n_slots copies */
 	CpStats    *slot_stats;		/* average: per slot of the round */
-	TupleShuffleState *ts;
+	CpTupleSource *src;
 	CpModel    *model;
 	CpBuffer   *buf;
 	CpParallelProc *me;
@@ -178,7 +179,7 @@ typedef struct Participant
 /* The leader's side, across epochs. */
 struct CpParallel
 {
-	TupleShuffleState *ts;
+	CpTupleSource *src;
 	EState	   *estate;
 	int			n_procs;		/* planned: leader + workers */
 	uint64		seed;
@@ -352,13 +353,13 @@ cp_parallel_choose(const CpTrainParams *p, Relation rel, const CpSizing *sz,
 }
 
 CpParallel *
-cp_parallel_create(TupleShuffleState *ts, EState *estate, int n_procs, uint64 seed,
-				   const char *model_name)
+cp_parallel_create(CpTupleSource *src, Plan *plan, EState *estate, int n_procs,
+				   uint64 seed, const char *model_name)
 {
 	CpParallel *par = palloc0(sizeof(CpParallel));
 	PlannedStmt *pstmt = makeNode(PlannedStmt);
 
-	par->ts = ts;
+	par->src = src;
 	par->estate = estate;
 	par->n_procs = n_procs;
 	par->seed = seed;
@@ -371,7 +372,7 @@ cp_parallel_create(TupleShuffleState *ts, EState *estate, int n_procs, uint64 se
 	/* the TupleShuffle subtree, as execParallel.c's ExecSerializePlan */
 	pstmt->commandType = CMD_SELECT;
 	pstmt->canSetTag = true;
-	pstmt->planTree = ts->css.ss.ps.plan;
+	pstmt->planTree = plan;
 	pstmt->rtable = estate->es_range_table;
 	pstmt->paramExecTypes = estate->es_plannedstmt->paramExecTypes;
 	pstmt->stmt_location = -1;
@@ -382,10 +383,10 @@ cp_parallel_create(TupleShuffleState *ts, EState *estate, int n_procs, uint64 se
 
 /* Fill buf with group g of the epoch's order. */
 static void
-fill_group(TupleShuffleState *ts, const uint32 *order, int64 g, CpBuffer *buf)
+fill_group(CpTupleSource *src, const uint32 *order, int64 g, CpBuffer *buf)
 {
-	cp_tuple_shuffle_seek_group(ts, order, g);
-	cp_tuple_shuffle_fill(ts, buf);
+	cp_tuple_source_seek_group(src, order, g);
+	cp_tuple_source_fill(src, buf);
 }
 
 /*
@@ -406,8 +407,8 @@ fill_group(TupleShuffleState *ts, const uint32 *order, int64 g, CpBuffer *buf)
 static const uint32 *
 affine_order(CpParallel *par, const uint32 *drawn)
 {
-	int64		n_blocks = cp_tuple_shuffle_sizing(par->ts)->n_blocks;
-	int64		n_groups = cp_tuple_shuffle_n_groups(par->ts);
+	int64		n_blocks = par->src->sizing->n_blocks;
+	int64		n_groups = par->src->n_groups;
 	int			n_slots = par->n_procs;
 
 	if (par->owner == NULL)
@@ -460,15 +461,15 @@ affine_order(CpParallel *par, const uint32 *drawn)
 bool
 cp_parallel_prefill(CpParallel *par, CpBuffer *buf, bool need_rows)
 {
-	int64		n_groups = cp_tuple_shuffle_n_groups(par->ts);
+	int64		n_groups = par->src->n_groups;
 
-	par->order = affine_order(par, cp_block_shuffle_draw_order(par->ts->child));
+	par->order = affine_order(par, cp_tuple_source_draw_order(par->src));
 	par->first_item = -1;
 	if (!need_rows)
 		return true;
 	for (par->first_item = 0; par->first_item < n_groups; par->first_item++)
 	{
-		fill_group(par->ts, par->order, par->first_item, buf);
+		fill_group(par->src, par->order, par->first_item, buf);
 		if (buf->n_rows > 0)
 			return true;
 	}
@@ -690,7 +691,7 @@ static void
 report_layout(Participant *pt, int64 *skipped)
 {
 	CpParallelShared *sh = pt->sh;
-	const CpLayout *lo = &pt->ts->layout;
+	const CpLayout *lo = pt->src->layout;
 
 	SpinLockAcquire(&sh->mutex);
 	sh->seen_minus_one |= lo->seen_minus_one;
@@ -710,10 +711,10 @@ train_buffer(Participant *pt, uint32 epoch, uint64 item)
 	CpCancel	cancel;
 	int64		pos = 0;
 
-	cp_tuple_shuffle_seed_permutation(pt->ts,
-									  cp_derive_seed(cp_derive_seed(sh->seed, CP_PARALLEL_STREAM + epoch),
-													 item));
-	cp_tuple_shuffle_permute(pt->ts, buf);
+	cp_tuple_source_seed_permutation(pt->src,
+									 cp_derive_seed(cp_derive_seed(sh->seed, CP_PARALLEL_STREAM + epoch),
+													item));
+	cp_tuple_source_permute(pt->src, buf);
 	/* stop at a row boundary for interrupts, then go on from that row */
 	cp_cancel_init(&cancel, &InterruptPending);
 	while ((pos = cp_model_train(pt->model, buf, pos, &cancel)) < buf->n_rows)
@@ -742,7 +743,7 @@ train_item(Participant *pt, uint32 epoch, uint64 item, int64 *skipped)
 		report_layout(pt, skipped);
 		pt->me->buffers++;
 		pt->me->tuples += pt->buf->n_rows;
-		pt->me->cache_reads = pt->ts->cache != NULL ? pt->ts->cache->hits : 0;
+		pt->me->cache_reads = pt->src->cache != NULL ? pt->src->cache->hits : 0;
 		finish_item(pt, item);
 	}
 	else
@@ -755,7 +756,7 @@ train_item(Participant *pt, uint32 epoch, uint64 item, int64 *skipped)
 		SpinLockRelease(&sh->mutex);
 		pt->me->buffers++;
 		pt->me->tuples += pt->buf->n_rows;
-		pt->me->cache_reads = pt->ts->cache != NULL ? pt->ts->cache->hits : 0;
+		pt->me->cache_reads = pt->src->cache != NULL ? pt->src->cache->hits : 0;
 		if (pg_atomic_add_fetch_u64(&sh->items_done, 1) == (uint64) sh->n_items)
 			ConditionVariableBroadcast(&sh->cv);
 	}
@@ -779,7 +780,7 @@ train_own_items(Participant *pt, uint32 epoch, int64 *skipped)
 	{
 		if ((item % sh->n_slots) % sh->n_running != pt->index)
 			continue;
-		fill_group(pt->ts, pt->order, item, pt->buf);
+		fill_group(pt->src, pt->order, item, pt->buf);
 		train_item(pt, epoch, (uint64) item, skipped);
 	}
 }
@@ -791,9 +792,9 @@ train_own_items(Participant *pt, uint32 epoch, int64 *skipped)
 static void
 setup(CpParallel *par, CpModel *model)
 {
-	TupleShuffleState *ts = par->ts;
-	const CpSizing *sz = cp_tuple_shuffle_sizing(ts);
-	int64		n_items = cp_tuple_shuffle_n_groups(ts);
+	CpTupleSource *src = par->src;
+	const CpSizing *sz = src->sizing;
+	int64		n_items = src->n_groups;
 	int			n_slots = par->n_procs;
 	CpParallelSync sync = (CpParallelSync) cp_parallel_sync;
 	int			nw = model->n_weights;
@@ -804,7 +805,7 @@ setup(CpParallel *par, CpModel *model)
 									   sync == CP_SYNC_AVERAGE ? n_slots + 1 : 1);
 	Size		slot_stats_len = mul_size(sizeof(CpStats), n_slots);
 	Size		plan_len = strlen(par->plan) + 1;
-	const CpLayout *lo = &ts->layout;
+	const CpLayout *lo = src->layout;
 	char	   *classes = NULL;
 	Size		classes_len = 0;
 	char	   *prep = NULL;
@@ -951,7 +952,7 @@ setup(CpParallel *par, CpModel *model)
 		par->lm.grab = &par->acc;
 	}
 	pt->sh = sh;
-	pt->ts = ts;
+	pt->src = src;
 	pt->model = &par->lm;
 	pt->me = &sh->procs[0];
 	pt->index = 0;
@@ -986,10 +987,10 @@ launch(CpParallel *par)
 static void
 grab_next_order(CpParallel *par)
 {
-	TupleShuffleState *ts = par->ts;
+	CpTupleSource *src = par->src;
 	int			n_slots = par->n_procs;
-	int64		n_groups = cp_tuple_shuffle_n_groups(ts);
-	int64		n_blocks = cp_tuple_shuffle_sizing(ts)->n_blocks;
+	int64		n_groups = src->n_groups;
+	int64		n_blocks = src->sizing->n_blocks;
 	int64	   *starts = palloc(sizeof(int64) * (n_slots + 1));
 	uint32	   *visit = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
 	uint32	   *next = palloc(mul_size(sizeof(uint32), Max(n_blocks, 1)));
@@ -1021,7 +1022,7 @@ grab_next_order(CpParallel *par)
 		for (int64 g = s; g < n_groups; g += n_slots)
 			for (int64 b = (g * n_blocks) / n_groups; b < ((g + 1) * n_blocks) / n_groups; b++)
 				order[b] = next[pos++];
-	cp_grab_set_first_order(cp_tuple_shuffle_strategy_state(ts), order);
+	cp_grab_set_first_order(src->strategy_state, order);
 	par->grab_walks++;
 	pfree(starts);
 	pfree(visit);
@@ -1041,11 +1042,11 @@ grab_next_order(CpParallel *par)
 void
 cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 {
-	TupleShuffleState *ts = par->ts;
-	const CpSizing *sz = cp_tuple_shuffle_sizing(ts);
+	CpTupleSource *src = par->src;
+	const CpSizing *sz = src->sizing;
 	Participant *pt = &par->pt;
 	CpParallelShared *sh;
-	CpLayout   *lo = &ts->layout;
+	CpLayout   *lo = src->layout;
 	bool		first = (par->pcxt == NULL);
 	int64		start_skipped = lo->n_skipped;	/* the prefill's included */
 	int64		skipped = start_skipped;
@@ -1159,7 +1160,7 @@ cp_parallel_grab_next_order(CpParallel *par, const uint32 **order, uint32 *n_blo
 	if (par->grab_next == NULL)
 		return false;
 	*order = par->grab_next;
-	*n_blocks = cp_tuple_shuffle_sizing(par->ts)->n_blocks;
+	*n_blocks = par->src->sizing->n_blocks;
 	return true;
 }
 
@@ -1199,7 +1200,7 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	char	   *prep = shm_toc_lookup(toc, CP_KEY_PREP, true);
 	PlannedStmt *pstmt = (PlannedStmt *) stringToNode(plan);
 	QueryDesc  *qd;
-	TupleShuffleState *ts;
+	CpTupleSource *src;
 	Participant pt;
 	CpModel		model;
 	CpBuffer	buf;
@@ -1210,23 +1211,23 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	qd = CreateQueryDesc(pstmt, "corgipile parallel training", GetActiveSnapshot(),
 						 InvalidSnapshot, None_Receiver, NULL, NULL, 0);
 	ExecutorStart(qd, 0);
-	ts = (TupleShuffleState *) qd->planstate;
+	src = cp_tuple_shuffle_source(qd->planstate);
 	/* validation => 'N%': the same rows held out as in the leader */
-	if (cp_tuple_shuffle_holdout(ts) != NULL)
-		cp_tuple_shuffle_holdout(ts)->seed = sh->seed;
+	if (src->holdout != NULL)
+		src->holdout->seed = sh->seed;
 
-	cp_tuple_shuffle_impose_sizing(ts, &sh->sizing);
-	ts->layout.n_features = sh->n_features;
+	cp_tuple_source_impose_sizing(src, &sh->sizing);
+	src->layout->n_features = sh->n_features;
 	if (classes != NULL)
-		ts->layout.classes = unpack_classes(classes);
+		src->layout->classes = unpack_classes(classes);
 	if (labels != NULL)
-		ts->layout.label_dict = unpack_labels(labels);
+		src->layout->label_dict = unpack_labels(labels);
 	if (prep != NULL)
-		unpack_prep(&ts->layout, prep, sh->n_features);
-	cp_tuple_shuffle_init_buffer(ts, &buf, CurrentMemoryContext);
-	if (!cp_model_init(&model, ts->params.model, sh->n_features, sh->n_outputs,
-					   ts->layout.mode == CP_FEATURES_SPARSE, ts->params.batch_size,
-					   ts->params.l2, ts->params.l1, palloc0))
+		unpack_prep(src->layout, prep, sh->n_features);
+	cp_tuple_source_init_buffer(src, &buf, CurrentMemoryContext);
+	if (!cp_model_init(&model, src->params->model, sh->n_features, sh->n_outputs,
+					   src->layout->mode == CP_FEATURES_SPARSE, src->params->batch_size,
+					   src->params->l2, src->params->l1, palloc0))
 		elog(ERROR, "corgipile: model sizes do not fit");	/* the leader's did */
 
 	pt.sh = sh;
@@ -1234,7 +1235,7 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	pt.global = shm_toc_lookup(toc, CP_KEY_WEIGHTS, false);
 	pt.slots = sh->sync == CP_SYNC_AVERAGE ? pt.global + sh->n_weights : NULL;
 	pt.slot_stats = shm_toc_lookup(toc, CP_KEY_SLOT_STATS, false);
-	pt.ts = ts;
+	pt.src = src;
 	pt.model = &model;
 	pt.buf = &buf;
 	pt.me = &sh->procs[1 + ParallelWorkerNumber];

@@ -21,7 +21,7 @@
 #include "core/linear_model.h"
 #include "params/params.h"
 
-struct TupleShuffleState;
+struct CpTupleSource;
 
 /* corgipile.parallel_sync: how the processes of a parallel epoch meet */
 typedef enum CpParallelSync
@@ -53,8 +53,8 @@ extern bool cp_parallel_capable(CpShuffle shuffle);
 extern int	cp_parallel_choose(const CpTrainParams *p, Relation rel,
 							   const CpSizing *sz, int64 n_groups);
 
-extern CpParallel *cp_parallel_create(struct TupleShuffleState *ts, EState *estate,
-									  int n_procs, uint64 seed,
+extern CpParallel *cp_parallel_create(struct CpTupleSource *src, Plan *plan,
+									  EState *estate, int n_procs, uint64 seed,
 									  const char *model_name);
 extern bool cp_parallel_prefill(CpParallel *par, CpBuffer *buf, bool need_rows);
 extern void cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf,

@@ -47,7 +47,8 @@
 #include "model/models.h"
 #include "nodes/parallel.h"
 #include "nodes/sgd.h"
-#include "nodes/tuple_shuffle.h"
+#include "nodes/tuple_source.h"
+#include "shuffle/grab.h"
 
 /* how often (ms) the main thread looks for interrupts while it waits */
 #define CP_WAIT_POLL_MS 10
@@ -56,7 +57,7 @@
 
 typedef struct SgdJob
 {
-	TupleShuffleState *ts;
+	CpTupleSource *src;
 	CpBuffer   *buf;
 	CpModel    *model;
 	CpCancel   *cancel;
@@ -67,8 +68,9 @@ typedef struct SgdState
 {
 	CustomScanState css;
 	CpTrainParams params;
-	TupleShuffleState *ts;
-	const CpLayout *lo;			/* the child's layout, read-only */
+	PlanState  *child;			/* TupleShuffle */
+	CpTupleSource *src;			/* what it hands over (nodes/tuple_source.h) */
+	const CpLayout *lo;			/* the source's layout, read-only */
 	int64		seed;
 	char	   *model_name;
 	Datum		model_name_datum;
@@ -180,18 +182,17 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	bool		sparse;
 	int			nest;
 
-	s->ts = (TupleShuffleState *) ExecInitNode(linitial(cscan->custom_plans),
-											   estate, eflags);
-	node->custom_ps = list_make1(s->ts);
-	s->lo = cp_tuple_shuffle_layout(s->ts);
+	s->child = ExecInitNode(linitial(cscan->custom_plans), estate, eflags);
+	node->custom_ps = list_make1(s->child);
+	s->src = cp_tuple_shuffle_source(s->child);
+	s->lo = s->src->layout;
 
 	/* one seed per training; a random one is recorded with the model */
 	s->seed = s->params.has_seed ? s->params.seed :
 		pg_prng_int64p(&pg_global_prng_state);
-	cp_tuple_shuffle_set_seed(s->ts, (uint64) s->seed);
-	s->n_procs = cp_parallel_choose(&s->params, cp_tuple_shuffle_relation(s->ts),
-									cp_tuple_shuffle_sizing(s->ts),
-									cp_tuple_shuffle_n_groups(s->ts));
+	cp_tuple_source_set_seed(s->src, (uint64) s->seed);
+	s->n_procs = cp_parallel_choose(&s->params, s->src->rel, s->src->sizing,
+									s->src->n_groups);
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -208,7 +209,7 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	if (s->params.model_name != NULL)
 		s->model_name = s->params.model_name;
 	else
-		s->model_name = cp_models_new_name(cp_tuple_shuffle_relation(s->ts),
+		s->model_name = cp_models_new_name(s->src->rel,
 										   s->params.model);
 	cp_models_check_absent(s->model_name);
 	cp_restore_search_path(nest);
@@ -229,8 +230,8 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 										   ALLOCSET_DEFAULT_SIZES);
 
 	sparse = (s->lo->mode == CP_FEATURES_SPARSE);
-	cp_tuple_shuffle_init_buffer(s->ts, &s->bufs[0], s->train_cxt);
-	cp_tuple_shuffle_init_buffer(s->ts, &s->bufs[1], s->train_cxt);
+	cp_tuple_source_init_buffer(s->src, &s->bufs[0], s->train_cxt);
+	cp_tuple_source_init_buffer(s->src, &s->bufs[1], s->train_cxt);
 	/*
 	 * max_epoch_num may be any int, and training may stop early: the
 	 * history grows with the epochs actually run.
@@ -243,7 +244,7 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	{
 		MemoryContext old = MemoryContextSwitchTo(s->train_cxt);
 
-		s->par = cp_parallel_create(s->ts, estate, s->n_procs, (uint64) s->seed,
+		s->par = cp_parallel_create(s->src, s->child->plan, estate, s->n_procs, (uint64) s->seed,
 									s->model_name);
 		MemoryContextSwitchTo(old);
 	}
@@ -264,7 +265,7 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 							s->lo->relname)));
 		cp_buffer_init(&s->vbuf, s->train_cxt, sparse);
 	}
-	s->holdout = cp_tuple_shuffle_holdout(s->ts);
+	s->holdout = s->src->holdout;
 	if (s->holdout != NULL)
 		cp_buffer_init(&s->vbuf, s->train_cxt, sparse);
 }
@@ -277,8 +278,8 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 static void
 init_grab(SgdState *s)
 {
-	const CpSizing *sz = cp_tuple_shuffle_sizing(s->ts);
-	void	   *state = cp_tuple_shuffle_strategy_state(s->ts);
+	const CpSizing *sz = s->src->sizing;
+	void	   *state = s->src->strategy_state;
 	Size		budget = (Size) maintenance_work_mem * 1024;
 	uint32		n_units;
 	int32		dim;
@@ -423,7 +424,7 @@ static void
 warm_grab_order(SgdState *s)
 {
 	const char *name = s->params.warm_start;
-	const CpSizing *sz = cp_tuple_shuffle_sizing(s->ts);
+	const CpSizing *sz = s->src->sizing;
 	const char *state_b64 = s->warm->grab_state;
 	int64		stored_ppb = s->warm->grab_pages_per_block;
 	uint8	   *raw;
@@ -481,7 +482,7 @@ warm_grab_order(SgdState *s)
 						changed, sz->n_blocks > old_n ? "appended in random order" : "dropped")));
 		order = adapted;
 	}
-	cp_grab_set_first_order(cp_tuple_shuffle_strategy_state(s->ts), order);
+	cp_grab_set_first_order(s->src->strategy_state, order);
 }
 
 /* Allocate the weights once the dimension is known (first non-empty buffer). */
@@ -505,7 +506,7 @@ ensure_model(SgdState *s)
 		elog(ERROR, "corgipile: model sizes do not fit");	/* checked above */
 	if (s->params.early_stopping)
 		s->best_w = palloc(mul_size(sizeof(double), s->model.n_weights));
-	if (cp_tuple_shuffle_wants_feedback(s->ts))
+	if (s->src->wants_feedback)
 		init_grab(s);
 	MemoryContextSwitchTo(old);
 	if (s->warm != NULL)
@@ -520,7 +521,7 @@ sgd_job_run(void *arg)
 {
 	SgdJob	   *job = (SgdJob *) arg;
 
-	cp_tuple_shuffle_permute(job->ts, job->buf);
+	cp_tuple_source_permute(job->src, job->buf);
 	job->reached = cp_model_train(job->model, job->buf, 0, job->cancel);
 }
 
@@ -532,14 +533,14 @@ train_single_buffered(SgdState *s)
 
 	/* the main thread trains: the signal handlers' own flag stops it */
 	cp_cancel_init(&cancel, &InterruptPending);
-	while (cp_tuple_shuffle_fill(s->ts, buf))
+	while (cp_tuple_source_fill(s->src, buf))
 	{
 		int64		pos = 0;
 
 		if (buf->n_rows == 0)
 			continue;
 		ensure_model(s);
-		cp_tuple_shuffle_permute(s->ts, buf);
+		cp_tuple_source_permute(s->src, buf);
 
 		/*
 		 * Stop at a row boundary whenever an interrupt is pending, serve it,
@@ -579,7 +580,7 @@ train_double_buffered(SgdState *s)
 					 errhint("Train with double_buffer => false.")));
 	}
 
-	have = cp_tuple_shuffle_fill(s->ts, cur);
+	have = cp_tuple_source_fill(s->src, cur);
 	while (have)
 	{
 		bool		submitted = false;
@@ -589,7 +590,7 @@ train_double_buffered(SgdState *s)
 		if (cur->n_rows > 0)
 		{
 			ensure_model(s);
-			s->job.ts = s->ts;
+			s->job.src = s->src;
 			s->job.buf = cur;
 			s->job.model = &s->model;
 			s->job.cancel = &s->worker.cancel;
@@ -598,7 +599,7 @@ train_double_buffered(SgdState *s)
 			submitted = true;
 		}
 		/* load the next buffer while the helper trains on this one */
-		have_next = cp_tuple_shuffle_fill(s->ts, next);
+		have_next = cp_tuple_source_fill(s->src, next);
 		if (submitted)
 			wait_for_job(s);
 		tmp = cur;
@@ -646,7 +647,7 @@ validate(SgdState *s)
 	v.model = &s->model;
 	if (s->holdout != NULL)
 	{
-		cp_holdout_score(s->holdout, s->lo, cp_tuple_shuffle_relation(s->ts),
+		cp_holdout_score(s->holdout, s->lo, s->src->rel,
 						 s->css.ss.ps.state->es_snapshot, &s->vbuf,
 						 CP_VALIDATION_BATCH, s->val_row_cxt, validate_batch, &v);
 		return v.stats;
@@ -803,11 +804,11 @@ run_epoch(SgdState *s)
 	INSTR_TIME_SET_CURRENT(start);
 
 	if (s->n_done > 0)
-		ExecReScan(&s->ts->css.ss.ps);
+		ExecReScan(s->child);
 	else
 	{
 		/* what the weights' shape needs, found before the first epoch */
-		cp_tuple_shuffle_find_shape(s->ts, (uint64) s->seed);
+		cp_tuple_source_find_shape(s->src, (uint64) s->seed);
 		if (s->params.warm_start != NULL)
 			warm_load(s);
 		if (s->params.model == CP_MODEL_SOFTMAX)
@@ -831,7 +832,7 @@ run_epoch(SgdState *s)
 	}
 	/* GraB: an epoch in a random block order trains as corgipile does */
 	if (s->grab != NULL && s->par == NULL)
-		s->model.grab = cp_grab_collects(cp_tuple_shuffle_strategy_state(s->ts)) ?
+		s->model.grab = cp_grab_collects(s->src->strategy_state) ?
 			s->grab : NULL;
 
 	if (s->par != NULL)
@@ -865,11 +866,11 @@ run_epoch(SgdState *s)
 	if (s->grab != NULL && s->par == NULL)
 	{
 		/* the next epoch's buffer choice, at the next epoch's rate */
-		cp_grab_plan_epoch(cp_tuple_shuffle_strategy_state(s->ts),
+		cp_grab_plan_epoch(s->src->strategy_state,
 						   s->learning_rate * s->params.decay,
 						   s->model.grab_g2 / (double) Max(s->model.stats.n, 1));
 		s->model.grab_g2 = 0.0;
-		cp_tuple_shuffle_epoch_feedback(s->ts, s->grab);
+		cp_tuple_source_epoch_feedback(s->src, s->grab);
 		cp_grab_acc_reset(s->grab);
 	}
 
@@ -932,7 +933,7 @@ run_epoch(SgdState *s)
 static void
 record_grab(SgdState *s, CpTrainRecord *rec)
 {
-	void	   *state = cp_tuple_shuffle_strategy_state(s->ts);
+	void	   *state = s->src->strategy_state;
 	const uint32 *visit;
 	const int8 *signs;
 	uint32		n_blocks;
@@ -986,8 +987,8 @@ save_model(SgdState *s)
 	rec.model_name = s->model_name;
 	rec.params = &s->params;
 	rec.layout = s->lo;
-	rec.sizing = cp_tuple_shuffle_sizing(s->ts);
-	rec.rel = cp_tuple_shuffle_relation(s->ts);
+	rec.sizing = s->src->sizing;
+	rec.rel = s->src->rel;
 	rec.validation_name = s->vrel ? RelationGetRelationName(s->vrel) : NULL;
 	if (s->holdout != NULL)
 	{
@@ -995,7 +996,7 @@ save_model(SgdState *s)
 
 		rec.validation_name = psprintf("%g%%", s->params.validation_fraction * 100.0);
 		rec.holdout_json = cp_holdout_report(s->holdout, s->lo,
-											 cp_tuple_shuffle_relation(s->ts),
+											 s->src->rel,
 											 s->css.ss.ps.state->es_snapshot,
 											 &s->vbuf, s->val_row_cxt, &s->model,
 											 s->best_epoch > 0 ? s->best_w : s->model.w,
@@ -1022,7 +1023,7 @@ save_model(SgdState *s)
 	if (s->params.shuffle == CP_SHUFFLE_GRAB)
 		record_grab(s, &rec);
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
-	rec.held_rows = cp_tuple_shuffle_held_rows(s->ts, &rec.held_rows_key);
+	rec.held_rows = cp_tuple_source_held_rows(s->src, &rec.held_rows_key);
 	/* as in sgd_begin: the catalog's queries under a pinned search_path */
 	nest = cp_pin_search_path();
 	cp_models_insert(&rec);
@@ -1114,7 +1115,7 @@ sgd_end(CustomScanState *node)
 	cp_worker_stop(&s->worker);
 	if (s->vrel != NULL)
 		table_close(s->vrel, NoLock);
-	ExecEndNode(&s->ts->css.ss.ps);
+	ExecEndNode(s->child);
 }
 
 static void

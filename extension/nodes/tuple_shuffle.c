@@ -15,7 +15,7 @@
  *
  * Under SGD this node is driven a buffer at a time: tuple_shuffle_fill()
  * runs on the main thread and pulls rows from BlockShuffle, deforming each
- * once; cp_tuple_shuffle_permute() is plain C and runs on whichever thread
+ * once; cp_tuple_source_permute() is plain C and runs on whichever thread
  * trains on the buffer, which is what lets loading overlap training.  The
  * permutation generator is consumed in buffer order either way, so a seed
  * gives the same tuple order with or without double buffering.
@@ -44,6 +44,7 @@
 #include "corgipile.h"
 #include "io/prep.h"
 #include "nodes/tuple_shuffle.h"
+#include "shuffle/grab.h"
 
 static Node *tuple_shuffle_create_state(CustomScan *cscan);
 static void tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags);
@@ -53,6 +54,13 @@ static void tuple_shuffle_rescan(CustomScanState *node);
 static void tuple_shuffle_explain(CustomScanState *node, List *ancestors,
 								  ExplainState *es);
 static bool read_group(void *reader, CpBuffer *dst);
+
+/* The node a source belongs to: the source is embedded in it. */
+static inline TupleShuffleState *
+source_node(CpTupleSource *src)
+{
+	return (TupleShuffleState *) ((char *) src - offsetof(TupleShuffleState, source));
+}
 
 CustomScanMethods cp_tuple_shuffle_scan_methods = {
 	.CustomName = "TupleShuffle",
@@ -106,8 +114,10 @@ tuple_shuffle_create_state(CustomScan *cscan)
  * own stream of the one seed.
  */
 void
-cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
+cp_tuple_source_set_seed(CpTupleSource *src, uint64 seed)
 {
+	TupleShuffleState *ts = source_node(src);
+
 	pg_prng_seed(&ts->rng, cp_derive_seed(seed, 1));
 	if (ts->strategy->seed)
 		ts->strategy->seed(ts->strategy_state, seed);
@@ -122,8 +132,9 @@ cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed)
  * block (GraB).  The caller owns it, in cxt.
  */
 void
-cp_tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf, MemoryContext cxt)
+cp_tuple_source_init_buffer(CpTupleSource *src, CpBuffer *buf, MemoryContext cxt)
 {
+	TupleShuffleState *ts = source_node(src);
 	CpStrategyEnv env = ts->env;
 
 	env.cxt = cxt;
@@ -149,7 +160,7 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		cp_layout_resolve(&ts->layout, RelationGetDescr(rel),
 						  RelationGetRelationName(rel), &ts->params);
 	ts->blocks_per_buffer = ts->child->sizing.blocks_per_buffer;
-	ts->n_groups = Max(1, ((int64) ts->child->sizing.n_blocks + ts->blocks_per_buffer - 1) /
+	ts->source.n_groups = Max(1, ((int64) ts->child->sizing.n_blocks + ts->blocks_per_buffer - 1) /
 					   ts->blocks_per_buffer);
 
 	/*
@@ -183,7 +194,7 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	if (ts->strategy->block_order)
 		cp_block_shuffle_set_order_source(ts->child, ts->strategy->block_order,
 										  ts->strategy_state);
-	cp_tuple_shuffle_init_buffer(ts, &ts->out, ts->buf_cxt);
+	cp_tuple_source_init_buffer(&ts->source, &ts->out, ts->buf_cxt);
 	if (ts->params.validation_fraction > 0.0 && !ts->scan_mode)
 	{
 		ts->holdout = MemoryContextAlloc(ts->buf_cxt, sizeof(CpHoldout));
@@ -220,8 +231,33 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	 * else SGD (which records the seed it draws with the model).
 	 */
 	if (ts->scan_mode)
-		cp_tuple_shuffle_set_seed(ts, ts->params.has_seed ? (uint64) ts->params.seed :
-								  pg_prng_uint64(&pg_global_prng_state));
+		cp_tuple_source_set_seed(&ts->source, ts->params.has_seed ? (uint64) ts->params.seed :
+								 pg_prng_uint64(&pg_global_prng_state));
+
+	/* what the reader reads (n_groups was set above) */
+	ts->source.rel = rel;
+	ts->source.params = &ts->params;
+	ts->source.layout = &ts->layout;
+	ts->source.sizing = &ts->child->sizing;
+	ts->source.holdout = ts->holdout;
+	ts->source.cache = ts->cache;
+	ts->source.strategy_state = ts->strategy_state;
+	ts->source.wants_feedback = (ts->strategy->epoch_feedback != NULL);
+}
+
+/*
+ * The source of a TupleShuffle node, for the operator above it (SGD, or a
+ * parallel worker's top node).
+ */
+CpTupleSource *
+cp_tuple_shuffle_source(PlanState *ps)
+{
+	TupleShuffleState *ts = (TupleShuffleState *) ps;
+
+	if (!IsA(ps, CustomScanState) ||
+		((CustomScanState *) ps)->methods != &tuple_shuffle_exec_methods)
+		elog(ERROR, "corgipile: the plan node under training is not TupleShuffle");
+	return &ts->source;
 }
 
 /*
@@ -405,7 +441,7 @@ read_group(void *reader, CpBuffer *dst)
 	 * last and unmixed: that alone cost 5-25 points of accuracy
 	 * (docs/block-size.md).
 	 */
-	limit = ((ts->next_group + 1) * (int64) ts->child->sizing.n_blocks) / ts->n_groups;
+	limit = ((ts->next_group + 1) * (int64) ts->child->sizing.n_blocks) / ts->source.n_groups;
 	ts->next_group++;
 
 	if (!(ts->borrow_rows && borrow_group(ts, limit, dst, &n_read)))
@@ -422,8 +458,9 @@ read_group(void *reader, CpBuffer *dst)
  * skipped for NULLs, or a window still filling up).
  */
 bool
-cp_tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
+cp_tuple_source_fill(CpTupleSource *src, CpBuffer *buf)
 {
+	TupleShuffleState *ts = source_node(src);
 	bool		more;
 
 	/* the parent calls us directly, so keep EXPLAIN ANALYZE's counts here */
@@ -444,8 +481,9 @@ cp_tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf)
  * prepared: the helper thread may run this.
  */
 void
-cp_tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf)
+cp_tuple_source_permute(CpTupleSource *src, CpBuffer *buf)
 {
+	TupleShuffleState *ts = source_node(src);
 	bool		permute = ts->permute;
 
 	cp_order_identity(buf->order, buf->n_rows);
@@ -459,26 +497,14 @@ cp_tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf)
  * JSON key naming them; 0 if it holds none.
  */
 int64
-cp_tuple_shuffle_held_rows(TupleShuffleState *ts, const char **key)
+cp_tuple_source_held_rows(CpTupleSource *src, const char **key)
 {
+	TupleShuffleState *ts = source_node(src);
+
 	*key = ts->strategy->held_rows_key;
 	if (ts->strategy->held_rows == NULL)
 		return 0;
 	return ts->strategy->held_rows(ts->strategy_state);
-}
-
-/* The table being read. */
-Relation
-cp_tuple_shuffle_relation(TupleShuffleState *ts)
-{
-	return ts->child->css.ss.ss_currentRelation;
-}
-
-/* The layout rows are converted with: SGD reads it, never writes it. */
-const CpLayout *
-cp_tuple_shuffle_layout(TupleShuffleState *ts)
-{
-	return &ts->layout;
 }
 
 /*
@@ -488,14 +514,16 @@ cp_tuple_shuffle_layout(TupleShuffleState *ts)
  * in one pass over the table (preprocess_pass.c).
  */
 void
-cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed)
+cp_tuple_source_find_shape(CpTupleSource *src, uint64 seed)
 {
+	TupleShuffleState *ts = source_node(src);
+
 	/*
 	 * The pass may fill the block cache with the rows it reads, so that
 	 * epoch 1 takes them from memory (preprocess_pass.c says when).  Not
 	 * with workers: each process caches its own share of the blocks.
 	 */
-	cp_prep_first_pass(&ts->layout, cp_tuple_shuffle_relation(ts),
+	cp_prep_first_pass(&ts->layout, ts->source.rel,
 					   ts->css.ss.ps.state->es_snapshot, &ts->params, seed,
 					   ts->buf_cxt, ts->params.workers <= 1 ? ts->cache : NULL,
 					   ts->child->sizing.pages_per_block);
@@ -509,48 +537,24 @@ cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed)
  * to be trained on.
  */
 void
-cp_tuple_shuffle_reset_cache(TupleShuffleState *ts)
+cp_tuple_source_reset_cache(CpTupleSource *src)
 {
+	TupleShuffleState *ts = source_node(src);
+
 	if (ts->cache != NULL)
 		cp_block_cache_reset(ts->cache);
 }
 
-/* The strategy's private state, for its own exported accessors. */
-void *
-cp_tuple_shuffle_strategy_state(TupleShuffleState *ts)
-{
-	return ts->strategy_state;
-}
-
-/* validation => 'N%': the held-out rows, or NULL. */
-CpHoldout *
-cp_tuple_shuffle_holdout(TupleShuffleState *ts)
-{
-	return ts->holdout;
-}
-
-/* Whether SGD should sum gradients per block for the strategy (GraB). */
-bool
-cp_tuple_shuffle_wants_feedback(TupleShuffleState *ts)
-{
-	return ts->strategy->epoch_feedback != NULL;
-}
-
 /* Hand the strategy the epoch's per-block gradient sums. */
 void
-cp_tuple_shuffle_epoch_feedback(TupleShuffleState *ts, const struct CpGrabAcc *acc)
+cp_tuple_source_epoch_feedback(CpTupleSource *src, const struct CpGrabAcc *acc)
 {
+	TupleShuffleState *ts = source_node(src);
+
 	ts->strategy->epoch_feedback(ts->strategy_state, acc);
 	/* GraB decides the next epoch's buffer shuffle per epoch */
 	if (ts->strategy->permutes)
 		ts->permute = ts->strategy->permutes(ts->strategy_state);
-}
-
-/* How the table is cut into blocks and buffers. */
-const CpSizing *
-cp_tuple_shuffle_sizing(TupleShuffleState *ts)
-{
-	return &ts->child->sizing;
 }
 
 /*
@@ -559,38 +563,44 @@ cp_tuple_shuffle_sizing(TupleShuffleState *ts)
  * are cut exactly as read_group() cuts them, so group g holds the same
  * blocks in every process.
  */
-int64
-cp_tuple_shuffle_n_groups(TupleShuffleState *ts)
-{
-	return ts->n_groups;
-}
-
 /* A worker cuts the table as the leader did, whatever page count it sees. */
 void
-cp_tuple_shuffle_impose_sizing(TupleShuffleState *ts, const CpSizing *sz)
+cp_tuple_source_impose_sizing(CpTupleSource *src, const CpSizing *sz)
 {
+	TupleShuffleState *ts = source_node(src);
+
 	ts->child->sizing = *sz;
 	ts->blocks_per_buffer = sz->blocks_per_buffer;
-	ts->n_groups = Max(1, ((int64) sz->n_blocks + ts->blocks_per_buffer - 1) /
+	ts->source.n_groups = Max(1, ((int64) sz->n_blocks + ts->blocks_per_buffer - 1) /
 					   ts->blocks_per_buffer);
+}
+
+/* Draw the next epoch's block order, as one process would read it. */
+const uint32 *
+cp_tuple_source_draw_order(CpTupleSource *src)
+{
+	return cp_block_shuffle_draw_order(source_node(src)->child);
 }
 
 /* The next fill reads group g of order, and only it. */
 void
-cp_tuple_shuffle_seek_group(TupleShuffleState *ts, const uint32 *order, int64 group)
+cp_tuple_source_seek_group(CpTupleSource *src, const uint32 *order, int64 group)
 {
+	TupleShuffleState *ts = source_node(src);
 	int64		n_blocks = ts->child->sizing.n_blocks;
 
 	/* read_group() ends the group at its limit, from next_group */
 	ts->eof = false;
 	ts->next_group = group;
-	cp_block_shuffle_read_range(ts->child, order, (group * n_blocks) / ts->n_groups);
+	cp_block_shuffle_read_range(ts->child, order, (group * n_blocks) / ts->source.n_groups);
 }
 
 /* Buffer permutations from a stream of its own per group. */
 void
-cp_tuple_shuffle_seed_permutation(TupleShuffleState *ts, uint64 seed)
+cp_tuple_source_seed_permutation(CpTupleSource *src, uint64 seed)
 {
+	TupleShuffleState *ts = source_node(src);
+
 	pg_prng_seed(&ts->rng, seed);
 }
 
@@ -606,9 +616,9 @@ tuple_shuffle_next(ScanState *node)
 	ExecClearTuple(slot);
 	while (ts->out_pos >= ts->out.n_rows)
 	{
-		if (!cp_tuple_shuffle_fill(ts, &ts->out))
+		if (!cp_tuple_source_fill(&ts->source, &ts->out))
 			return slot;
-		cp_tuple_shuffle_permute(ts, &ts->out);
+		cp_tuple_source_permute(&ts->source, &ts->out);
 		ts->out_pos = 0;
 	}
 	row = ts->out.order[ts->out_pos++];

@@ -21,6 +21,7 @@
 #include "io/layout.h"
 #include "params/params.h"
 #include "shuffle/strategy.h"
+#include "nodes/tuple_source.h"
 
 typedef struct TupleShuffleState
 {
@@ -38,7 +39,6 @@ typedef struct TupleShuffleState
 
 	BlockShuffleState *child;
 	uint32		blocks_per_buffer;
-	int64		n_groups;		/* groups of blocks an epoch is cut into */
 	int64		next_group;		/* the group the next read takes */
 	TupleDesc	read_desc;		/* the table's, cut at the layout's last
 								 * column */
@@ -61,6 +61,9 @@ typedef struct TupleShuffleState
 	ItemPointerData out_tid;	/* the ctid the scan slot points at */
 
 	int64		buffers_filled;
+
+	/* what SGD and parallel.c read, handed over at the start */
+	CpTupleSource source;
 } TupleShuffleState;
 
 extern CustomScanMethods cp_tuple_shuffle_scan_methods;
@@ -69,29 +72,9 @@ extern CustomScan *cp_tuple_shuffle_make_plan(Const *params, bool scan_mode,
 											  CustomScan *child, List *tlist,
 											  List *scan_tlist, Index rti);
 
-/* What the SGD operator drives, a buffer at a time. */
-extern void cp_tuple_shuffle_set_seed(TupleShuffleState *ts, uint64 seed);
-extern void cp_tuple_shuffle_init_buffer(TupleShuffleState *ts, CpBuffer *buf,
-										 MemoryContext cxt);
-extern bool cp_tuple_shuffle_fill(TupleShuffleState *ts, CpBuffer *buf);
-extern void cp_tuple_shuffle_permute(TupleShuffleState *ts, CpBuffer *buf);
-extern int64 cp_tuple_shuffle_held_rows(TupleShuffleState *ts, const char **key);
-extern Relation cp_tuple_shuffle_relation(TupleShuffleState *ts);
-extern const CpSizing *cp_tuple_shuffle_sizing(TupleShuffleState *ts);
-extern const CpLayout *cp_tuple_shuffle_layout(TupleShuffleState *ts);
-extern void cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed);
-extern void cp_tuple_shuffle_reset_cache(TupleShuffleState *ts);
-extern bool cp_tuple_shuffle_wants_feedback(TupleShuffleState *ts);
-extern void *cp_tuple_shuffle_strategy_state(TupleShuffleState *ts);
-extern CpHoldout *cp_tuple_shuffle_holdout(TupleShuffleState *ts);
-extern void cp_tuple_shuffle_epoch_feedback(TupleShuffleState *ts,
-											const struct CpGrabAcc *acc);
-
-/* Parallel training (parallel.c): groups of a shared order, in any order. */
-extern int64 cp_tuple_shuffle_n_groups(TupleShuffleState *ts);
-extern void cp_tuple_shuffle_impose_sizing(TupleShuffleState *ts, const CpSizing *sz);
-extern void cp_tuple_shuffle_seek_group(TupleShuffleState *ts, const uint32 *order,
-										int64 group);
-extern void cp_tuple_shuffle_seed_permutation(TupleShuffleState *ts, uint64 seed);
+/*
+ * What SGD and parallel.c read and call: the node's CpTupleSource
+ * (nodes/tuple_source.h), embedded above.
+ */
 
 #endif							/* CORGIPILE_TUPLESHUFFLE_H */

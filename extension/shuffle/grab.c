@@ -37,6 +37,7 @@
 
 #include "core/grab.h"
 #include "core/shuffle.h"
+#include "shuffle/grab.h"
 #include "shuffle/strategy.h"
 
 /* the largest average block, in rows, that keeps GraB's order in a buffer */
