@@ -112,7 +112,7 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	BlockNumber n_pages;
 
 	/* the parent seeds this node's generator with the run's seed */
-	bs->random_order = cp_shuffle_random_blocks(bs->params.shuffle);
+	bs->random_order = cp_shuffle_has(bs->params.shuffle, CP_SHUFFLE_RANDOM_BLOCKS);
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		n_pages = RelationGetNumberOfBlocks(rel);

@@ -87,7 +87,6 @@
 #include "io/layout.h"
 #include "nodes/parallel.h"
 #include "io/prep.h"
-#include "shuffle/strategy.h"
 #include "nodes/tuple_source.h"
 #include "shuffle/grab.h"
 
@@ -250,43 +249,6 @@ cp_parallel_init(void)
 }
 
 /*
- * The strategies whose buffers are groups of whole blocks, read in an
- * order drawn before the epoch: a group can be read by any process.
- * Strategies that read the whole table in sequence (windows, reservoirs),
- * shuffle it through files or learn an order per block (grab) cannot.
- */
-bool
-cp_parallel_capable(CpShuffle shuffle)
-{
-	const CpStrategy *st = cp_strategy_get(shuffle);
-
-	/* grab: each worker keeps its blocks, ordered by PairBalance */
-	if (shuffle == CP_SHUFFLE_GRAB)
-		return true;
-	return st->fill == cp_strategy_fill_group && st->epoch_feedback == NULL &&
-		st->block_order == NULL;
-}
-
-void
-cp_parallel_check_workers(const CpTrainParams *p)
-{
-	if (p->workers <= 1)
-		return;
-	if (p->workers - 1 > max_worker_processes)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: workers must be at most %d (max_worker_processes + 1, the leader included), got %d",
-						max_worker_processes + 1, p->workers),
-				 errhint("Lower workers, or leave it NULL to let the server choose.")));
-	if (!cp_parallel_capable(p->shuffle))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("corgipile.train: shuffle \"%s\" cannot train with workers > 1",
-						cp_shuffle_name(p->shuffle)),
-				 errhint("Use shuffle corgipile, block_only, no_shuffle or grab, or workers => 1.")));
-}
-
-/*
  * The processes a training uses, the leader included.  workers => NULL:
  * as the planner sizes a parallel table scan, one worker once the table
  * reaches min_parallel_table_scan_size and one more each time it triples,
@@ -299,10 +261,11 @@ cp_parallel_choose(const CpTrainParams *p, Relation rel, const CpSizing *sz,
 {
 	int			n;
 
-	if (p->workers == 1 || !cp_parallel_capable(p->shuffle) || !IsUnderPostmaster)
+	if (p->workers == 1 || !cp_shuffle_has(p->shuffle, CP_SHUFFLE_PARALLEL) ||
+		!IsUnderPostmaster)
 		return 1;
 	/* grab's block sums need the average scheme: NULL chooses one process */
-	if (p->shuffle == CP_SHUFFLE_GRAB && cp_parallel_sync != CP_SYNC_AVERAGE &&
+	if (cp_shuffle_has(p->shuffle, CP_SHUFFLE_FEEDBACK) && cp_parallel_sync != CP_SYNC_AVERAGE &&
 		p->workers <= 0)
 		return 1;
 	/* a temporary table's pages are in the leader's local buffers only */

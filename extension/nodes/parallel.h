@@ -45,10 +45,6 @@ extern void cp_parallel_init(void);
 
 typedef struct CpParallel CpParallel;
 
-/* Parse time: refuse a worker count or a strategy that cannot run. */
-extern void cp_parallel_check_workers(const CpTrainParams *p);
-extern bool cp_parallel_capable(CpShuffle shuffle);
-
 /* Executor start: the processes (leader included) a training will use. */
 extern int	cp_parallel_choose(const CpTrainParams *p, Relation rel,
 							   const CpSizing *sz, int64 n_groups);

@@ -377,7 +377,7 @@ warm_load(SgdState *s)
 				 errmsg("warm start model \"%s\" was trained on label column \"%s\"; this training's is \"%s\"",
 						name, s->warm->label, s->params.label),
 				 errhint("Train without warm_start.")));
-	if (s->params.shuffle == CP_SHUFFLE_GRAB)
+	if (s->src->wants_feedback)
 		warm_grab_order(s);
 }
 
@@ -1011,7 +1011,7 @@ save_model(SgdState *s)
 	{
 		/* the settings that change a parallel training's weights */
 		rec.parallel_sync = cp_parallel_sync == CP_SYNC_AVERAGE ? "average" : "hogwild";
-		if (s->params.shuffle == CP_SHUFFLE_GRAB)
+		if (s->src->wants_feedback)
 			rec.parallel_grab = cp_parallel_grab == CP_GRAB_PAIR_BALANCE ?
 				"pair_balance" : "independent";
 	}
@@ -1020,7 +1020,7 @@ save_model(SgdState *s)
 	rec.results = s->results;
 	rec.n_results = s->n_done;
 	rec.weights = s->best_epoch > 0 ? s->best_w : s->model.w;
-	if (s->params.shuffle == CP_SHUFFLE_GRAB)
+	if (s->src->wants_feedback)
 		record_grab(s, &rec);
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
 	rec.held_rows = cp_tuple_source_held_rows(s->src, &rec.held_rows_key);

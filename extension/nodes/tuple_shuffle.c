@@ -44,7 +44,6 @@
 #include "corgipile.h"
 #include "io/prep.h"
 #include "nodes/tuple_shuffle.h"
-#include "shuffle/grab.h"
 
 static Node *tuple_shuffle_create_state(CustomScan *cscan);
 static void tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags);
@@ -190,7 +189,8 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->env.rel = rel;
 	ts->strategy_state = ts->strategy->begin(&ts->env);
 	ts->permute = ts->strategy->permutes ?
-		ts->strategy->permutes(ts->strategy_state) : ts->strategy->permute_buffers;
+		ts->strategy->permutes(ts->strategy_state) :
+		cp_shuffle_has(ts->params.shuffle, CP_SHUFFLE_PERMUTES);
 	if (ts->strategy->block_order)
 		cp_block_shuffle_set_order_source(ts->child, ts->strategy->block_order,
 										  ts->strategy_state);
@@ -210,7 +210,7 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	 * (block_cache.c), unless the strategy reads the table only once or
 	 * this is shuffled_scan(), whose rows carry ids the cache does not keep.
 	 */
-	if (!ts->scan_mode && !ts->strategy->reads_table_once &&
+	if (!ts->scan_mode && !cp_shuffle_has(ts->params.shuffle, CP_SHUFFLE_READS_ONCE) &&
 		ts->params.max_epoch_num > 1 && cp_block_cache_kb > 0 &&
 		!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
 		ts->cache = cp_block_cache_create(ts->buf_cxt, ts->child->sizing.n_blocks,
@@ -218,13 +218,13 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 
 	/*
 	 * A buffer of dense rows that holds one group, trained before the next
-	 * fill (borrow_cached_rows: corgipile, block_only, no_shuffle),
+	 * fill (CP_SHUFFLE_BORROWS_ROWS in params/shuffles.h),
 	 * may point into the cache instead of holding a copy.  Other strategies
 	 * move rows between buffers of their own, and keep copies.
 	 */
 	ts->borrow_rows = ts->cache != NULL &&
 		ts->layout.mode != CP_FEATURES_SPARSE &&
-		ts->strategy->borrow_cached_rows;
+		cp_shuffle_has(ts->params.shuffle, CP_SHUFFLE_BORROWS_ROWS);
 
 	/*
 	 * The top operator seeds the run, once: this node under shuffled_scan(),
@@ -681,14 +681,11 @@ tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
 	TupleShuffleState *ts = (TupleShuffleState *) node;
 
-	ExplainPropertyText("Tuple Order", ts->strategy->tuple_order, es);
+	ExplainPropertyText("Tuple Order", cp_shuffles[ts->params.shuffle].tuple_order, es);
 	ExplainPropertyInteger("Blocks per Buffer", NULL, ts->blocks_per_buffer, es);
 	ExplainPropertyText("Features", cp_layout_mode_name(ts->layout.mode), es);
-	if (ts->strategy->id == CP_SHUFFLE_GRAB)
-	{
-		ExplainPropertyText("GraB Buffer", cp_grab_buffer_choice(ts->strategy_state), es);
-		cp_grab_explain_plan(ts->strategy_state, es);
-	}
+	if (ts->strategy->explain_plan)
+		ts->strategy->explain_plan(ts->strategy_state, es);
 	if (es->analyze)
 	{
 		ExplainPropertyInteger("Buffers Filled", NULL, ts->buffers_filled, es);

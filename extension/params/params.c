@@ -17,6 +17,7 @@
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/primnodes.h"
 #include "utils/builtins.h"
@@ -25,9 +26,7 @@
 #include "utils/regproc.h"
 
 #include "core/preprocess.h"
-#include "nodes/parallel.h"
 #include "params/params.h"
-#include "shuffle/strategy.h"
 
 /* generated from the one list of train()'s parameters (train_args.h) */
 #define CP_ARG_NAME(id, name, type, isnull, datum, sqldefault) #name,
@@ -93,19 +92,6 @@ cp_parse_model_kind(const char *name, CpModelKind *kind)
 	else
 		return false;
 	return true;
-}
-
-const char *
-cp_shuffle_name(CpShuffle shuffle)
-{
-	return cp_strategy_get(shuffle)->name;
-}
-
-/* Does this strategy read blocks in a random order (else sequentially)? */
-bool
-cp_shuffle_random_blocks(CpShuffle shuffle)
-{
-	return cp_strategy_get(shuffle)->random_blocks;
 }
 
 static void
@@ -320,11 +306,34 @@ bad:
 			 errhint("Use a size such as '1MB' or a number of pages.")));
 }
 
+/*
+ * workers => N: at most the processes the server can start, and a strategy
+ * that may run in parallel (CP_SHUFFLE_PARALLEL in params/shuffles.h).
+ */
+static void
+check_workers(const CpTrainParams *p)
+{
+	if (p->workers <= 1)
+		return;
+	if (p->workers - 1 > max_worker_processes)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("corgipile.train: workers must be at most %d (max_worker_processes + 1, the leader included), got %d",
+						max_worker_processes + 1, p->workers),
+				 errhint("Lower workers, or leave it NULL to let the server choose.")));
+	if (!cp_shuffle_has(p->shuffle, CP_SHUFFLE_PARALLEL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("corgipile.train: shuffle \"%s\" cannot train with workers > 1",
+						cp_shuffle_name(p->shuffle)),
+				 errhint("Use shuffle %s, or workers => 1.",
+						 cp_shuffle_names(CP_SHUFFLE_PARALLEL, false, " or "))));
+}
+
 void
 cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 {
 	char	   *s;
-	int			i;
 
 	memset(p, 0, sizeof(*p));
 
@@ -350,21 +359,11 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 
 	require_not_null(nulls, CP_ARG_SHUFFLE);
 	s = text_arg(values, nulls, CP_ARG_SHUFFLE);
-	if (!cp_strategy_lookup(s, &p->shuffle))
-	{
-		StringInfoData valid;
-
-		/* the list of names comes from the strategy table */
-		initStringInfo(&valid);
-		for (i = 0; i < CP_NUM_SHUFFLES; i++)
-			appendStringInfo(&valid, "%s'%s'",
-							 i == 0 ? "" : (i == CP_NUM_SHUFFLES - 1 ? " and " : ", "),
-							 cp_shuffle_name((CpShuffle) i));
+	if (!cp_shuffle_lookup(s, &p->shuffle))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("corgipile.train: unknown shuffle \"%s\"", s),
-				 errhint("Valid shuffles are %s.", valid.data)));
-	}
+				 errhint("Valid shuffles are %s.", cp_shuffle_names(0, true, " and "))));
 
 	/*
 	 * NULL: by the loss.  Squared loss's gradient grows with the label's and
@@ -444,7 +443,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	/* NULL: chosen at executor start from the table's size (parallel.c) */
 	p->workers = nulls[CP_ARG_WORKERS] ? 0 :
 		positive_int(values, nulls, CP_ARG_WORKERS);
-	cp_parallel_check_workers(p);
+	check_workers(p);
 }
 
 /* Parse the argument list of a planned call, all of it constants. */

@@ -19,6 +19,7 @@
 #include "storage/block.h"
 
 #include "core/linear_model.h"
+#include "params/shuffles.h"
 #include "params/train_args.h"
 
 /* Positions of corgipile.train()'s arguments, as in the SQL signature. */
@@ -29,20 +30,6 @@ typedef enum CpArg
 	CP_NUM_ARGS
 } CpArg;
 #undef CP_ARG_ENUM
-
-typedef enum CpShuffle
-{
-	CP_SHUFFLE_CORGIPILE,		/* random blocks, shuffled buffer */
-	CP_SHUFFLE_BLOCK_ONLY,		/* random blocks, page order inside */
-	CP_SHUFFLE_NO_SHUFFLE,		/* sequential pages */
-	CP_SHUFFLE_SLIDING_WINDOW,	/* TensorFlow's shuffle buffer */
-	CP_SHUFFLE_MRS,				/* Bismarck's multiplexed reservoir sampling */
-	CP_SHUFFLE_SHUFFLE_ONCE,	/* two-pass full shuffle before training */
-	CP_SHUFFLE_EPOCH_SHUFFLE,	/* two-pass full shuffle before every epoch */
-	CP_SHUFFLE_GRAB				/* blocks in GraB's gradient-balanced order */
-} CpShuffle;
-
-#define CP_NUM_SHUFFLES 8
 
 typedef enum CpSizeUnit
 {
@@ -136,9 +123,7 @@ extern void cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages,
 							  CpSizing *out);
 extern const char *cp_model_kind_name(CpModelKind kind);
 extern bool cp_parse_model_kind(const char *name, CpModelKind *kind);
-extern const char *cp_shuffle_name(CpShuffle shuffle);
 extern const char *cp_standardize_name(CpStandardize standardize);
-extern bool cp_shuffle_random_blocks(CpShuffle shuffle);
 extern char *cp_size_to_string(const CpSize *size);
 extern void cp_check_model_size(CpModelKind kind, int64 n_features, int n_outputs,
 								bool sparse, int batch_size, const char *relname);

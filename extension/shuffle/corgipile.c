@@ -11,12 +11,6 @@
 #include "shuffle/strategy.h"
 
 const CpStrategy cp_strategy_corgipile = {
-	.id = CP_SHUFFLE_CORGIPILE,
-	.name = "corgipile",
-	.tuple_order = "shuffled buffers",
-	.random_blocks = true,
-	.borrow_cached_rows = true,
-	.permute_buffers = true,
 	.begin = cp_strategy_begin_groups,
 	.fill = cp_strategy_fill_group,
 };

@@ -5,7 +5,7 @@
  *	  epoch (two_pass.h).
  *
  * Pass 2 is lazy: each pile is a buffer, and the training side permutes it
- * (permute_buffers) as it trains on it.
+ * (CP_SHUFFLE_PERMUTES) as it trains on it.
  *
  *-------------------------------------------------------------------------
  */
@@ -43,11 +43,6 @@ rescan(void *state)
 }
 
 const CpStrategy cp_strategy_epoch_shuffle = {
-	.id = CP_SHUFFLE_EPOCH_SHUFFLE,
-	.name = "epoch_shuffle",
-	.tuple_order = "two-pass shuffle every epoch",
-	.random_blocks = false,
-	.permute_buffers = true,
 	.begin = cp_two_pass_begin,
 	.seed = cp_two_pass_seed,
 	.fill = fill,

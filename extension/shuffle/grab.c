@@ -422,14 +422,16 @@ grab_explain(void *state, ExplainState *es)
 }
 
 /*
- * EXPLAIN without ANALYZE too: how the buffer is decided (with the first
- * epoch's choice in cp_grab_buffer_choice) and the unit.
+ * EXPLAIN without ANALYZE too (the explain_plan hook): the first epoch's
+ * buffer choice, how later epochs decide it, and the unit.
  */
-void
-cp_grab_explain_plan(void *state, ExplainState *es)
+static void
+grab_explain_plan(void *state, ExplainState *es)
 {
 	GrabState  *g = state;
 	char		unit[64];
+
+	ExplainPropertyText("GraB Buffer", cp_grab_buffer_choice(state), es);
 
 	if (grab_buffer_mode == GRAB_BUFFER_AUTO && !g->rows_shuffle)
 		ExplainPropertyText("GraB Buffer Rule",
@@ -499,23 +501,10 @@ cp_grab_set_first_order(void *state, const uint32 *order)
 }
 
 const CpStrategy cp_strategy_grab = {
-	.id = CP_SHUFFLE_GRAB,
-	.name = "grab",
-	.tuple_order = "gradient-balanced blocks",
-	.random_blocks = true,
-	/*
-	 * Copies, not borrowed rows: GraB's kept order trains a block's rows
-	 * where they lie, and borrowed ones come cold from memory, while a copy
-	 * made on the main thread overlaps the helper thread's training and
-	 * leaves the rows in the shared cache.  Fashion-MNIST logistic (785
-	 * features), later epochs: borrowed 1.32 x corgipile's wall time, copied
-	 * 1.01 (CPU 1.26 against 1.41); softmax 1.10 and 1.09 (docs/grab.md).
-	 */
-	.borrow_cached_rows = false,
-	.permute_buffers = true,
 	.begin = grab_begin,
 	.fill = grab_fill,
 	.explain = grab_explain,
+	.explain_plan = grab_explain_plan,
 	.block_order = grab_block_order,
 	.epoch_feedback = grab_epoch_feedback,
 	.permutes = grab_permutes,

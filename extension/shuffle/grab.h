@@ -26,7 +26,6 @@ extern uint32 cp_grab_n_units(void *state);
 extern const uint32 *cp_grab_unit_map(void *state);
 extern bool cp_grab_collects(void *state);
 extern void cp_grab_plan_epoch(void *state, double rate, double mean_g2);
-extern void cp_grab_explain_plan(void *state, ExplainState *es);
 extern void cp_grab_choices(void *state, int32 *unit_blocks, int64 *epochs,
 							int64 *epochs_kept, int64 *epochs_random,
 							double *statistic, double *step);

@@ -52,11 +52,6 @@ explain(void *state, ExplainState *es)
 }
 
 const CpStrategy cp_strategy_mrs = {
-	.id = CP_SHUFFLE_MRS,
-	.name = "mrs",
-	.tuple_order = "multiplexed reservoir sampling",
-	.random_blocks = false,
-	.permute_buffers = false,
 	.begin = cp_window_begin,
 	.seed = cp_window_seed,
 	.fill = fill,

@@ -10,12 +10,6 @@
 #include "shuffle/strategy.h"
 
 const CpStrategy cp_strategy_no_shuffle = {
-	.id = CP_SHUFFLE_NO_SHUFFLE,
-	.name = "no_shuffle",
-	.tuple_order = "as read",
-	.random_blocks = false,
-	.borrow_cached_rows = true,
-	.permute_buffers = false,
 	.begin = cp_strategy_begin_groups,
 	.fill = cp_strategy_fill_group,
 };

@@ -104,12 +104,6 @@ rescan(void *state)
 }
 
 const CpStrategy cp_strategy_shuffle_once = {
-	.id = CP_SHUFFLE_SHUFFLE_ONCE,
-	.name = "shuffle_once",
-	.tuple_order = "two-pass shuffle once",
-	.random_blocks = false,
-	.permute_buffers = false,
-	.reads_table_once = true,
 	.begin = cp_two_pass_begin,
 	.seed = cp_two_pass_seed,
 	.fill = fill,

@@ -39,11 +39,6 @@ explain(void *state, ExplainState *es)
 }
 
 const CpStrategy cp_strategy_sliding_window = {
-	.id = CP_SHUFFLE_SLIDING_WINDOW,
-	.name = "sliding_window",
-	.tuple_order = "sliding window",
-	.random_blocks = false,
-	.permute_buffers = false,
 	.begin = cp_window_begin,
 	.seed = cp_window_seed,
 	.fill = fill,

@@ -3,9 +3,9 @@
  * strategy.c
  *	  The table of shuffle strategies, and what several of them share.
  *
- * This table is the only place that enumerates the strategies: names,
- * EXPLAIN texts, whether blocks are visited at random, whether buffers are
- * permuted all come from the entries.
+ * The table is generated from the one list of strategies
+ * (params/shuffles.h), which holds their names, EXPLAIN texts and flags;
+ * each module here holds only its code.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,39 +13,46 @@
 
 #include "shuffle/strategy.h"
 
+#define CP_STRATEGY_ENTRY(ID, name, tuple_order, flags) \
+	[CP_SHUFFLE_##ID] = &cp_strategy_##name,
 static const CpStrategy *const strategies[CP_NUM_SHUFFLES] = {
-	[CP_SHUFFLE_CORGIPILE] = &cp_strategy_corgipile,
-	[CP_SHUFFLE_BLOCK_ONLY] = &cp_strategy_block_only,
-	[CP_SHUFFLE_NO_SHUFFLE] = &cp_strategy_no_shuffle,
-	[CP_SHUFFLE_SLIDING_WINDOW] = &cp_strategy_sliding_window,
-	[CP_SHUFFLE_MRS] = &cp_strategy_mrs,
-	[CP_SHUFFLE_SHUFFLE_ONCE] = &cp_strategy_shuffle_once,
-	[CP_SHUFFLE_EPOCH_SHUFFLE] = &cp_strategy_epoch_shuffle,
-	[CP_SHUFFLE_GRAB] = &cp_strategy_grab,
+	CP_SHUFFLES(CP_STRATEGY_ENTRY)
 };
+#undef CP_STRATEGY_ENTRY
+
+/*
+ * The module's hooks must agree with the flags the list gives it
+ * (params/shuffles.h): the flags are what the parser, BlockShuffle,
+ * TupleShuffle and parallel training go by without looking at the code.
+ */
+static void
+check_entry(CpShuffle id, const CpStrategy *st)
+{
+	const char *problem = NULL;
+	bool		groups = (st->fill == cp_strategy_fill_group);
+
+	if (cp_shuffle_has(id, CP_SHUFFLE_FEEDBACK) != (st->epoch_feedback != NULL))
+		problem = "CP_SHUFFLE_FEEDBACK and the epoch_feedback hook";
+	else if (cp_shuffle_has(id, CP_SHUFFLE_BORROWS_ROWS) && !groups)
+		problem = "CP_SHUFFLE_BORROWS_ROWS and a fill other than one group";
+	else if (cp_shuffle_has(id, CP_SHUFFLE_PARALLEL) &&
+			 !(groups && st->block_order == NULL) &&
+			 !cp_shuffle_has(id, CP_SHUFFLE_FEEDBACK))
+		problem = "CP_SHUFFLE_PARALLEL and a fill other than one group of a drawn order";
+	else if (cp_shuffle_has(id, CP_SHUFFLE_COPIES_TABLE) != (st->end != NULL))
+		problem = "CP_SHUFFLE_COPIES_TABLE and the end hook (its temporary files)";
+	if (problem != NULL)
+		elog(ERROR, "corgipile: shuffle strategy \"%s\" disagrees with its flags: %s",
+			 cp_shuffle_name(id), problem);
+}
 
 const CpStrategy *
 cp_strategy_get(CpShuffle id)
 {
 	if ((int) id < 0 || (int) id >= CP_NUM_SHUFFLES || strategies[id] == NULL)
 		elog(ERROR, "corgipile: no shuffle strategy %d", (int) id);
-	Assert(strategies[id]->id == id);
+	check_entry(id, strategies[id]);
 	return strategies[id];
-}
-
-/* The strategy called name (case-insensitive); false if there is none. */
-bool
-cp_strategy_lookup(const char *name, CpShuffle *id)
-{
-	for (int i = 0; i < CP_NUM_SHUFFLES; i++)
-	{
-		if (pg_strcasecmp(name, strategies[i]->name) == 0)
-		{
-			*id = (CpShuffle) i;
-			return true;
-		}
-	}
-	return false;
 }
 
 /* A buffer with the driver's layout (and row ids under shuffled_scan()). */

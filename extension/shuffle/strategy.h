@@ -10,8 +10,10 @@
  * and asks it for buffers.  A strategy keeps its state private, in what its
  * begin callback returns.
  *
- * Adding a strategy: one file here defining a CpStrategy, one line in the
- * table (strategy.c), one value in CpShuffle (params.h).
+ * What a strategy is (its name, EXPLAIN's "Tuple Order", its flags) is data
+ * in the one list of strategies, params/shuffles.h; this struct holds only
+ * its code.  Adding a strategy: one line in that list, one file here
+ * defining cp_strategy_<name>.
  *
  * This header depends on nothing of the driver's: the strategies read rows
  * only through env->read_group, so no strategy includes tupleshuffle.h.
@@ -30,6 +32,7 @@
 #include "core/buffer.h"
 #include "io/layout.h"
 #include "params/params.h"
+#include "params/shuffles.h"
 
 /*
  * Append to dst the rows of the epoch's next group of blocks (at most
@@ -57,19 +60,6 @@ typedef struct CpStrategyEnv
 
 typedef struct CpStrategy
 {
-	CpShuffle	id;
-	const char *name;			/* train(shuffle => ...) */
-	const char *tuple_order;	/* EXPLAIN's "Tuple Order" */
-	bool		random_blocks;	/* BlockShuffle visits blocks in a random
-								 * order (else sequentially) */
-	bool		permute_buffers;	/* the training side permutes each buffer */
-	bool		reads_table_once;	/* read_group only in the first epoch: the
-									 * block cache would go unused */
-	bool		borrow_cached_rows; /* each fill is one read_group, trained
-									 * before the next fill, on rows that may
-									 * be borrowed from the block cache
-									 * instead of copied */
-
 	/* Required.  The private state; allocate it in env->cxt. */
 	void	   *(*begin) (const CpStrategyEnv *env);
 	/* Optional.  Seed the strategy's own generators from the run's seed. */
@@ -86,6 +76,8 @@ typedef struct CpStrategy
 	void		(*end) (void *state);
 	/* Optional.  EXPLAIN ANALYZE details. */
 	void		(*explain) (void *state, ExplainState *es);
+	/* Optional.  EXPLAIN details known before the run (its per-run choices). */
+	void		(*explain_plan) (void *state, ExplainState *es);
 
 	/*
 	 * Optional.  The rows the strategy holds back (window, reservoir) and
@@ -115,27 +107,22 @@ typedef struct CpStrategy
 	/*
 	 * Optional: whether this run permutes its buffers, when the strategy
 	 * decides it per run (GraB: by the rows per block); else
-	 * permute_buffers.
+	 * CP_SHUFFLE_PERMUTES of its flags.
 	 */
 	bool		(*permutes) (void *state);
 } CpStrategy;
 
 extern const CpStrategy *cp_strategy_get(CpShuffle id);
-extern bool cp_strategy_lookup(const char *name, CpShuffle *id);
 
 /* Shared by the strategies. */
 extern void cp_strategy_init_buffer(const CpStrategyEnv *env, CpBuffer *buf);
 extern bool cp_strategy_fill_group(void *state, CpBuffer *out);
 extern void *cp_strategy_begin_groups(const CpStrategyEnv *env);
 
-/* The table's entries, one file each. */
-extern const CpStrategy cp_strategy_corgipile;
-extern const CpStrategy cp_strategy_block_only;
-extern const CpStrategy cp_strategy_no_shuffle;
-extern const CpStrategy cp_strategy_sliding_window;
-extern const CpStrategy cp_strategy_mrs;
-extern const CpStrategy cp_strategy_shuffle_once;
-extern const CpStrategy cp_strategy_epoch_shuffle;
-extern const CpStrategy cp_strategy_grab;
+/* The table's entries, one file each: cp_strategy_<name>. */
+#define CP_STRATEGY_EXTERN(ID, name, tuple_order, flags) \
+	extern const CpStrategy cp_strategy_##name;
+CP_SHUFFLES(CP_STRATEGY_EXTERN)
+#undef CP_STRATEGY_EXTERN
 
 #endif							/* CORGIPILE_STRATEGY_H */
