@@ -18,13 +18,14 @@ from typing import Any, Callable
 import psycopg
 from psycopg import sql
 
+from .. import strategies as shuffles
 from . import bismarck, engine, madlib, sklearn_runner
 from ._db import value
 from .config import TrainSettings
 from .datasets import ORDERS, Dataset, ScanClock, describe_table, synthetic
 from .results import FAILED, OK, Run, format_table, summarize, to_document, write_files
 
-DEFAULT_STRATEGIES = "corgipile,block_only,no_shuffle,shuffle_once,sliding_window,mrs,epoch_shuffle"
+DEFAULT_STRATEGIES = ",".join(shuffles.PAPER)
 BASELINES = ("bismarck", "madlib", "sklearn")
 BASELINE_ORDERS = ("shuffle_once", "no_shuffle")
 

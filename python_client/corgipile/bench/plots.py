@@ -16,23 +16,20 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .. import strategies
 from .results import OK, Run
 
-_STYLES: dict[str, dict[str, Any]] = {
-    "corgipile": dict(color="tab:red", marker="o", linewidth=2.2),
-    "block_only": dict(color="tab:orange", marker="s"),
-    "no_shuffle": dict(color="tab:gray", marker="x"),
-    "shuffle_once": dict(color="tab:blue", marker="^"),
-    "epoch_shuffle": dict(color="tab:cyan", marker="v"),
-    "sliding_window": dict(color="tab:olive", marker="<"),
-    "mrs": dict(color="tab:brown", marker=">"),
-}
-_BY_SYSTEM = {"bismarck": "tab:green", "madlib": "tab:purple", "sklearn": "black"}
+# baselines: colours no strategy uses (strategies.STYLES)
+_BY_SYSTEM = {"bismarck": "tab:olive", "madlib": "tab:pink", "sklearn": "tab:gray"}
 
 
 def _style(run: Run) -> dict[str, Any]:
     if run.system == "engine":
-        return dict(_STYLES.get(run.order, {"marker": "."}))
+        style = dict(strategies.STYLES.get(run.order, {"marker": "."}))
+        style.pop("linestyle", None)  # one line style per system: solid
+        if run.order == strategies.DEFAULT:
+            style["linewidth"] = 2.2
+        return style
     st: dict[str, Any] = dict(color=_BY_SYSTEM.get(run.system, None),
               marker="D" if run.order == "shuffle_once" else "P",
               linestyle="--" if run.order == "no_shuffle" else "-")
