@@ -6,6 +6,7 @@ OBJS = \
 	extension/corgipile.o \
 	extension/util/datum_convert.o \
 	extension/util/relation.o \
+	extension/util/spi.o \
 	extension/params/params.o \
 	extension/params/shuffles.o \
 	extension/io/block_cache.o \

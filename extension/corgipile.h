@@ -15,6 +15,8 @@
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
 
+#include "util/spi.h"
+
 /* corgipile.progress: a NOTICE per epoch */
 extern bool cp_progress_notices;
 
@@ -28,8 +30,6 @@ extern Relation cp_open_relation(Oid relid, LOCKMODE lockmode, const char *param
 extern void cp_check_relation(Relation rel, const char *param);
 extern void cp_check_select(Relation rel, Bitmapset *cols);
 extern void cp_check_access_at_start(Relation rel, Bitmapset *cols, const char *param);
-extern int	cp_pin_search_path(void);
-extern void cp_restore_search_path(int nest);
 
 /* piles of the two-pass shuffles: at most this many temporary files */
 #define CP_MAX_PILES 1024
