@@ -7,6 +7,7 @@ OBJS = \
 	extension/util/datum_convert.o \
 	extension/util/relation.o \
 	extension/util/spi.o \
+	extension/util/json.o \
 	extension/params/params.o \
 	extension/params/shuffles.o \
 	extension/io/block_cache.o \

@@ -25,6 +25,7 @@
 #include "io/layout.h"
 #include "model/models.h"
 #include "io/prep.h"
+#include "util/json.h"
 
 /* the core's allocator callback: zeroed memory of the current context */
 void *

@@ -119,7 +119,6 @@ extern char *cp_models_new_name(Relation rel, CpModelKind kind);
 extern void cp_models_check_new_name(const char *model_name);
 extern void cp_models_check_absent(const char *model_name);
 extern void cp_models_insert(const CpTrainRecord *rec);
-extern void cp_json_number(StringInfo buf, double v);
 extern CpStoredModel *cp_models_load(const char *model_name);
 
 #endif							/* CORGIPILE_MODELS_H */

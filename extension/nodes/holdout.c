@@ -25,6 +25,7 @@
 #include "functions/evaluate.h"
 #include "nodes/holdout.h"
 #include "model/models.h"
+#include "util/json.h"
 
 void
 cp_holdout_init(CpHoldout *h, double fraction, bool sparse, MemoryContext cxt)
