@@ -13,6 +13,7 @@ OBJS = \
 	extension/io/block_cache.o \
 	extension/io/layout.o \
 	extension/io/prep.o \
+	extension/model/metrics.o \
 	extension/model/model_insert.o \
 	extension/model/model_load.o \
 	extension/model/model_store.o \

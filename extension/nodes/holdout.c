@@ -22,8 +22,8 @@
 #include "utils/memutils.h"
 
 #include "core/preprocess.h"
-#include "functions/evaluate.h"
 #include "nodes/holdout.h"
+#include "model/metrics.h"
 #include "model/models.h"
 #include "util/json.h"
 

@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * evaluate.h
- *	  The metrics of corgipile.evaluate(), for other callers: training
- *	  reports them for its held-out rows (validation => 'N%').
+ * metrics.h
+ *	  The metrics of a model on rows (metrics.c): corgipile.evaluate()'s,
+ *	  and training's on its held-out rows (validation => 'N%').
  *
  *-------------------------------------------------------------------------
  */
-#ifndef CORGIPILE_EVALUATE_H
-#define CORGIPILE_EVALUATE_H
+#ifndef CORGIPILE_METRICS_H
+#define CORGIPILE_METRICS_H
 
 #include "postgres.h"
 
@@ -46,4 +46,4 @@ extern void cp_eval_init(CpEvalState *ev, const CpModel *like, double *w);
 extern void cp_eval_add_rows(const CpBuffer *buf, void *arg);
 extern void cp_eval_metrics(const CpEvalState *ev, CpMetricFn fn, void *arg);
 
-#endif							/* CORGIPILE_EVALUATE_H */
+#endif							/* CORGIPILE_METRICS_H */
