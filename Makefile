@@ -11,6 +11,7 @@ OBJS = \
 	extension/params/params.o \
 	extension/params/shuffles.o \
 	extension/io/block_cache.o \
+	extension/io/buffer.o \
 	extension/io/layout.o \
 	extension/io/prep.o \
 	extension/model/metrics.o \

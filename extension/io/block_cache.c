@@ -26,7 +26,7 @@
 #include "utils/memutils.h"
 
 #include "io/block_cache.h"
-#include "io/layout.h"
+#include "io/buffer.h"
 
 int			cp_block_cache_kb = 512 * 1024;
 

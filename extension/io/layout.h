@@ -19,6 +19,7 @@
 #include "utils/snapshot.h"
 
 #include "core/buffer.h"
+#include "io/buffer.h"
 #include "core/preprocess.h"
 #include "params/params.h"
 
@@ -100,16 +101,9 @@ extern void cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc,
 extern void cp_layout_ids_only(CpLayout *lo, TupleDesc tupdesc, const char *relname);
 extern Bitmapset *cp_layout_columns(const CpLayout *lo);
 extern const char *cp_layout_mode_name(CpFeatureMode mode);
-extern void cp_buffer_init(CpBuffer *buf, MemoryContext cxt, bool sparse);
-extern void cp_buffer_init_with_ids(CpBuffer *buf, MemoryContext cxt, bool sparse);
-extern void cp_buffer_reset(CpBuffer *buf, int n_features);
-extern void cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values);
-extern void cp_buffer_reserve_borrowed(CpBuffer *buf, int64 rows);
-extern void cp_buffer_free(CpBuffer *buf);
 extern bool cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf);
 extern void cp_layout_append_converted(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf,
 									   const double *x);
-extern void cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row);
 
 typedef void (*CpBatchFn) (const CpBuffer *buf, void *arg);
 extern void cp_layout_scan(CpLayout *lo, Relation rel, Snapshot snapshot,

@@ -13,7 +13,7 @@
 #include "utils/memutils.h"
 
 #include "corgipile.h"
-#include "io/layout.h"
+#include "io/buffer.h"
 #include "shuffle/piles.h"
 
 /*

@@ -1,0 +1,171 @@
+/*-------------------------------------------------------------------------
+ *
+ * buffer.c
+ *	  CpBuffer (core/buffer.h): a batch of rows in the compact layout, in
+ *	  memory contexts.  Filled by the column resolver (layout.c), the block
+ *	  cache and the strategies; read by the training.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/memutils.h"
+
+#include "io/buffer.h"
+
+void
+cp_buffer_init(CpBuffer *buf, MemoryContext cxt, bool sparse)
+{
+	memset(buf, 0, sizeof(*buf));
+	buf->memcxt = cxt;
+	buf->sparse = sparse;
+}
+
+/* Buffers that remember where their rows came from. */
+void
+cp_buffer_init_with_ids(CpBuffer *buf, MemoryContext cxt, bool sparse)
+{
+	cp_buffer_init(buf, cxt, sparse);
+	buf->with_ids = true;
+}
+
+void
+cp_buffer_reset(CpBuffer *buf, int n_features)
+{
+	buf->n_rows = 0;
+	buf->nnz = 0;
+	buf->n_features = n_features;
+	buf->row_ptrs = NULL;
+	if (buf->offsets != NULL)
+		buf->offsets[0] = 0;
+}
+
+static void *
+grow(MemoryContext cxt, void *ptr, Size size)
+{
+	if (ptr == NULL)
+		return MemoryContextAllocHuge(cxt, size);
+	return repalloc_huge(ptr, size);
+}
+
+/* Make room for rows rows and values values (doubles). */
+void
+cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
+{
+	if (rows > buf->cap_rows)
+	{
+		int64		cap = Max(rows, Max(1024, buf->cap_rows * 2));
+
+		if (cap > (int64) PG_UINT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("a corgipile buffer cannot hold more than %u rows",
+							PG_UINT32_MAX),
+					 errhint("Use a smaller buffer_size.")));
+		buf->labels = grow(buf->memcxt, buf->labels, mul_size(sizeof(double), cap));
+		buf->order = grow(buf->memcxt, buf->order, mul_size(sizeof(uint32), cap));
+		if (buf->with_ids)
+		{
+			buf->row_tids = grow(buf->memcxt, buf->row_tids, mul_size(sizeof(uint64), cap));
+			buf->row_keys = grow(buf->memcxt, buf->row_keys, mul_size(sizeof(int64), cap));
+		}
+		if (buf->with_blocks)
+			buf->row_blocks = grow(buf->memcxt, buf->row_blocks, mul_size(sizeof(uint32), cap));
+		if (buf->row_ptr_store != NULL)
+		{
+			buf->row_ptr_store = grow(buf->memcxt, buf->row_ptr_store,
+									  mul_size(sizeof(double *), cap));
+			if (buf->row_ptrs != NULL)
+				buf->row_ptrs = buf->row_ptr_store;
+		}
+		if (buf->sparse)
+		{
+			bool		fresh = (buf->offsets == NULL);
+
+			buf->offsets = grow(buf->memcxt, buf->offsets, mul_size(sizeof(int64), add_size(cap, 1)));
+			if (fresh)
+				buf->offsets[0] = 0;
+		}
+		buf->cap_rows = cap;
+	}
+	if (values > buf->cap_nnz)
+	{
+		int64		cap = Max(values, Max(4096, buf->cap_nnz * 2));
+
+		buf->values = grow(buf->memcxt, buf->values, mul_size(sizeof(double), cap));
+		if (buf->sparse)
+			buf->indices = grow(buf->memcxt, buf->indices, mul_size(sizeof(int32), cap));
+		buf->cap_nnz = cap;
+	}
+}
+
+/* Append row of src to dst (same layout); the main thread's row copy. */
+void
+cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row)
+{
+	int64		at = dst->n_rows;
+
+	dst->n_features = src->n_features;
+	if (src->sparse)
+	{
+		int64		start = src->offsets[row];
+		int64		len = src->offsets[row + 1] - start;
+
+		cp_buffer_reserve(dst, at + 1, dst->nnz + len);
+		memcpy(dst->values + dst->nnz, src->values + start, sizeof(double) * len);
+		memcpy(dst->indices + dst->nnz, src->indices + start, sizeof(int32) * len);
+		dst->nnz += len;
+		dst->offsets[at + 1] = dst->nnz;
+	}
+	else
+	{
+		int			d = src->n_features;
+
+		cp_buffer_reserve(dst, at + 1, (at + 1) * d);
+		memcpy(dst->values + at * d, cp_buffer_dense_row(src, row), sizeof(double) * d);
+	}
+	dst->labels[at] = src->labels[row];
+	if (dst->with_ids)
+	{
+		dst->row_tids[at] = src->row_tids[row];
+		dst->row_keys[at] = src->row_keys[row];
+	}
+	dst->n_rows = at + 1;
+}
+
+/*
+ * Make room for rows dense rows borrowed from memory that outlives the
+ * buffer (block_cache.c): the buffer, empty, holds pointers to its rows
+ * from now until the next reset.
+ */
+void
+cp_buffer_reserve_borrowed(CpBuffer *buf, int64 rows)
+{
+	Assert(!buf->sparse && buf->n_rows == 0);
+	cp_buffer_reserve(buf, rows, 0);
+	if (buf->row_ptr_store == NULL)
+		buf->row_ptr_store = MemoryContextAllocHuge(buf->memcxt,
+													mul_size(sizeof(double *),
+															 Max(buf->cap_rows, 1)));
+	buf->row_ptrs = buf->row_ptr_store;
+}
+
+/* Free a buffer's arrays (the struct itself belongs to the caller). */
+void
+cp_buffer_free(CpBuffer *buf)
+{
+	void	   *arrays[] = {buf->labels, buf->values, buf->indices, buf->offsets,
+	buf->order, buf->row_tids, buf->row_keys, buf->row_ptr_store};
+
+	for (int i = 0; i < lengthof(arrays); i++)
+		if (arrays[i] != NULL)
+			pfree(arrays[i]);
+	buf->labels = buf->values = NULL;
+	buf->indices = NULL;
+	buf->offsets = NULL;
+	buf->order = NULL;
+	buf->row_tids = NULL;
+	buf->row_keys = NULL;
+	buf->row_ptrs = buf->row_ptr_store = NULL;
+	buf->n_rows = buf->cap_rows = buf->nnz = buf->cap_nnz = 0;
+}
