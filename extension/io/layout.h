@@ -20,19 +20,10 @@
 
 #include "core/buffer.h"
 #include "io/buffer.h"
+#include "io/features.h"
+#include "io/prep.h"
 #include "core/preprocess.h"
 #include "params/params.h"
-
-/* a model's preprocessing (preprocess_model.h) */
-typedef struct CpPrep CpPrep;
-
-typedef enum CpFeatureMode
-{
-	CP_FEATURES_ARRAY,			/* one float4[]/float8[]/... column */
-	CP_FEATURES_COLUMNS,		/* a list of numeric columns */
-	CP_FEATURES_SPARSE,			/* an index array and a value array */
-	CP_FEATURES_NONE			/* no label or features: row ids only */
-} CpFeatureMode;
 
 /* The classes of a softmax model, in class order. */
 typedef struct CpClassMap

@@ -23,7 +23,6 @@
 #include "utils/numeric.h"
 
 #include "io/layout.h"
-#include "model/models.h"
 #include "io/prep.h"
 #include "util/json.h"
 

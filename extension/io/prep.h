@@ -20,7 +20,7 @@
 #include "utils/jsonb.h"
 
 #include "core/preprocess.h"
-#include "io/layout.h"
+#include "io/features.h"
 #include "params/params.h"
 
 /* One feature column of the columns layout. */
@@ -33,7 +33,7 @@ typedef struct CpPrepColumn
 	int32		width;			/* 1, or the number of categories */
 } CpPrepColumn;
 
-struct CpPrep
+typedef struct CpPrep
 {
 	CpStandardize standardize;	/* resolved: ON, SCALE_ONLY or OFF */
 	int32		n_columns;		/* columns layout: one per feature column;
@@ -45,7 +45,7 @@ struct CpPrep
 	double	   *stds;
 	int32		n_constant;		/* constant numeric columns (std 0) */
 	int64		n_rows;			/* rows the statistics were learnt from */
-};
+} CpPrep;
 
 /* a boolean column's categories, as its text output */
 #define CP_PREP_FALSE "false"
@@ -62,11 +62,6 @@ extern CpPrep *cp_prep_from_jsonb(Jsonb *jb, const char *model_name,
 								  CpFeatureMode mode);
 extern void cp_prep_to_json(const CpPrep *prep, StringInfo buf,
 							List *feature_names, CpFeatureMode mode);
-struct CpBlockCache;
-extern void cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
-							   const CpTrainParams *p, uint64 seed,
-							   MemoryContext cxt, struct CpBlockCache *cache,
-							   uint32 pages_per_block);
 extern double *cp_prep_original_weights(const CpPrep *prep, const double *w,
 										int32 n_outputs);
 

@@ -47,6 +47,7 @@
 #include "util/datum_convert.h"
 #include "model/models.h"
 #include "io/prep.h"
+#include "nodes/first_pass.h"
 
 typedef struct PassState
 {

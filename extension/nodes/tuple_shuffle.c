@@ -43,6 +43,7 @@
 #include "core/shuffle.h"
 #include "corgipile.h"
 #include "io/prep.h"
+#include "nodes/first_pass.h"
 #include "nodes/tuple_shuffle.h"
 
 static Node *tuple_shuffle_create_state(CustomScan *cscan);

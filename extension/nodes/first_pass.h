@@ -1,0 +1,27 @@
+/*-------------------------------------------------------------------------
+ *
+ * first_pass.h
+ *	  The pass over the table before the first epoch (first_pass.c): what
+ *	  the weights' shape and the features' encoding need and the layout
+ *	  does not know yet.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_FIRST_PASS_H
+#define CORGIPILE_FIRST_PASS_H
+
+#include "postgres.h"
+
+#include "utils/rel.h"
+#include "utils/snapshot.h"
+
+#include "io/layout.h"
+#include "params/params.h"
+
+struct CpBlockCache;
+extern void cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
+							   const CpTrainParams *p, uint64 seed,
+							   MemoryContext cxt, struct CpBlockCache *cache,
+							   uint32 pages_per_block);
+
+#endif							/* CORGIPILE_FIRST_PASS_H */
