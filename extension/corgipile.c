@@ -2,6 +2,8 @@
  *
  * corgipile.c
  *	  Module load: settings, custom scan methods and the planner hook.
+ *	  Each part has its own header; this file includes them all and no part
+ *	  includes this one (docs/engine.md).
  *
  *-------------------------------------------------------------------------
  */
@@ -13,16 +15,15 @@
 
 #include "io/block_cache.h"
 #include "nodes/block_shuffle.h"
-#include "corgipile.h"
+#include "nodes/call_scan.h"
 #include "nodes/parallel.h"
+#include "nodes/planner.h"
 #include "nodes/sgd.h"
 #include "shuffle/grab.h"
 #include "shuffle/strategy.h"
 #include "nodes/tuple_shuffle.h"
 
 PG_MODULE_MAGIC;
-
-bool		cp_progress_notices = true;
 
 void		_PG_init(void);
 

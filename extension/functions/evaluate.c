@@ -30,7 +30,7 @@
 #include "utils/snapmgr.h"
 
 #include "core/linear_model.h"
-#include "corgipile.h"
+#include "util/relation.h"
 #include "io/layout.h"
 #include "model/metrics.h"
 #include "model/models.h"

@@ -58,7 +58,8 @@
 #include "utils/varlena.h"
 
 #include "core/shuffle.h"
-#include "corgipile.h"
+#include "util/relation.h"
+#include "util/spi.h"
 #include "shuffle/piles.h"
 
 PG_FUNCTION_INFO_V1(corgipile_shuffle_table);

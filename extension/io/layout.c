@@ -23,7 +23,6 @@
 #include "utils/lsyscache.h"
 #include "utils/varlena.h"
 
-#include "corgipile.h"
 #include "util/datum_convert.h"
 #include "io/layout.h"
 #include "io/prep.h"

@@ -30,7 +30,7 @@
 #include "utils/spccache.h"
 
 #include "nodes/block_shuffle.h"
-#include "corgipile.h"
+#include "util/relation.h"
 #include "core/shuffle.h"
 
 static Node *block_shuffle_create_state(CustomScan *cscan);

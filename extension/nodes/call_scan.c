@@ -31,7 +31,8 @@
 #include "utils/portal.h"
 #include "utils/tuplestore.h"
 
-#include "corgipile.h"
+#include "nodes/call_scan.h"
+#include "util/spi.h"
 
 #include "params/params.h"
 

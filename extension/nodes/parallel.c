@@ -83,7 +83,6 @@
 #include "core/grab.h"
 #include "core/merge.h"
 #include "core/shuffle.h"
-#include "corgipile.h"
 #include "io/layout.h"
 #include "nodes/parallel.h"
 #include "io/prep.h"

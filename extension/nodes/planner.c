@@ -47,7 +47,9 @@
 #include "utils/rel.h"
 
 #include "nodes/block_shuffle.h"
-#include "corgipile.h"
+#include "nodes/call_scan.h"
+#include "nodes/planner.h"
+#include "util/relation.h"
 #include "io/layout.h"
 #include "params/params.h"
 #include "nodes/sgd.h"

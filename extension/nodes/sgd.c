@@ -43,12 +43,15 @@
 #include "core/preprocess.h"
 #include "core/shuffle.h"
 #include "core/worker.h"
-#include "corgipile.h"
+#include "util/relation.h"
+#include "util/spi.h"
 #include "model/models.h"
 #include "nodes/parallel.h"
 #include "nodes/sgd.h"
 #include "nodes/tuple_source.h"
 #include "shuffle/grab.h"
+
+bool		cp_progress_notices = true;
 
 /* how often (ms) the main thread looks for interrupts while it waits */
 #define CP_WAIT_POLL_MS 10

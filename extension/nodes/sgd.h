@@ -13,6 +13,9 @@
 
 #include "nodes/extensible.h"
 
+/* corgipile.progress: a NOTICE per epoch (the GUC is defined at load) */
+extern bool cp_progress_notices;
+
 extern CustomScanMethods cp_sgd_scan_methods;
 
 extern CustomScan *cp_sgd_make_plan(Const *params, CustomScan *child, List *tlist,

@@ -41,7 +41,6 @@
 
 #include "io/block_cache.h"
 #include "core/shuffle.h"
-#include "corgipile.h"
 #include "io/prep.h"
 #include "nodes/first_pass.h"
 #include "nodes/tuple_shuffle.h"

@@ -12,7 +12,6 @@
 
 #include "utils/memutils.h"
 
-#include "corgipile.h"
 #include "io/buffer.h"
 #include "shuffle/piles.h"
 

@@ -25,6 +25,9 @@
 
 #include "core/buffer.h"
 
+/* piles of the two-pass shuffles: at most this many temporary files */
+#define CP_MAX_PILES 1024
+
 /* piles are sized to fill this share of the memory budget, leaving room for chance */
 #define CP_PILE_FILL 0.8
 

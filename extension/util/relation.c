@@ -33,7 +33,7 @@
 #include "utils/rel.h"
 #include "utils/rls.h"
 
-#include "corgipile.h"
+#include "util/relation.h"
 
 static const char *
 relkind_description(char relkind)
