@@ -17,7 +17,7 @@
 
 #include "c.h"
 
-#include "linear_model.h"		/* CpAllocZero */
+#include "alloc.h"
 
 /*
  * Random projection of big gradients: each input coordinate is sent to

@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 
+#include "alloc.h"
 #include "buffer.h"
 
 /*
@@ -112,8 +113,6 @@ typedef struct CpModel
 	double		grab_g2;		/* with grab_snap: the epoch's sum over rows
 								 * of sum_k g_k^2 (GraB's buffer rule) */
 } CpModel;
-
-typedef void *(*CpAllocZero) (Size size);
 
 /* a model has at most this many weights (they are indexed by int) */
 #define CP_MAX_WEIGHTS ((int64) PG_INT32_MAX)

@@ -18,7 +18,7 @@
 
 #include "c.h"
 
-#include "linear_model.h"		/* CpAllocZero */
+#include "alloc.h"
 
 /*
  * Per-feature statistics, accumulated in one pass (Welford) and mergeable

@@ -22,7 +22,6 @@
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
-#include "io/layout.h"
 #include "io/prep.h"
 #include "util/json.h"
 
