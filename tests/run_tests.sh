@@ -27,6 +27,9 @@ trap cleanup EXIT
 scripts/pgcluster.sh start "$cluster" "$port"
 eval "$(scripts/pgcluster.sh env "$cluster" "$port")"
 
+echo "== layers: include and import directions (docs/engine.md)"
+python3 scripts/check_layers.py
+
 echo "== C unit tests"
 make -s PG_CONFIG="$PG_CONFIG" unittest
 echo "== C unit tests under valgrind memcheck"

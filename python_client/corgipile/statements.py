@@ -26,15 +26,27 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Protocol, Union
 
 from pglast import ast, parser
 from psycopg import sql
 
 from .errors import ParameterError, StatementError
 
-if TYPE_CHECKING:  # params.py imports this module
-    from .params import TrainSignature
+
+class Signature(Protocol):
+    """What train_arguments needs of corgipile.train's signature: the
+    parameters' SQL types by name, and their checks (params.TrainSignature,
+    which imports this module, is the one implementation)."""
+
+    types: dict[str, str]
+
+    def valid_names_text(self) -> str: ...
+
+    def check_name(self, name: str) -> str: ...
+
+    def convert(self, name: str, value: Any) -> Any: ...
+
 
 __all__ = [
     "PlainStatement",
@@ -609,7 +621,7 @@ def _predict(ctx: _Context, kw_start: int, tail: list[Any], by_end: int,
 
 # -- TRAIN BY's arguments --------------------------------------------------
 
-def train_arguments(stmt: TrainStatement, sig: TrainSignature) -> tuple[str, dict[str, Any]]:
+def train_arguments(stmt: TrainStatement, sig: Signature) -> tuple[str, dict[str, Any]]:
     """The model name and the WITH values converted to corgipile.train's
     argument types, checked against its signature sig; the one check behind
     Client.execute() and the proxy. Raises StatementError pointing into
