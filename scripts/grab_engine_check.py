@@ -125,7 +125,7 @@ def step_settings(quick: bool) -> list[dict]:
     """Part C's tables: Fashion-MNIST as scripts/convergence_study.py --grab
     loads it (8,000 images sorted by label, l2 = 0.001), and the Gaussian
     table at rates above 0.01."""
-    import convergence_study as cs
+    from studies import runner as cs
 
     args = argparse.Namespace(grab_datasets=["fashion-binary", "fashion-10"],
                               train_rows=1000 if quick else 8000,
@@ -148,7 +148,7 @@ def part_c(conn, seeds, epochs, quick, n_gauss) -> list[str]:
     """The buffer choice against the step size: kept order and a shuffled
     buffer against corgipile where one step moves the model far (Fashion-MNIST
     rows have |x|^2 ~ 130; the Gaussian table ~ 24 at rates up to 0.1)."""
-    import convergence_study as cs
+    from studies import runner as cs
 
     P = ["", "## C. Buffer kept or shuffled, by step size (engine)", "",
          "Fashion-MNIST as `scripts/convergence_study.py --grab` loads it (8,000 images "
@@ -232,7 +232,7 @@ RESULTS_C: dict = {}
 def part_d(conn, quick) -> list[str]:
     """Fashion-MNIST 10-class at constant rate 0.01 over more seeds: the
     final gap's spread between seeds against the difference of the means."""
-    import convergence_study as cs
+    from studies import runner as cs
 
     args = argparse.Namespace(grab_datasets=["fashion-10"], train_rows=1000 if quick else 8000,
                               test_rows=300 if quick else 2000, synthetic_rows=20_000)
