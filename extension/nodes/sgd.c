@@ -262,6 +262,9 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 					 errmsg("validation relation \"%s\" lays out its features differently from \"%s\"",
 							RelationGetRelationName(s->vrel),
 							s->lo->relname)));
+		cp_layout_check_label_kind(&s->vlayout,
+								   cp_is_text_label_type(s->lo->label_type),
+								   s->model_name);
 		cp_buffer_init(&s->vbuf, s->train_cxt, sparse);
 	}
 	s->holdout = cp_tuple_shuffle_holdout(s->ts);
