@@ -456,6 +456,14 @@ class_of(const CpLayout *lo, Datum d, const CpRowContext *where)
 	void	   *hit;
 	char	   *label_text = NULL;
 
+	/*
+	 * The datum is read with the layout's type: a map of the other kind
+	 * would read one type's datum as the other's (cp_layout_check_label_kind
+	 * refuses such a relation before its first row; this keeps it so).
+	 */
+	if (unlikely(cm->is_text != cp_is_text_label_type(lo->label_type)))
+		elog(ERROR, "corgipile: the labels of \"%s\" are not of the kind of the classes they are looked up in",
+			 lo->relname);
 	if (cm->is_text)
 	{
 		label_text = TextDatumGetCString(d);
