@@ -264,6 +264,20 @@ SELECT corgipile.drop_model(model_name) FROM corgipile.models
 WHERE model_name IN ('cats_src', 'cats_imp');
 DROP TABLE cats_data, cats_other;
 
+-- A grantee dropped since: gone from usage_roles in the view at once, and
+-- from the stored list at the next grant or revoke.
+CREATE ROLE corgipile_gone;
+SET client_min_messages = warning;
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'granted_gone', max_epoch_num => 1, seed => 1);
+RESET client_min_messages;
+SELECT corgipile.grant_model('granted_gone', 'corgipile_gone'), corgipile.grant_model('granted_gone', 'corgipile_bob');
+DROP ROLE corgipile_gone;
+SELECT usage_roles FROM corgipile.models WHERE model_name = 'granted_gone';
+SELECT pg_catalog.cardinality(usage_roles) FROM corgipile.model_store WHERE model_name = 'granted_gone';
+SELECT corgipile.revoke_model('granted_gone', 'corgipile_bob');
+SELECT pg_catalog.cardinality(usage_roles) FROM corgipile.model_store WHERE model_name = 'granted_gone';
+SELECT corgipile.drop_model('granted_gone');
+
 -- Two trainings of one statement with one new model name: the second is
 -- refused at its start, not after both have trained; the name is free again
 -- for the next statement.
