@@ -491,7 +491,27 @@ step_output(CpModel *m, double *w, const CpBuffer *buf, int64 row, double g)
 	double		shrink = 1.0 - lr * m->l2;
 	double		t = lr * m->l1;
 
-	if (buf->sparse)
+	if (buf->sparse && m->reg_all && (m->l2 > 0.0 || t > 0.0))
+	{
+		int64		end = buf->offsets[row + 1];
+		int			n = m->n_features;
+		double		lg = lr * g;
+
+		/*
+		 * The dense step's arithmetic, weight by weight: w * shrink (a
+		 * weight the row does not touch gets w * shrink - lg * 0, the same
+		 * double), then - lg * x where x is not 0, then the threshold.
+		 */
+		if (m->l2 > 0.0)
+			for (int j = 0; j < n; j++)
+				w[j] *= shrink;
+		for (int64 k = buf->offsets[row]; k < end; k++)
+			w[buf->indices[k]] -= lg * buf->values[k];
+		if (t > 0.0)
+			for (int j = 0; j < n; j++)
+				w[j] = soft_threshold(w[j], t);
+	}
+	else if (buf->sparse)
 	{
 		int64		end = buf->offsets[row + 1];
 
@@ -568,6 +588,9 @@ cp_model_flush(CpModel *m)
 	double		shrink;
 	double		t;
 
+	/* lazily: only the weights the batch touched (not with reg_all) */
+	bool		lazy = m->sparse && !m->reg_all;
+
 	if (m->batch_fill == 0)
 		return;
 	scale = m->learning_rate / (double) m->batch_fill;
@@ -578,11 +601,11 @@ cp_model_flush(CpModel *m)
 	{
 		double	   *w = m->w + (int64) o * m->stride;
 		double	   *grad = m->grad + (int64) o * m->stride;
-		int			n = m->sparse ? m->n_touched : m->n_features;
+		int			n = lazy ? m->n_touched : m->n_features;
 
 		for (int i = 0; i < n; i++)
 		{
-			int32		j = m->sparse ? m->touched[i] : i;
+			int32		j = lazy ? m->touched[i] : i;
 
 			w[j] = w[j] * shrink - scale * grad[j];
 			if (t > 0.0)

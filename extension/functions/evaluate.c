@@ -240,10 +240,10 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 	cp_check_select(rel, cp_layout_columns(&lo));
 
 	cp_check_model_size(ev.stored->kind, ev.stored->n_features,
-						ev.stored->n_outputs, lo.mode == CP_FEATURES_SPARSE, 1,
+						ev.stored->n_outputs, cp_layout_sparse_rows(&lo), 1,
 						ev.stored->model_name);
 	if (!cp_model_init(&ev.model, ev.stored->kind, ev.stored->n_features,
-					   ev.stored->n_outputs, lo.mode == CP_FEATURES_SPARSE, 1,
+					   ev.stored->n_outputs, cp_layout_sparse_rows(&lo), 1,
 					   0.0, 0.0, alloc_zero))
 		elog(ERROR, "corgipile: could not size model \"%s\"", ev.stored->model_name);
 	ev.model.w = ev.stored->weights;
@@ -254,7 +254,7 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 		ev.class_fn = palloc0(sizeof(int64) * ev.model.n_outputs);
 	}
 
-	cp_buffer_init(&buf, CurrentMemoryContext, lo.mode == CP_FEATURES_SPARSE);
+	cp_buffer_init(&buf, CurrentMemoryContext, cp_layout_sparse_rows(&lo));
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile evaluate row",
 									ALLOCSET_DEFAULT_SIZES);
 	cp_layout_scan(&lo, rel, GetActiveSnapshot(), &buf, CP_EVAL_BATCH, row_cxt,

@@ -593,42 +593,67 @@ ragged(const CpLayout *lo, int len, const CpRowContext *where)
 }
 
 /*
- * A row of the columns layout with category columns: numbers at their
- * positions, each category column's indicators, then the transform (which
- * leaves indicators alone).  A NULL number skips the row; a NULL or unseen
- * category is all zeros, counted in n_unseen.
+ * A row of the columns layout with category columns, as a sparse row
+ * (issue 19 §3): each number at its position, transformed, and each
+ * category column's one indicator (value 1 at offset + code), so a row
+ * takes one entry per feature column whatever the number of categories.
+ * The entries are in position order, the numbers explicit even when 0
+ * (centring needs them).  A NULL number skips the row; a NULL or unseen
+ * category has no entry (all its indicators 0), counted in n_unseen as
+ * cp_prep_column_code says.
  */
 static bool
 append_encoded(CpLayout *lo, Datum *vals, bool *isnull, CpBuffer *buf,
 			   int64 row, const CpRowContext *where)
 {
 	const CpPrep *prep = lo->prep;
-	double	   *x;
+	const CpPrepTransform *t;
+	int32	   *idx;
+	double	   *val;
+	int			n = 0;
 
 	if (prep == NULL)
 		elog(ERROR, "corgipile: the categories of \"%s\" were not learnt", lo->relname);
+	Assert(buf->sparse);
 	for (int i = 0; i < lo->n_columns; i++)
 		if (!lo->column_onehot[i] && isnull[lo->column_attnos[i] - 1])
 			return false;
+	t = prep->transform;
 	buf->n_features = lo->n_features;
-	cp_buffer_reserve(buf, row + 1, (row + 1) * lo->n_features);
-	x = buf->values + row * lo->n_features;
+	cp_buffer_reserve(buf, row + 1, buf->nnz + lo->n_columns);
+	idx = buf->indices + buf->nnz;
+	val = buf->values + buf->nnz;
 	for (int i = 0; i < lo->n_columns; i++)
 	{
 		const CpPrepColumn *col = &prep->columns[i];
 		int			a = lo->column_attnos[i] - 1;
 
 		if (col->onehot)
-			cp_prep_encode_column(col, vals[a], isnull[a], lo->column_types[i],
-								  x + col->offset, &lo->n_unseen);
+		{
+			int32		code = cp_prep_column_code(col, vals[a], isnull[a],
+												   lo->column_types[i],
+												   &lo->n_unseen);
+
+			if (code == CP_PREP_NO_CODE)
+				continue;
+			/* an indicator is not scaled (its transform is x * 1 + 0) */
+			idx[n] = col->offset + code;
+			val[n++] = 1.0;
+		}
 		else
 		{
-			x[col->offset] = cp_datum_to_double(vals[a], lo->column_types[i]);
-			cp_check_finite(x[col->offset], where);
+			double		x = cp_datum_to_double(vals[a], lo->column_types[i]);
+
+			cp_check_finite(x, where);
+			/* the arithmetic of cp_prep_apply_dense, value by value */
+			if (t != NULL)
+				x = x * t->scale[col->offset] + t->offset[col->offset];
+			idx[n] = col->offset;
+			val[n++] = x;
 		}
 	}
-	if (prep->transform)
-		cp_prep_apply_dense(prep->transform, x);
+	buf->nnz += n;
+	buf->offsets[row + 1] = buf->nnz;
 	return true;
 }
 

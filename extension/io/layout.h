@@ -95,6 +95,18 @@ typedef struct CpLayout
 	int64		n_skipped;		/* rows with a NULL label or features */
 } CpLayout;
 
+/*
+ * Rows are held sparse (CSR) in buffers: the sparse layout, and the
+ * columns layout with category columns, whose one-hot indicators would
+ * otherwise take rows x categories doubles (issue 19 §3).
+ */
+static inline bool
+cp_layout_sparse_rows(const CpLayout *lo)
+{
+	return lo->mode == CP_FEATURES_SPARSE ||
+		(lo->mode == CP_FEATURES_COLUMNS && lo->has_onehot);
+}
+
 extern void cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc,
 							  const char *relname, const CpTrainParams *p);
 extern void cp_layout_ids_only(CpLayout *lo, TupleDesc tupdesc, const char *relname);

@@ -76,30 +76,31 @@ cp_prep_category_bytes(Datum d, Oid type, int32 *len)
 }
 
 /*
- * Write a category column's indicators at x (col->width of them): all 0,
- * and a 1 at the value's code.  NULL and values the dictionary does not
- * know stay all zeros and count in *unseen.
+ * The code of a category column's value (its one indicator is at
+ * col->offset + code), or CP_PREP_NO_CODE for NULL and values the
+ * dictionary does not know: all indicators 0.  Unknown values count in
+ * *unseen, and NULL too unless the training rows had NULLs in the column
+ * (a learnt level, not a surprise).
  */
-void
-cp_prep_encode_column(const CpPrepColumn *col, Datum d, bool isnull, Oid type,
-					  double *x, int64 *unseen)
+int32
+cp_prep_column_code(const CpPrepColumn *col, Datum d, bool isnull, Oid type,
+					int64 *unseen)
 {
 	int32		len;
 	const char *s;
 	int32		code;
 
-	memset(x, 0, sizeof(double) * col->width);
 	if (isnull)
 	{
-		(*unseen)++;
-		return;
+		if (!col->nulls_seen)
+			(*unseen)++;
+		return CP_PREP_NO_CODE;
 	}
 	s = cp_prep_category_bytes(d, type, &len);
 	code = cp_prep_dict_code(col->dict, s, len);
 	if (code == CP_PREP_NO_CODE)
 		(*unseen)++;
-	else
-		x[code] = 1.0;
+	return code;
 }
 
 /* ---------------------------------------------------------------------
@@ -157,6 +158,9 @@ cp_prep_to_json(const CpPrep *prep, StringInfo buf, List *feature_names,
 					escape_json(buf, pnstrdup(s, len));
 				}
 				appendStringInfoChar(buf, ']');
+				/* since 0.4.0, only when true: absent reads as false */
+				if (col->nulls_seen)
+					appendStringInfoString(buf, ", \"nulls\": true");
 			}
 			else
 			{
@@ -330,6 +334,7 @@ static void
 read_categories(CpPrepColumn *col, JsonbContainer *f, const char *model_name)
 {
 	JsonbValue *cats;
+	JsonbValue *nulls;
 	int			n;
 
 	cats = array_elements(get_key(f, "categories"), model_name,
@@ -349,6 +354,11 @@ read_categories(CpPrepColumn *col, JsonbContainer *f, const char *model_name)
 			damaged(model_name, "Category %d of \"%s\" repeats an earlier one.", i + 1, col->name);
 	}
 	cp_prep_dict_finish(col->dict);
+	/* whether training met NULLs: a boolean since 0.4.0, absent before */
+	nulls = get_key(f, "nulls");
+	if (nulls != NULL && nulls->type != jbvBool)
+		damaged(model_name, "\"nulls\" of \"%s\" is not a boolean.", col->name);
+	col->nulls_seen = nulls != NULL && nulls->val.boolean;
 	/* codes are positions only if the list is in bytewise order */
 	for (int i = 0; i < n; i++)
 		if (cp_prep_dict_code(col->dict, cats[i].val.string.val,

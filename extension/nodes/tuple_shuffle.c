@@ -188,7 +188,7 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	{
 		ts->holdout = MemoryContextAlloc(ts->buf_cxt, sizeof(CpHoldout));
 		cp_holdout_init(ts->holdout, ts->params.validation_fraction,
-						ts->layout.mode == CP_FEATURES_SPARSE, ts->buf_cxt);
+						cp_layout_sparse_rows(&ts->layout), ts->buf_cxt);
 		/* with workers, each process reads some blocks: the leader re-reads */
 		if (ts->params.workers > 1)
 			ts->holdout->reread = true;
@@ -212,7 +212,7 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	 * move rows between buffers of their own, and keep copies.
 	 */
 	ts->borrow_rows = ts->cache != NULL &&
-		ts->layout.mode != CP_FEATURES_SPARSE &&
+		!cp_layout_sparse_rows(&ts->layout) &&
 		ts->strategy->borrow_cached_rows;
 
 	/*

@@ -52,7 +52,7 @@ cp_strategy_lookup(const char *name, CpShuffle *id)
 void
 cp_strategy_init_buffer(const CpStrategyEnv *env, CpBuffer *buf)
 {
-	bool		sparse = (env->layout->mode == CP_FEATURES_SPARSE);
+	bool		sparse = cp_layout_sparse_rows(env->layout);
 
 	if (env->with_ids)
 		cp_buffer_init_with_ids(buf, env->cxt, sparse);
