@@ -255,6 +255,9 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 	}
 
 	cp_buffer_init(&buf, CurrentMemoryContext, cp_layout_sparse_rows(&lo));
+	/* batches of at most half of work_mem (cp_layout_scan) */
+	cp_buffer_set_budget(&buf, mul_size((Size) work_mem, 1024), "a batch of evaluate()",
+						 "Raise work_mem: a batch of rows evaluate() scores takes at most work_mem.");
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile evaluate row",
 									ALLOCSET_DEFAULT_SIZES);
 	cp_layout_scan(&lo, rel, GetActiveSnapshot(), &buf, CP_EVAL_BATCH, row_cxt,

@@ -13,9 +13,11 @@
 
 #include <math.h>
 
+#include "access/relation.h"
 #include "access/sysattr.h"
 #include "access/tableam.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/memutils.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
@@ -340,13 +342,144 @@ grow(MemoryContext cxt, void *ptr, Size size)
 	return repalloc_huge(ptr, size);
 }
 
+/*
+ * The bytes of buf's arrays for rows rows and values values (doubles, and
+ * their indices when sparse).  mul_size and add_size raise an ERROR, not a
+ * wrong figure, on overflow.
+ */
+Size
+cp_buffer_bytes(const CpBuffer *buf, int64 rows, int64 values)
+{
+	Size		per_row = sizeof(double) + sizeof(uint32);	/* label, order */
+	Size		per_value = sizeof(double);
+
+	if (buf->with_ids)
+		per_row += sizeof(uint64) + sizeof(int64);
+	if (buf->with_blocks)
+		per_row += sizeof(uint32);
+	if (buf->row_ptr_store != NULL)
+		per_row += sizeof(double *);
+	if (buf->sparse)
+	{
+		per_row += sizeof(int64);	/* offsets */
+		per_value += sizeof(int32);
+	}
+	return add_size(mul_size(per_row, (Size) Max(rows, 0)),
+					mul_size(per_value, (Size) Max(values, 0)));
+}
+
+/* The bytes the rows held take (not the room reserved beyond them). */
+Size
+cp_buffer_used_bytes(const CpBuffer *buf)
+{
+	int64		values = buf->sparse ? buf->nnz :
+		(buf->row_ptrs != NULL ? 0 : buf->n_rows * (int64) buf->n_features);
+
+	return cp_buffer_bytes(buf, buf->n_rows, values);
+}
+
+/*
+ * Hold buf's arrays to budget bytes.  what names the buffer and hint the
+ * setting to raise, in the ERROR a row that does not fit raises.
+ */
+void
+cp_buffer_set_budget(CpBuffer *buf, Size budget, const char *what, const char *hint)
+{
+	buf->budget = budget;
+	buf->budget_what = what;
+	buf->budget_hint = hint;
+}
+
+/*
+ * The budget of each buffer of a training (TupleShuffle's, SGD's two, a
+ * window strategy's store): the larger of work_mem and
+ * CP_BUFFER_BUDGET_FACTOR times the buffer's share of the table's bytes,
+ * heap and TOAST (sizing: the buffer's pages among the table's).
+ */
+Size
+cp_training_buffer_budget(const CpSizing *sizing, Relation rel)
+{
+	Size		pages = mul_size(sizing->blocks_per_buffer, sizing->pages_per_block);
+	Size		table_bytes;
+	Oid			toast = rel->rd_rel->reltoastrelid;
+
+	pages = Min(pages, (Size) Max(sizing->n_pages, 1));
+	table_bytes = mul_size(pages, BLCKSZ);
+	if (OidIsValid(toast) && sizing->n_pages > 0)
+	{
+		Relation	trel = relation_open(toast, AccessShareLock);
+		Size		toast_pages = RelationGetNumberOfBlocks(trel);
+
+		relation_close(trel, AccessShareLock);
+		/* the buffer's share of the TOAST pages, as of the heap's */
+		table_bytes = add_size(table_bytes,
+							   mul_size(toast_pages / sizing->n_pages + 1,
+										mul_size(pages, BLCKSZ)));
+	}
+	return Max(mul_size(table_bytes, CP_BUFFER_BUDGET_FACTOR),
+			   mul_size((Size) work_mem, 1024));
+}
+
+static void
+over_budget(const CpBuffer *buf, int64 rows, int64 values)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("corgipile: %s would take more than its budget of %zu kB",
+					buf->budget_what ? buf->budget_what : "a buffer of rows",
+					buf->budget / 1024),
+			 errdetail("Its " INT64_FORMAT " rows with " INT64_FORMAT " values need %zu kB.",
+					   rows, values, cp_buffer_bytes(buf, rows, values) / 1024),
+			 errhint("%s", buf->budget_hint ? buf->budget_hint : "Raise work_mem.")));
+}
+
+/*
+ * New capacities for rows rows and values values: doubled (amortised
+ * growth), but within the budget, by smaller steps near it and exactly
+ * what is needed at the last; an ERROR when that does not fit either.
+ */
+static void
+grow_caps(const CpBuffer *buf, int64 rows, int64 values, int64 *cap_rows,
+		  int64 *cap_values)
+{
+	int64		r = buf->cap_rows;
+	int64		v = buf->cap_nnz;
+
+	if (rows > r)
+		r = Max(rows, Max(1024, r * 2));
+	if (values > v)
+		v = Max(values, Max(4096, v * 2));
+	if (buf->budget > 0 && cp_buffer_bytes(buf, r, v) > buf->budget)
+	{
+		if (rows > buf->cap_rows)
+			r = Max(rows, buf->cap_rows + buf->cap_rows / 8);
+		if (values > buf->cap_nnz)
+			v = Max(values, buf->cap_nnz + buf->cap_nnz / 8);
+		if (cp_buffer_bytes(buf, r, v) > buf->budget)
+		{
+			r = Max(rows, buf->cap_rows);
+			v = Max(values, buf->cap_nnz);
+			if (cp_buffer_bytes(buf, r, v) > buf->budget)
+				over_budget(buf, rows, values);
+		}
+	}
+	*cap_rows = r;
+	*cap_values = v;
+}
+
 /* Make room for rows rows and values values (doubles). */
 void
 cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 {
-	if (rows > buf->cap_rows)
+	int64		cap_rows;
+	int64		cap_values;
+
+	if (rows <= buf->cap_rows && values <= buf->cap_nnz)
+		return;
+	grow_caps(buf, rows, values, &cap_rows, &cap_values);
+	if (cap_rows > buf->cap_rows)
 	{
-		int64		cap = Max(rows, Max(1024, buf->cap_rows * 2));
+		int64		cap = cap_rows;
 
 		if (cap > (int64) PG_UINT32_MAX)
 			ereport(ERROR,
@@ -380,9 +513,9 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 		}
 		buf->cap_rows = cap;
 	}
-	if (values > buf->cap_nnz)
+	if (cap_values > buf->cap_nnz)
 	{
-		int64		cap = Max(values, Max(4096, buf->cap_nnz * 2));
+		int64		cap = cap_values;
 
 		buf->values = grow(buf->memcxt, buf->values, mul_size(sizeof(double), cap));
 		if (buf->sparse)
@@ -903,7 +1036,8 @@ cp_buffer_free(CpBuffer *buf)
 
 /*
  * Read every row of rel that snapshot sees into buf, handing each batch of
- * batch rows (and the last, shorter one) to fn.  For scoring a whole table
+ * batch rows (fewer when buf has a budget and they reach half of it; and
+ * the last, shorter one) to fn.  For scoring a whole table
  * (validation, evaluate()); detoasting happens in row_cxt, reset per row.
  */
 void
@@ -922,7 +1056,9 @@ cp_layout_scan(CpLayout *lo, Relation rel, Snapshot snapshot, CpBuffer *buf,
 		cp_layout_append(lo, slot, buf);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(row_cxt);
-		if (buf->n_rows >= batch)
+		/* a batch is at most batch rows, and half its budget's bytes */
+		if (buf->n_rows >= batch ||
+			(buf->budget > 0 && cp_buffer_used_bytes(buf) >= buf->budget / 2))
 		{
 			fn(buf, arg);
 			cp_buffer_reset(buf, lo->n_features);

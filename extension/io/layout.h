@@ -116,6 +116,21 @@ extern void cp_buffer_init(CpBuffer *buf, MemoryContext cxt, bool sparse);
 extern void cp_buffer_init_with_ids(CpBuffer *buf, MemoryContext cxt, bool sparse);
 extern void cp_buffer_reset(CpBuffer *buf, int n_features);
 extern void cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values);
+extern void cp_buffer_set_budget(CpBuffer *buf, Size budget, const char *what,
+								 const char *hint);
+extern Size cp_buffer_bytes(const CpBuffer *buf, int64 rows, int64 values);
+extern Size cp_buffer_used_bytes(const CpBuffer *buf);
+extern Size cp_training_buffer_budget(const CpSizing *sizing, Relation rel);
+
+/*
+ * A training buffer may take the larger of work_mem and this many times
+ * the bytes of the table it holds (heap and TOAST pages, buffer_size's
+ * share): converted rows take at most ~12 times their heap bytes (a
+ * boolean or one-byte text becomes a 12-byte sparse entry), and a window
+ * strategy's store holds a few buffers' rows.  Only values that pack much
+ * denser on disk than in memory (compressed arrays) can reach it.
+ */
+#define CP_BUFFER_BUDGET_FACTOR 32
 extern void cp_buffer_reserve_borrowed(CpBuffer *buf, int64 rows);
 extern void cp_buffer_free(CpBuffer *buf);
 extern bool cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf);

@@ -177,6 +177,8 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->env.read_group = read_group;
 	ts->env.reader = ts;
 	ts->env.rel = rel;
+	/* every buffer of the training is held to it (issue 19 §3) */
+	ts->env.buffer_budget = cp_training_buffer_budget(&ts->child->sizing, rel);
 	ts->strategy_state = ts->strategy->begin(&ts->env);
 	ts->permute = ts->strategy->permutes ?
 		ts->strategy->permutes(ts->strategy_state) : ts->strategy->permute_buffers;
