@@ -77,6 +77,15 @@ typedef struct CpModel
 	 * O(n_features) then, as a dense step does; without them O(nnz).
 	 */
 	bool		reg_all;
+
+	/*
+	 * reg_all with l2: the feature weights are l2_scale * w while a
+	 * buffer trains in O(nnz) steps (linear_model.c, train_scaled_l2), 0
+	 * when they are w itself.  It is non-zero only between a call stopped
+	 * by a cancel and the call that resumes it, so the weights do not
+	 * depend on where interrupts arrived.
+	 */
+	double		l2_scale;
 	double	   *w;
 
 	/* hyper-parameters in force; learning_rate changes per epoch */
