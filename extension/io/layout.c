@@ -394,18 +394,27 @@ cp_buffer_set_budget(CpBuffer *buf, Size budget, const char *what, const char *h
  * The budget of each buffer of a training (TupleShuffle's, SGD's two, a
  * window strategy's store): the larger of work_mem and
  * CP_BUFFER_BUDGET_FACTOR times the buffer's share of the table's bytes,
- * heap and TOAST (sizing: the buffer's pages among the table's).
+ * heap and TOAST.  The share is the buffer's pages (sizing), but at least
+ * the pages of CP_BUFFER_BUDGET_MIN_ROWS rows, as the statistics count
+ * rows a page (the whole table without statistics): a window strategy's
+ * store keeps up to 2 x 1024 rows however small the window (window.c).
  */
 Size
 cp_training_buffer_budget(const CpSizing *sizing, Relation rel)
 {
+	Size		n_pages = (Size) Max(sizing->n_pages, 1);
 	Size		pages = mul_size(sizing->blocks_per_buffer, sizing->pages_per_block);
+	Size		floor_pages = n_pages;
 	Size		table_bytes;
 	Oid			toast = rel->rd_rel->reltoastrelid;
+	float4		tuples = rel->rd_rel->reltuples;
+	int32		rel_pages = rel->rd_rel->relpages;
 
-	pages = Min(pages, (Size) Max(sizing->n_pages, 1));
+	if (tuples >= 1 && rel_pages > 0)
+		floor_pages = (Size) ceil(CP_BUFFER_BUDGET_MIN_ROWS * (double) rel_pages / tuples);
+	pages = Min(Max(pages, floor_pages), n_pages);
 	table_bytes = mul_size(pages, BLCKSZ);
-	if (OidIsValid(toast) && sizing->n_pages > 0)
+	if (OidIsValid(toast))
 	{
 		Relation	trel = relation_open(toast, AccessShareLock);
 		Size		toast_pages = RelationGetNumberOfBlocks(trel);
@@ -413,8 +422,7 @@ cp_training_buffer_budget(const CpSizing *sizing, Relation rel)
 		relation_close(trel, AccessShareLock);
 		/* the buffer's share of the TOAST pages, as of the heap's */
 		table_bytes = add_size(table_bytes,
-							   mul_size(toast_pages / sizing->n_pages + 1,
-										mul_size(pages, BLCKSZ)));
+							   mul_size(toast_pages / n_pages + 1, mul_size(pages, BLCKSZ)));
 	}
 	return Max(mul_size(table_bytes, CP_BUFFER_BUDGET_FACTOR),
 			   mul_size((Size) work_mem, 1024));

@@ -131,6 +131,8 @@ extern Size cp_training_buffer_budget(const CpSizing *sizing, Relation rel);
  * denser on disk than in memory (compressed arrays) can reach it.
  */
 #define CP_BUFFER_BUDGET_FACTOR 32
+/* ... and that share is at least this many rows' pages (a window's store) */
+#define CP_BUFFER_BUDGET_MIN_ROWS 4096
 extern void cp_buffer_reserve_borrowed(CpBuffer *buf, int64 rows);
 extern void cp_buffer_free(CpBuffer *buf);
 extern bool cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf);
