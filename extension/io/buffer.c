@@ -48,13 +48,114 @@ grow(MemoryContext cxt, void *ptr, Size size)
 	return repalloc_huge(ptr, size);
 }
 
+/*
+ * The bytes of buf's arrays for rows rows and values values (doubles, and
+ * their indices when sparse).  mul_size and add_size raise an ERROR, not a
+ * wrong figure, on overflow.
+ */
+Size
+cp_buffer_bytes(const CpBuffer *buf, int64 rows, int64 values)
+{
+	Size		per_row = sizeof(double) + sizeof(uint32);	/* label, order */
+	Size		per_value = sizeof(double);
+
+	if (buf->with_ids)
+		per_row += sizeof(uint64) + sizeof(int64);
+	if (buf->with_blocks)
+		per_row += sizeof(uint32);
+	if (buf->row_ptr_store != NULL)
+		per_row += sizeof(double *);
+	if (buf->sparse)
+	{
+		per_row += sizeof(int64);	/* offsets */
+		per_value += sizeof(int32);
+	}
+	return add_size(mul_size(per_row, (Size) Max(rows, 0)),
+					mul_size(per_value, (Size) Max(values, 0)));
+}
+
+/* The bytes the rows held take (not the room reserved beyond them). */
+Size
+cp_buffer_used_bytes(const CpBuffer *buf)
+{
+	int64		values = buf->sparse ? buf->nnz :
+		(buf->row_ptrs != NULL ? 0 : buf->n_rows * (int64) buf->n_features);
+
+	return cp_buffer_bytes(buf, buf->n_rows, values);
+}
+
+/*
+ * Hold buf's arrays to budget bytes.  what names the buffer and hint the
+ * setting to raise, in the ERROR a row that does not fit raises.
+ */
+void
+cp_buffer_set_budget(CpBuffer *buf, Size budget, const char *what, const char *hint)
+{
+	buf->budget = budget;
+	buf->budget_what = what;
+	buf->budget_hint = hint;
+}
+
+static void
+over_budget(const CpBuffer *buf, int64 rows, int64 values)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("corgipile: %s would take more than its budget of %zu kB",
+					buf->budget_what ? buf->budget_what : "a buffer of rows",
+					buf->budget / 1024),
+			 errdetail("Its " INT64_FORMAT " rows with " INT64_FORMAT " values need %zu kB.",
+					   rows, values, cp_buffer_bytes(buf, rows, values) / 1024),
+			 errhint("%s", buf->budget_hint ? buf->budget_hint : "Raise work_mem.")));
+}
+
+/*
+ * New capacities for rows rows and values values: doubled (amortised
+ * growth), but within the budget, by smaller steps near it and exactly
+ * what is needed at the last; an ERROR when that does not fit either.
+ */
+static void
+grow_caps(const CpBuffer *buf, int64 rows, int64 values, int64 *cap_rows,
+		  int64 *cap_values)
+{
+	int64		r = buf->cap_rows;
+	int64		v = buf->cap_nnz;
+
+	if (rows > r)
+		r = Max(rows, Max(1024, r * 2));
+	if (values > v)
+		v = Max(values, Max(4096, v * 2));
+	if (buf->budget > 0 && cp_buffer_bytes(buf, r, v) > buf->budget)
+	{
+		if (rows > buf->cap_rows)
+			r = Max(rows, buf->cap_rows + buf->cap_rows / 8);
+		if (values > buf->cap_nnz)
+			v = Max(values, buf->cap_nnz + buf->cap_nnz / 8);
+		if (cp_buffer_bytes(buf, r, v) > buf->budget)
+		{
+			r = Max(rows, buf->cap_rows);
+			v = Max(values, buf->cap_nnz);
+			if (cp_buffer_bytes(buf, r, v) > buf->budget)
+				over_budget(buf, rows, values);
+		}
+	}
+	*cap_rows = r;
+	*cap_values = v;
+}
+
 /* Make room for rows rows and values values (doubles). */
 void
 cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 {
-	if (rows > buf->cap_rows)
+	int64		cap_rows;
+	int64		cap_values;
+
+	if (rows <= buf->cap_rows && values <= buf->cap_nnz)
+		return;
+	grow_caps(buf, rows, values, &cap_rows, &cap_values);
+	if (cap_rows > buf->cap_rows)
 	{
-		int64		cap = Max(rows, Max(1024, buf->cap_rows * 2));
+		int64		cap = cap_rows;
 
 		if (cap > (int64) PG_UINT32_MAX)
 			ereport(ERROR,
@@ -88,9 +189,9 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 		}
 		buf->cap_rows = cap;
 	}
-	if (values > buf->cap_nnz)
+	if (cap_values > buf->cap_nnz)
 	{
-		int64		cap = Max(values, Max(4096, buf->cap_nnz * 2));
+		int64		cap = cap_values;
 
 		buf->values = grow(buf->memcxt, buf->values, mul_size(sizeof(double), cap));
 		if (buf->sparse)

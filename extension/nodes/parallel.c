@@ -1188,9 +1188,10 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 		unpack_prep(src->layout, prep, sh->n_features);
 	cp_tuple_source_init_buffer(src, &buf, CurrentMemoryContext);
 	if (!cp_model_init(&model, src->params->model, sh->n_features, sh->n_outputs,
-					   src->layout->mode == CP_FEATURES_SPARSE, src->params->batch_size,
+					   cp_layout_sparse_rows(src->layout), src->params->batch_size,
 					   src->params->l2, src->params->l1, palloc0))
 		elog(ERROR, "corgipile: model sizes do not fit");	/* the leader's did */
+	model.reg_all = src->layout->has_onehot;	/* as the leader's (sgd.c) */
 
 	pt.sh = sh;
 	pt.order = shm_toc_lookup(toc, CP_KEY_ORDER, false);
