@@ -241,9 +241,32 @@ begin(FunctionCallInfo fcinfo)
 		CpTrainParams p;
 
 		memset(&p, 0, sizeof(p));
-		/* the raw label value: linear regression's reading of it */
-		p.model = CP_MODEL_LINEAR;
 		p.label = label ? label : "label";
+
+		/*
+		 * A numeric label is read as its value (linear regression's reading
+		 * of it), a boolean as a binary classifier's (sent as 0/1); text
+		 * classes need a model's dictionary.
+		 */
+		p.model = CP_MODEL_LINEAR;
+		st->kind = CP_MODEL_LINEAR;
+		{
+			AttrNumber	attno = get_attnum(RelationGetRelid(st->rel), p.label);
+			Oid			type = attno > 0 ? get_atttype(RelationGetRelid(st->rel), attno) : InvalidOid;
+
+			if (OidIsValid(type) && getBaseType(type) == BOOLOID)
+			{
+				p.model = CP_MODEL_LOGISTIC;
+				st->kind = CP_MODEL_LOGISTIC;
+			}
+			else if (OidIsValid(type) && (getBaseType(type) == TEXTOID ||
+										  getBaseType(type) == VARCHAROID))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("corgipile.block_rows: label column \"%s\" of relation \"%s\" holds text classes",
+								p.label, RelationGetRelationName(st->rel)),
+						 errhint("Name a model trained on this label (model => 'name') to send its class numbers.")));
+		}
 		p.features = features ? features : "features";
 		p.feature_indices = feature_indices;
 		p.n_features = PG_ARGISNULL(8) ? 0 : PG_GETARG_INT32(8);
@@ -254,7 +277,6 @@ begin(FunctionCallInfo fcinfo)
 							p.n_features)));
 		cp_layout_resolve(&st->lo, RelationGetDescr(st->rel),
 						  RelationGetRelationName(st->rel), &p);
-		st->kind = CP_MODEL_LINEAR;
 		if (st->lo.has_onehot)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

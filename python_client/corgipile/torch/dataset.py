@@ -219,8 +219,9 @@ class CorgiPileDataset(IterableDataset):
         lo = self.layout
         if self.model is not None:
             return "server"
-        # numeric labels (block_rows reads them as numbers: not booleans or text)
-        server_ok = lo.casts.get(lo.label) in ("pg_catalog.int8", "pg_catalog.float8")
+        # numeric or boolean labels (block_rows sends text classes only with a model)
+        server_ok = lo.casts.get(lo.label) in ("pg_catalog.int8", "pg_catalog.float8",
+                                               "pg_catalog.int4::pg_catalog.int8")
         server_ok = server_ok and not (lo.mode == "sparse" and self.sparse_output == "coo")
         if self.method == "server":
             if not self._server:
