@@ -17,7 +17,9 @@
  * dense here); rows with a NULL label or features are skipped, as training
  * skips them.  With model => 'm' the model's columns, label encoding and
  * preprocessing apply (standardize, one-hot categories), so a table that
- * train() takes feeds PyTorch with the same encoding as the model: labels
+ * train() takes feeds PyTorch with the same encoding as the model (for a
+ * role that may see the model's preprocessing: the models view's rule, as
+ * for model_coefficients): labels
  * are then the softmax class number, 0/1 for a binary model (1 the
  * positive class) or the value for linear regression.  Without a model the
  * features are the raw numbers and the label is its numeric value.
@@ -232,6 +234,8 @@ begin(FunctionCallInfo fcinfo)
 					 errmsg("corgipile.block_rows: model => '%s' reads the model's own label and feature columns", model),
 					 errhint("Leave label, features and feature_indices NULL when a model is named.")));
 		m = cp_models_load(model);
+		/* encoded rows beside raw ones would reveal the model's statistics */
+		cp_models_check_may_see_data(m, "Rows encoded with it");
 		cp_model_layout(m, st->rel, &st->lo);
 		st->kind = m->kind;
 		st->with_model = true;

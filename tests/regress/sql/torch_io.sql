@@ -83,6 +83,23 @@ DROP POLICY tio_p ON tio;
 ALTER TABLE tio DISABLE ROW LEVEL SECURITY;
 REVOKE ALL ON tio FROM tio_reader;
 DROP ROLE tio_reader;
+-- a grantee of a model who may not read its training relation does not get
+-- rows encoded with it (they would reveal its means, stds and categories)
+CREATE ROLE tio_grantee;
+CREATE TABLE tio_cats_copy AS SELECT * FROM tio_cats;
+GRANT SELECT ON tio_cats_copy TO tio_grantee;
+SELECT corgipile.grant_model('tio_m', 'tio_grantee');
+SET ROLE tio_grantee;
+SELECT n_rows FROM corgipile.block_rows('tio_cats_copy', ARRAY[0]::int8[], 1, model => 'tio_m');
+RESET ROLE;
+GRANT SELECT ON tio_cats TO tio_grantee;
+SET ROLE tio_grantee;
+SELECT n_rows FROM corgipile.block_rows('tio_cats_copy', ARRAY[0]::int8[], 1, model => 'tio_m');
+RESET ROLE;
+SELECT corgipile.revoke_model('tio_m', 'tio_grantee');
+REVOKE ALL ON tio_cats, tio_cats_copy FROM tio_grantee;
+DROP TABLE tio_cats_copy;
+DROP ROLE tio_grantee;
 -- stopping early (LIMIT) ends the scan cleanly
 SELECT n_rows FROM corgipile.block_rows('tio', ARRAY[0, 1, 2]::int8[], 1) LIMIT 1;
 DROP VIEW tio_v;
