@@ -495,8 +495,10 @@ class BlockReader:
     def _read_copy(self, conn: psycopg.Connection[Any],
                    blocks: Sequence[tuple[int, int, int]]) -> tuple[Rows, np.ndarray]:
         q = "COPY (" + self._buffer_sql(conn, blocks) + ") TO STDOUT (FORMAT BINARY)"
+        data = bytearray()
         with conn.cursor().copy(q) as copy:
-            data = b"".join(bytes(chunk) for chunk in copy)
+            for chunk in copy:
+                data += chunk  # one copy of the answer, parsed in place
         parsed = parse_copy(self.layout, data)
         if parsed is not None:
             return parsed
