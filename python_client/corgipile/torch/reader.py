@@ -447,11 +447,15 @@ class BlockReader:
                      blocks: Sequence[tuple[int, int, int]]) -> tuple[Rows, np.ndarray]:
         lo = self.layout
         if self._server_sql is None:
+            # called in the target list (a ProjectSet streams its rows);
+            # in FROM, a Function Scan would first write every block's bytes
+            # to a tuplestore, on disk past work_mem: 2-3x the server's CPU
             self._server_sql = sql.SQL(
-                "SELECT page, n_rows, dim, y, x, ids FROM corgipile.block_rows("
+                "SELECT (r).page, (r).n_rows, (r).dim, (r).y, (r).x, (r).ids FROM ("
+                "SELECT corgipile.block_rows("
                 "{rel}::pg_catalog.regclass, %s::pg_catalog.int8[], %s::pg_catalog.int4, "
                 "label => %s, features => %s, feature_indices => %s, model => %s, "
-                "id_column => %s, n_features => %s, dtype => 'float4')"
+                "id_column => %s, n_features => %s, dtype => 'float4') AS r) AS s"
             ).format(rel=sql.Literal(lo.relation().as_string(conn))).as_string(conn)
         if lo.model:
             label = features = indices = None
