@@ -302,7 +302,8 @@ begin(FunctionCallInfo fcinfo)
 	}
 	cp_check_select(st->rel, cols);
 
-	cp_buffer_init(&st->buf, CurrentMemoryContext, st->lo.mode == CP_FEATURES_SPARSE);
+	/* CSR for sparse rows and one-hot categories (made dense in pack()) */
+	cp_buffer_init(&st->buf, CurrentMemoryContext, cp_layout_sparse_rows(&st->lo));
 	st->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile block_rows row",
 										ALLOCSET_DEFAULT_SIZES);
 	st->scan = table_beginscan_strat(st->rel, GetActiveSnapshot(), 0, NULL, true, false);
