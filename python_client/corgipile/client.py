@@ -406,10 +406,16 @@ class Client:
         return load_dataframe(self.connection, table, frame, **kwargs)
 
     def load_csv(self, table: str, path: Any, **kwargs: Any) -> LoadResult:
-        """See :func:`corgipile.loaders.load_csv`."""
+        """See :func:`corgipile.tabular.load_csv`."""
         from .loaders import load_csv
 
-        return load_csv(self.connection, table, path, **kwargs)
+        return load_csv(self.connection, table, path, **kwargs)  # type: ignore[no-any-return]
+
+    def load_parquet(self, table: str, path: Any, **kwargs: Any) -> LoadResult:
+        """See :func:`corgipile.tabular.load_parquet` (needs pyarrow)."""
+        from .loaders import load_parquet
+
+        return load_parquet(self.connection, table, path, **kwargs)  # type: ignore[no-any-return]
 
     def load_libsvm(self, table: str, path: Any, **kwargs: Any) -> LoadResult:
         """See :func:`corgipile.loaders.load_libsvm`."""
