@@ -54,7 +54,7 @@ from .tabular import load_csv, load_parquet, storage_main
 from .training import transaction
 
 __all__ = ["LoadResult", "load_numpy", "load_dataframe", "load_csv", "load_parquet",
-           "load_libsvm", "read_libsvm", "table_name", "suggest_model"]
+           "load_libsvm", "load_csr", "read_libsvm", "table_name", "suggest_model"]
 
 PROGRESS_ROWS = 100_000
 _CHUNK_BYTES = 4 << 20
@@ -523,6 +523,67 @@ def _pick_columns(names: Sequence[str], label: str | None, features: Sequence[st
     if not picked:
         raise ValueError("no feature columns are left")
     return picked
+
+
+def load_csr(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None, *,
+             feature_type: str = "float8", if_exists: str = "fail", temporary: bool = False,
+             progress: bool | None = None, analyze: bool = True,
+             label_name: str = "label") -> LoadResult:
+    """Write a scipy sparse matrix (CSR, or anything .tocsr() takes) as the
+    sparse layout (``feature_indices`` 0-based, ``features``), without
+    densifying it; y as in load_numpy. n_features in the result is the
+    matrix's width (pass it to train: a trailing all-zero column has no
+    index in the table)."""
+    csr = x.tocsr()
+    csr.sort_indices()
+    n, d = csr.shape
+    if d == 0:
+        raise ValueError("x must have at least one feature")
+    labels = None
+    kind = None
+    if y is not None:
+        labels = np.asarray(y)
+        if labels.shape != (n,):
+            raise ValueError(f"y must have shape ({n},), got {labels.shape}")
+        kind = _label_type(labels, False)
+        labels = _label_array(labels, kind)
+    if feature_type not in _FLOAT_OID:
+        raise ValueError("feature_type is 'float8' or 'float4'")
+    indptr, indices = csr.indptr, csr.indices.astype(np.int64)
+    values = csr.data.astype(np.float64)
+    ident = table_name(table)
+    ftype_sql = "double precision" if feature_type == "float8" else "real"
+    columns = [("id", "bigint")]
+    if labels is not None:
+        columns.append((label_name, _LABEL_SQL[kind]))  # type: ignore[index]
+    columns += [("feature_indices", "integer[]"), ("features", ftype_sql + "[]")]
+    with transaction(conn):
+        first = _create(conn, ident, columns, if_exists, temporary)
+        widest = int(np.diff(indptr).max()) if n else 0
+        for col in ("feature_indices", "features"):
+            storage_main(conn, ident, col, 64 + widest * (4 + (8 if feature_type == "float8"
+                                                               else 4)))
+        bar = _progress_bar(n, progress, f"COPY {table}")
+
+        def rows() -> Iterable[tuple[Any, ...]]:
+            for i in range(n):
+                a, b = indptr[i], indptr[i + 1]
+                head: tuple[Any, ...] = (i + first,)
+                if labels is not None:
+                    head += (labels[i].item(),)
+                yield head + (indices[a:b].tolist(), values[a:b].tolist())
+
+        types = ["int8"] + ([_row_types(kind, "array", feature_type, d)[1]]
+                            if labels is not None else []) + ["int4[]", feature_type + "[]"]
+        try:
+            _write_rows(conn, ident, [c for c, _ in columns], types, rows(), bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        _finish(conn, ident, analyze)
+    result = _result(table, n, d, "sparse", labels, None,
+                     label_name if labels is not None else "label")
+    return result
 
 
 def read_libsvm(path: str | os.PathLike[str], *, n_features: int | None = None,
