@@ -74,8 +74,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# What PGXS does for MODULE_big (Makefile.shlib's link line, install-lib,
-# the LLVM bitcode for JIT inlining), with the library in build/.
+# What PGXS does for MODULE_big (Makefile.shlib's position-independent
+# code and link line, install-lib, the LLVM bitcode for JIT inlining), with
+# the library in build/.
+override CFLAGS += $(CFLAGS_SL)
 all: $(SHLIB)
 $(SHLIB): $(OBJS)
 	@mkdir -p $(@D)
