@@ -209,11 +209,6 @@ def _finish(conn: psycopg.Connection[Any], ident: sql.Identifier, table: str, ro
                       features=features, suggested_model=model, suggestion=why)
 
 
-def _rowcount(conn: psycopg.Connection[Any], ident: sql.Identifier) -> int:
-    row = conn.execute(sql.SQL("SELECT pg_catalog.count(*) FROM {}").format(ident)).fetchone()
-    return int(row[0]) if row else 0
-
-
 # -- CSV ---------------------------------------------------------------------------
 
 def _sample(path: str | os.PathLike[str], delimiter: str, header: bool, encoding: str,
@@ -363,14 +358,13 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
             vals=sql.SQL(", ").join(values), s=stage_ident, order=order_by)
         try:
             with conn.transaction():
-                conn.execute(insert, {"na": list(na), "first": first})
-        except (pgerrors.InvalidTextRepresentation, pgerrors.NumericValueOutOfRange) as exc:
+                rows = conn.execute(insert, {"na": list(na), "first": first}).rowcount
+        except (pgerrors.InvalidTextRepresentation, pgerrors.NumericValueOutOfRange,
+                pgerrors.InvalidDatetimeFormat) as exc:
             raise _bad_field(conn, path, stage_ident, names, src, inferred, kept, na, header,
                              str(exc.diag.message_primary)) from None
         conn.execute(sql.SQL("DROP TABLE {}").format(stage_ident))
-        rows = _rowcount(conn, ident) - first if if_exists == "append" else None
-        result = _finish(conn, ident, table, rows if rows is not None else _rowcount(conn, ident),
-                         label_name, picked, layout, analyze)
+        result = _finish(conn, ident, table, rows, label_name, picked, layout, analyze)
     return result
 
 
