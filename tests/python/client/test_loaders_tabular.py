@@ -171,3 +171,23 @@ def test_cli_load_csv_with_text_columns_and_empty_fields(conn, cli_env, tmp_path
     assert "corgipile train hm svm" in out.stdout and "(False, True)" in out.stdout
     assert _nulls(conn, "hm", ["selfemp"]) == {"selfemp": 2}
     assert _types(conn, "hm")["selfemp"] == "boolean"
+
+
+def test_csv_straight_copy_when_every_column_is_kept(client, conn, tmp_path):
+    """Every column kept, in file order: COPY straight into the typed table
+    (empty fields NULL), then NA in text columns made NULL; the id column
+    is a plain bigint afterwards (no identity or sequence left)."""
+    path = tmp_path / "direct.csv"
+    path.write_text('city,n,y,when\n"Oslo, N",3,1,NA\nNA,,0,x\n,7,1,NULL\n')
+    r = client.load_csv("direct", path, label="y")
+    assert (r.layout, r.features) == ("columns", '"city", "n", "when"')
+    assert conn.execute("SELECT id, city, n, y, \"when\" FROM direct ORDER BY id"
+                        ).fetchall() == [(0, "Oslo, N", 3, 1, None), (1, None, None, 0, "x"),
+                                         (2, None, 7, 1, None)]
+    assert conn.execute("SELECT attidentity, format_type(atttypid, -1) FROM pg_attribute "
+                        "WHERE attrelid = 'direct'::regclass AND attname = 'id'"
+                        ).fetchone() == ("", "bigint")
+    assert conn.execute("SELECT count(*) FROM pg_depend d JOIN pg_class c ON c.oid = d.objid "
+                        "WHERE d.refobjid = 'direct'::regclass AND c.relkind = 'S'"
+                        ).fetchone() == (0,)
+    assert r.rows == 3 and r.suggested_model == "svm"
