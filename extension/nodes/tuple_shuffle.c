@@ -198,9 +198,13 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	 * Later epochs take the blocks the first one converted from memory
 	 * (block_cache.c), unless the strategy reads the table only once or
 	 * this is shuffled_scan(), whose rows carry ids the cache does not keep.
+	 * A training of one epoch has a cache too, for the first pass alone
+	 * (cp_tuple_shuffle_find_shape): the blocks it read, epoch 1 need not
+	 * read again.
 	 */
 	if (!ts->scan_mode && !ts->strategy->reads_table_once &&
-		ts->params.max_epoch_num > 1 && cp_block_cache_kb > 0 &&
+		(ts->params.max_epoch_num > 1 || ts->params.workers <= 1) &&
+		cp_block_cache_kb > 0 &&
 		!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
 		ts->cache = cp_block_cache_create(ts->buf_cxt, ts->child->sizing.n_blocks,
 										  (Size) cp_block_cache_kb * 1024);
@@ -335,6 +339,8 @@ read_blocks(TupleShuffleState *ts, int64 limit, CpBuffer *dst)
 		if (ts->cache != NULL && cp_block_cache_has(ts->cache, block))
 		{
 			n_read += cp_block_cache_read(ts->cache, block, dst);
+			if (ts->holdout != NULL)
+				cp_holdout_keep_cached(ts->holdout, ts->cache, block);
 			continue;
 		}
 		/* the OS reads the next block's pages while we convert this one */
@@ -373,7 +379,11 @@ borrow_group(TupleShuffleState *ts, int64 limit, CpBuffer *dst, int64 *n_read)
 	}
 	cp_buffer_reserve_borrowed(dst, rows);
 	while (cp_block_shuffle_next_block(ts->child, limit, &block))
+	{
 		*n_read += cp_block_cache_borrow(ts->cache, block, dst);
+		if (ts->holdout != NULL)
+			cp_holdout_keep_cached(ts->holdout, ts->cache, block);
+	}
 	return true;
 }
 
@@ -498,7 +508,15 @@ cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed)
 	cp_prep_first_pass(&ts->layout, cp_tuple_shuffle_relation(ts),
 					   ts->css.ss.ps.state->es_snapshot, &ts->params, seed,
 					   ts->buf_cxt, ts->params.workers <= 1 ? ts->cache : NULL,
-					   ts->child->sizing.pages_per_block);
+					   ts->child->sizing.pages_per_block,
+					   ts->child->sizing.n_blocks);
+
+	/*
+	 * A training of one epoch keeps what the pass cached, and no more: no
+	 * later epoch would read what epoch 1 added.
+	 */
+	if (ts->cache != NULL && ts->params.max_epoch_num <= 1)
+		ts->cache->full = true;
 }
 
 /*
