@@ -270,50 +270,97 @@ deform_row(TupleShuffleState *ts, HeapTuple tup, Datum *values, bool *isnull)
 }
 
 /*
+ * Whether rows may be read straight from the page (read_block): float8[]
+ * features in a buffer without ids, read over a descriptor whose columns
+ * up to the features lie at fixed offsets in a tuple without NULLs (known
+ * once deform_row has walked such a tuple).
+ */
+static inline bool
+direct_rows(const TupleShuffleState *ts, const CpBuffer *dst)
+{
+	return ts->offsets_fixed && ts->layout.mode == CP_FEATURES_ARRAY &&
+		!dst->with_ids && !dst->sparse;
+}
+
+/*
  * Append the rows of the block BlockShuffle has just started to dst.
  *
- * Each tuple is deformed straight from its pinned page into the read
- * slot's arrays (deform_row, over a descriptor cut at the last column
- * the layout reads), so there is no executor call, buffer pin or
- * slot store per row.  The slot is virtual: cp_layout_append reads it as
- * it would any slot, and detoasts only what is toasted or compressed.
+ * BlockShuffle hands over a page at a time (heapgetpage's visible tuples).
+ * The common row, float8[] features and a label in a tuple without NULLs
+ * whose columns lie at fixed offsets, is converted straight from the page
+ * (cp_layout_append_float8: no slot, no deformed row, no memory to
+ * reset).  Any other row is deformed straight from its pinned page into
+ * the read slot's arrays (deform_row, over a descriptor cut at the last
+ * column the layout reads), and cp_layout_append reads the slot, which is
+ * virtual, as it would any slot, and detoasts only what is toasted or
+ * compressed.  No executor call, buffer pin or slot store per row.
  */
 static int64
 read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
 {
 	TupleTableSlot *slot = ts->read_slot;
+	TupleDesc	desc = ts->read_desc;
 	HeapTupleData tup;
 	int64		n = 0;
+	Page		page;
+	BlockNumber blkno;
+	const OffsetNumber *offsets;
+	int			n_tuples;
 
-	while (cp_block_shuffle_next_tuple(ts->child, &tup))
+	tup.t_tableOid = RelationGetRelid(cp_tuple_shuffle_relation(ts));
+	while (cp_block_shuffle_next_page(ts->child, &page, &blkno, &offsets, &n_tuples))
 	{
-		bool		keep = false;
-		bool		held_out;
-
-		n++;
-
-		/*
-		 * validation => 'N%': held-out rows are never trained on (nor
-		 * cached).  The ctid decides, so a row that is not kept (every
-		 * epoch after the first) is not even deformed.
-		 */
-		held_out = ts->holdout != NULL && cp_holdout_take(ts->holdout, &tup.t_self, &keep);
-		if (held_out && !keep)
-			continue;
-		deform_row(ts, &tup, slot->tts_values, slot->tts_isnull);
-		ExecStoreVirtualTuple(slot);
-		slot->tts_tid = tup.t_self;
-		if (held_out)
+		n += n_tuples;
+		for (int i = 0; i < n_tuples; i++)
 		{
-			cp_holdout_keep(ts->holdout, &ts->layout, slot);
+			ItemId		lpp = PageGetItemId(page, offsets[i]);
+			bool		keep = false;
+			bool		held_out;
+
+			tup.t_data = (HeapTupleHeader) PageGetItem(page, lpp);
+			tup.t_len = ItemIdGetLength(lpp);
+			ItemPointerSet(&tup.t_self, blkno, offsets[i]);
+
+			/*
+			 * validation => 'N%': held-out rows are never trained on (nor
+			 * cached).  The ctid decides, so a row that is not kept (every
+			 * epoch after the first) is not even deformed.
+			 */
+			held_out = ts->holdout != NULL && cp_holdout_take(ts->holdout, &tup.t_self, &keep);
+			if (held_out && !keep)
+				continue;
+			if (!held_out && direct_rows(ts, dst) && !HeapTupleHasNulls(&tup) &&
+				HeapTupleHeaderGetNatts(tup.t_data) >= desc->natts)
+			{
+				char	   *tp = (char *) tup.t_data + tup.t_data->t_hoff;
+				Form_pg_attribute la = TupleDescAttr(desc, ts->layout.label_attno - 1);
+				Form_pg_attribute fa = TupleDescAttr(desc, ts->layout.values_attno - 1);
+				struct varlena *v = (struct varlena *) (tp + fa->attcacheoff);
+
+				if (VARATT_IS_4B_U(v) &&
+					cp_layout_append_float8(&ts->layout, fetchatt(la, tp + la->attcacheoff),
+											(ArrayType *) v, &tup.t_self, dst))
+				{
+					if (dst->with_blocks)
+						dst->row_blocks[dst->n_rows - 1] = block;
+					continue;
+				}
+			}
+			deform_row(ts, &tup, slot->tts_values, slot->tts_isnull);
+			ExecStoreVirtualTuple(slot);
+			slot->tts_tid = tup.t_self;
+			if (held_out)
+			{
+				cp_holdout_keep(ts->holdout, &ts->layout, slot);
+				ExecClearTuple(slot);
+				MemoryContextReset(ts->row_cxt);
+				continue;
+			}
+			if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)
+				dst->row_blocks[dst->n_rows - 1] = block;
 			ExecClearTuple(slot);
 			MemoryContextReset(ts->row_cxt);
-			continue;
 		}
-		if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)
-			dst->row_blocks[dst->n_rows - 1] = block;
-		ExecClearTuple(slot);
-		MemoryContextReset(ts->row_cxt);
 	}
 	return n;
 }
