@@ -218,6 +218,8 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->borrow_rows = ts->cache != NULL &&
 		ts->layout.mode != CP_FEATURES_SPARSE &&
 		ts->strategy->borrow_cached_rows;
+	if (ts->borrow_rows)
+		cp_buffer_init(&ts->block_rows, ts->buf_cxt, false);
 
 	/*
 	 * The top operator seeds the run, once: this node under shuffled_scan(),
@@ -403,6 +405,91 @@ read_blocks(TupleShuffleState *ts, int64 limit, CpBuffer *dst)
 }
 
 /*
+ * Lent rows become the buffer's own: copy every row dst borrows into its
+ * values, and stop borrowing (once a training, when the cache fills up
+ * during read_blocks_lent).
+ */
+static void
+own_borrowed_rows(CpBuffer *dst)
+{
+	int64		n = dst->n_rows;
+	int			d = dst->n_features;
+	const double **rows = dst->row_ptrs;
+
+	dst->row_ptrs = NULL;
+	cp_buffer_reserve(dst, n, n * d);
+	for (int64 i = 0; i < n; i++)
+		memcpy(dst->values + i * d, rows[i], sizeof(double) * d);
+}
+
+/*
+ * read_blocks for a buffer that may borrow cached rows (borrow_rows), while
+ * the cache takes more blocks (the first epoch): each block read from the
+ * heap is converted into block_rows, one block's rows that stay in the CPU
+ * caches, handed to the block cache, and lent to dst from there, as the
+ * cached blocks are.  So the epoch does not write its rows into a buffer of
+ * a tenth of the table and copy them from there into the cache (each a
+ * pass over memory, the buffer's first one faulting its pages in): the
+ * rows are converted once, copied once into the cache, and trained on
+ * where they lie.  The same rows in the same order: the same weights.  Once
+ * a block does not fit, dst takes copies of the rows it borrowed so far,
+ * and the rest of the group is read into it as read_blocks does.
+ */
+static int64
+read_blocks_lent(TupleShuffleState *ts, int64 limit, CpBuffer *dst)
+{
+	uint32		block;
+	int64		n_read = 0;
+	MemoryContext old;
+
+	Assert(dst->n_rows == 0 && !dst->sparse);
+	cp_buffer_reserve_borrowed(dst, dst->cap_rows);
+	old = MemoryContextSwitchTo(ts->row_cxt);
+	while (cp_block_shuffle_next_block(ts->child, limit, &block))
+	{
+		int64		next = ts->child->next_block;
+		int64		first_row = dst->n_rows;
+		CpBuffer   *br = &ts->block_rows;
+
+		if (!cp_block_cache_has(ts->cache, block))
+		{
+			/* the OS reads the next block's pages while we convert this one */
+			if (next < ts->child->sizing.n_blocks &&
+				!cp_block_cache_has(ts->cache, ts->child->order[next]))
+				cp_block_shuffle_prefetch(ts->child, next);
+			cp_buffer_reset(br, ts->layout.n_features);
+			n_read += read_block(ts, block, br);
+			cp_block_cache_add(ts->cache, block, br, 0);
+			if (!cp_block_cache_has(ts->cache, block))
+			{
+				/* the cache is full: dst holds its rows from here on */
+				own_borrowed_rows(dst);
+				for (int64 i = 0; i < br->n_rows; i++)
+				{
+					cp_buffer_append_row(dst, br, i);
+					if (dst->with_blocks)
+						dst->row_blocks[dst->n_rows - 1] = block;
+				}
+				MemoryContextSwitchTo(old);
+				return n_read + read_blocks(ts, limit, dst);
+			}
+			/* as cp_block_cache_borrow counts a hit, it was not one */
+			ts->cache->hits--;
+		}
+		else
+		{
+			n_read += cp_block_cache_rows(ts->cache, block);
+			if (ts->holdout != NULL)
+				cp_holdout_keep_cached(ts->holdout, ts->cache, block);
+		}
+		cp_buffer_reserve(dst, first_row + cp_block_cache_rows(ts->cache, block), 0);
+		(void) cp_block_cache_borrow(ts->cache, block, dst);
+	}
+	MemoryContextSwitchTo(old);
+	return n_read;
+}
+
+/*
  * When every block of the group that starts now (up to limit) is cached,
  * lend dst their rows (cp_block_cache_borrow) and return true; else false,
  * having started no block.
@@ -466,7 +553,12 @@ read_group(void *reader, CpBuffer *dst)
 	ts->next_group++;
 
 	if (!(ts->borrow_rows && borrow_group(ts, limit, dst, &n_read)))
-		n_read = read_blocks(ts, limit, dst);
+	{
+		if (ts->borrow_rows && !ts->cache->full && dst->n_rows == 0)
+			n_read = read_blocks_lent(ts, limit, dst);
+		else
+			n_read = read_blocks(ts, limit, dst);
+	}
 	if (instr)
 		InstrStopNode(instr, (double) n_read);
 	ts->eof = cp_block_shuffle_epoch_done(ts->child);
