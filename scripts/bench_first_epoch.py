@@ -104,6 +104,8 @@ def main() -> int:
     parser.add_argument("--cold", action="store_true")
     parser.add_argument("--cache", default="128MB",
                         help="corgipile.block_cache_size for the cold runs")
+    parser.add_argument("--gather", help="a built scripts/bench_gather.c, run each round: "
+                        "the random-gather floor of a later corgipile epoch (2M x 28 shapes)")
     parser.add_argument("--output")
     args = parser.parse_args()
     table = f"bench_{args.rows}_{args.dims}"
@@ -146,6 +148,12 @@ def main() -> int:
                 add(name, "later", later)
                 for q, key in ((scan_q, "scan"),):
                     add(name, key, run(conn, q)[2])
+                if args.gather and name == libs[0][0]:
+                    out = subprocess.run([args.gather, "5"], capture_output=True, text=True,
+                                         check=True).stdout
+                    # "... shuffled min X median Y, ..." ns a row of cp_model_train
+                    shuffled = float(out.split("shuffled min")[1].split("median")[1].split(",")[0])
+                    res.setdefault("gather", []).append(shuffled * args.rows / 1e9)
                 if args.cold:
                     conn.execute(f"SET corgipile.block_cache_size = '{args.cache}'")
                     for key, q in (
@@ -187,6 +195,14 @@ def main() -> int:
         lines.append(f"| {name} | {cell(r['count'])} | {cell(r['scan'])} | {cell(r['first'])} | "
                      f"{statistics.mean(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f}) | "
                      f"{cell(r['later'])} |")
+    if "gather" in res:
+        g = res["gather"]
+        lines += ["", f"Random-gather floor (scripts/bench_gather.c: cp_model_train on the "
+                  f"cached rows' shapes, shuffled, outside the server, median of 5 epochs), "
+                  f"seconds for {args.rows:,} rows: {statistics.mean(g):.3f} "
+                  f"({min(g):.3f}-{max(g):.3f}); later epoch / floor: " + ", ".join(
+                      f"{name} {statistics.mean(res[name]['later']) / statistics.mean(g):.2f}"
+                      for name, _ in libs)]
     if args.cold:
         lines += ["", f"Cold (OS page cache dropped before each; corgipile.block_cache_size = "
                   f"{args.cache}, so the table does not fit): wall s / CPU s / heap reads "
