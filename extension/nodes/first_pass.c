@@ -540,6 +540,28 @@ flush_block(PassState *ps)
 }
 
 /*
+ * Make block the one rows are cached for, handing the previous one to the
+ * cache; false once the cache takes no more.
+ */
+static bool
+enter_block(PassState *ps, uint32 block)
+{
+	if (!ps->in_block || block != ps->block)
+	{
+		flush_block(ps);
+		if (ps->cache == NULL)
+			return false;
+		cp_buffer_reset(&ps->block_rows, ps->lo->n_features);
+		cp_buffer_reset(&ps->block_held, ps->lo->n_features);
+		ps->held_seen = 0;
+		ps->block = block;
+		ps->in_block = true;
+		ps->skipped_at_block = ps->lo->n_skipped;
+	}
+	return true;
+}
+
+/*
  * Append the row in slot to its block's rows, as epoch 1 would before the
  * transform.  A row whose length the pass did not check (n_features given
  * and the first rows ragged) is left to epoch 1 to report, in its order:
@@ -552,18 +574,8 @@ cache_row(PassState *ps, TupleTableSlot *slot, bool held_out)
 	uint32		block = ItemPointerGetBlockNumber(&slot->tts_tid) / ps->pages_per_block;
 	int			n_features = lo->n_features;
 
-	if (!ps->in_block || block != ps->block)
-	{
-		flush_block(ps);
-		if (ps->cache == NULL)
-			return;
-		cp_buffer_reset(&ps->block_rows, lo->n_features);
-		cp_buffer_reset(&ps->block_held, lo->n_features);
-		ps->held_seen = 0;
-		ps->block = block;
-		ps->in_block = true;
-		ps->skipped_at_block = lo->n_skipped;
-	}
+	if (!enter_block(ps, block))
+		return;
 	if (lo->mode == CP_FEATURES_ARRAY &&
 		!slot->tts_isnull[lo->label_attno - 1] &&
 		!slot->tts_isnull[lo->values_attno - 1])
@@ -622,8 +634,69 @@ typedef struct PassReader
 	uint64		seed;
 	BlockNumber n_pages;		/* the scan's */
 	bool		prefetch;		/* effective_io_concurrency > 0 */
+	bool		offsets_known;	/* desc's attcacheoff have been set */
+	bool		offsets_fixed;	/* every column read has one */
 	int64		seen;
 } PassReader;
+
+/*
+ * The row a training caches most, read straight from the page: float8[]
+ * features and a label at fixed offsets in a tuple without NULLs, the
+ * array uncompressed, of the statistics' width, not held out, while the
+ * pass fills the cache.  It is converted once, into its block's rows
+ * (cp_layout_append_float8: the label mapped, the values checked, no
+ * transform yet), and the statistics take it from there: the same doubles
+ * in the same order as learn_features and cache_row give, without
+ * deforming the tuple or storing it in a slot.  False, having done
+ * nothing, for any other row.
+ */
+static bool
+pass_row_direct(PassState *ps, PassReader *rd, HeapTuple tup)
+{
+	CpLayout   *lo = ps->lo;
+	char	   *tp;
+	Form_pg_attribute la;
+	Form_pg_attribute fa;
+	ArrayType  *arr;
+	int			d;
+	int			n_features = lo->n_features;
+	bool		ok;
+
+	if (!rd->offsets_fixed || ps->cache == NULL || lo->mode != CP_FEATURES_ARRAY ||
+		!ps->stats_ready || ps->want_dicts || HeapTupleHasNulls(tup) ||
+		HeapTupleHeaderGetNatts(tup->t_data) < rd->desc->natts)
+		return false;
+	d = ps->stats.n_features;
+	if (n_features > 0 && n_features != d)
+		return false;
+	tp = (char *) tup->t_data + tup->t_data->t_hoff;
+	la = TupleDescAttr(rd->desc, lo->label_attno - 1);
+	fa = TupleDescAttr(rd->desc, lo->values_attno - 1);
+	arr = (ArrayType *) (tp + fa->attcacheoff);
+	if (!VARATT_IS_4B_U(arr) || ARR_NDIM(arr) != 1 || ARR_HASNULL(arr) ||
+		ARR_ELEMTYPE(arr) != FLOAT8OID || ARR_DIMS(arr)[0] != d)
+		return false;
+	if (ps->p->validation_fraction > 0.0 &&
+		cp_prep_holdout(rd->seed, ItemPointerGetBlockNumber(&tup->t_self),
+						ItemPointerGetOffsetNumber(&tup->t_self),
+						ps->p->validation_fraction))
+		return false;
+	if (!enter_block(ps, ItemPointerGetBlockNumber(&tup->t_self) / ps->pages_per_block))
+		return false;			/* the cache is full: the slow path learns it */
+	lo->n_features = d;
+	ok = cp_layout_append_float8(lo, fetchatt(la, tp + la->attcacheoff), arr,
+								 &tup->t_self, &ps->block_rows);
+	lo->n_features = n_features;
+	if (!ok)
+		return false;
+	if (ps->want_stats)
+	{
+		cp_prep_stats_add_dense(&ps->stats,
+								ps->block_rows.values + (ps->block_rows.n_rows - 1) * d);
+		ps->n_rows++;
+	}
+	return true;
+}
 
 /* One visible row: into what the pass learns, and into the cache. */
 static void
@@ -638,7 +711,22 @@ pass_row(PassState *ps, PassReader *rd, HeapTuple tup)
 	bool		has_label;
 	bool		held_out;
 
+	if (pass_row_direct(ps, rd, tup))
+	{
+		MemoryContextSwitchTo(old);
+		return;
+	}
 	heap_deform_tuple(tup, rd->desc, vals, isnull);
+	if (!rd->offsets_known && !HeapTupleHasNulls(tup) &&
+		HeapTupleHeaderGetNatts(tup->t_data) >= rd->desc->natts)
+	{
+		/* heap_deform_tuple has cached the offsets it could */
+		rd->offsets_known = true;
+		rd->offsets_fixed = true;
+		for (int i = 0; i < rd->desc->natts; i++)
+			if (TupleDescAttr(rd->desc, i)->attcacheoff < 0)
+				rd->offsets_fixed = false;
+	}
 	has_label = !isnull[lo->label_attno - 1];
 	ps->row_ready = false;
 	held_out = fraction > 0.0 &&
@@ -819,6 +907,8 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 	rd.n_pages = ((HeapScanDesc) rd.scan)->rs_nblocks;
 	rd.prefetch = get_tablespace_io_concurrency(rel->rd_rel->reltablespace) > 0;
 	rd.seen = 0;
+	rd.offsets_known = false;
+	rd.offsets_fixed = false;
 
 	k = sample_plan(ps, rd.n_pages);
 	if (k > 0)
