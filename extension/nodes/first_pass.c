@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * preprocess_pass.c
+ * first_pass.c
  *	  The first pass before epoch 1 (issue 13 §1, docs/preprocessing.md):
- *	  one sequential read of the table that learns what the weights' shape
+ *	  one read of the table (or of a sample of its blocks) that learns what the weights' shape
  *	  and the features' encoding need before the first gradient step.
  *
  *	  - per-feature mean and standard deviation (dense) or scale (sparse),
@@ -19,7 +19,12 @@
  * what 0.2.0 computed, bit for bit.
  *
  * Rows are read in physical order (the order does not matter to any of
- * these, and sequential reading is fastest).  Rows that validation => 'N%'
+ * these, and sequential reading is fastest).  When the standardizing
+ * statistics of dense rows are all there is to learn and the table is
+ * larger than corgipile.stats_sample_size, only a seeded random sample of
+ * its blocks is read, and kept in the block cache for epoch 1, so that the
+ * first epoch reads the table once (issue 24: sample_plan, read_sample;
+ * what a sample does to accuracy is in docs/engine-benchmark.md).  Rows that validation => 'N%'
  * holds out are left out of the statistics and dictionaries, so the
  * held-out score does not see them; the class and label sets, which are
  * the label's domain rather than a feature statistic, come from every row
