@@ -87,9 +87,36 @@ class Stage:
     image: str
     name: str | None
     instructions: list[Instruction] = field(default_factory=list)
+    # the ARGs declared before the first FROM, with their defaults
+    global_args: dict[str, str | None] = field(default_factory=dict)
 
     def all(self, keyword: str) -> list[Instruction]:
         return [i for i in self.instructions if i.keyword == keyword]
+
+    def args(self) -> dict[str, str | None]:
+        """The build arguments in scope at the end of the stage, at their
+        defaults: a stage's `ARG NAME=value`, or `ARG NAME` taking the
+        default of a global ARG of that name (Docker's scoping)."""
+        out = {}
+        for ins in self.all("ARG"):
+            name, eq, default = ins.args.partition("=")
+            out[name] = default.strip('"') if eq else self.global_args.get(name)
+        return out
+
+    def expand(self, text: str, scope: dict[str, str | None] | None = None) -> str:
+        """$NAME and ${NAME} replaced with the build arguments' defaults."""
+        scope = self.args() if scope is None else scope
+
+        def value(m: re.Match) -> str:
+            name = m.group(1) or m.group(2)
+            assert scope.get(name) is not None, f"${name} has no value here"
+            return scope[name]
+        return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, text)
+
+    @property
+    def base_image(self) -> str:
+        """The FROM image, its variables expanded with the global ARGs."""
+        return self.expand(self.image, self.global_args)
 
 
 def parse_dockerfile(path: Path) -> list[Stage]:
@@ -110,24 +137,28 @@ def parse_dockerfile(path: Path) -> list[Stage]:
         buf = ""
     assert not buf, f"{path}: dangling line continuation"
     stages: list[Stage] = []
+    global_args: dict[str, str | None] = {}
     for ins in instructions:
         if ins.keyword == "FROM":
             m = re.fullmatch(r"(\S+)(?:\s+AS\s+(\S+))?", ins.args, re.I)
             assert m, f"{path}:{ins.line}: cannot read FROM {ins.args}"
-            stages.append(Stage(m.group(1), m.group(2)))
+            stages.append(Stage(m.group(1), m.group(2), global_args=global_args))
+        elif stages:
+            stages[-1].instructions.append(ins)
         else:
-            assert stages or ins.keyword == "ARG", f"{path}:{ins.line}: {ins.keyword} before FROM"
-            if stages:
-                stages[-1].instructions.append(ins)
+            assert ins.keyword == "ARG", f"{path}:{ins.line}: {ins.keyword} before FROM"
+            name, eq, default = ins.args.partition("=")
+            global_args[name] = default.strip('"') if eq else None
     return stages
 
 
 def labels(stage: Stage) -> dict[str, str]:
+    """The stage's labels, with the build arguments at their defaults."""
     out = {}
     for ins in stage.all("LABEL"):
         for word in shlex.split(ins.args):
             key, _, value = word.partition("=")
-            out[key] = value
+            out[key] = stage.expand(value)
     return out
 
 
@@ -227,14 +258,15 @@ def hadolint_bin() -> str:
     return found
 
 
-def hadolint(path: Path, tmp_path: Path) -> tuple[int, list[dict]]:
+def hadolint(path: Path, tmp_path: Path, pragmas: bool = False) -> tuple[int, list[dict]]:
     # An explicit configuration that ignores nothing, so that no
     # .hadolint.yaml lying around can relax the check, and no inline
-    # "# hadolint ignore=" pragma either: clean means clean.
+    # "# hadolint ignore=" pragma either (unless pragmas): clean means clean.
     config = tmp_path / "hadolint.yaml"
     config.write_text("ignored: []\n")
     proc = subprocess.run(
-        [hadolint_bin(), "--config", str(config), "--disable-ignore-pragma",
+        [hadolint_bin(), "--config", str(config),
+         *([] if pragmas else ["--disable-ignore-pragma"]),
          "--failure-threshold", "warning", "--format", "json", str(path)],
         capture_output=True, text=True)
     try:

@@ -6,6 +6,7 @@ final stage copies out of the build stage; the labels; the build context."""
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
@@ -35,20 +36,82 @@ def test_both_stages_use_the_same_postgres_base():
     assert build.name == "build" and final.name is None
     # The same image in both, so that the headers the build stage installs
     # (pinned to the image's $PG_VERSION) are those of the server that
-    # loads the library; a major-version tag, never latest.
-    assert build.image == final.image
-    assert re.fullmatch(rf"postgres:{PG_MAJOR}(\.\d+)?-bookworm", final.image), final.image
-    assert labels(final)["org.opencontainers.image.base.name"] == f"docker.io/library/{final.image}"
+    # loads the library: one BASE_IMAGE argument, by default the official
+    # image of this major version (a major-version tag, never latest).
+    assert build.image == final.image == "${BASE_IMAGE}"
+    assert re.fullmatch(rf"postgres:{PG_MAJOR}(\.\d+)?-bookworm", final.base_image), final.base_image
+    assert labels(final)["org.opencontainers.image.base.name"] == final.base_image
 
 
-def test_build_stage_installs_the_matching_server_headers():
+def fake_apt(tmp_path: Path, available: list[str], candidate: str) -> tuple[Path, Path]:
+    """apt-get and apt-cache stand-ins: `apt-cache madison` lists the
+    versions given, in apt's own layout; `apt-cache policy` names the
+    candidate; `apt-cache show` exits 0 whatever the version, as apt's does;
+    apt-get records its arguments (an install of a version apt does not
+    know fails, as apt-get's does)."""
+    bindir, record = tmp_path / "bin", tmp_path / "apt-get.calls"
+    bindir.mkdir()
+    madison = "".join(f" %s | {v} | http://deb.example/debian bookworm/main amd64 Packages\\n"
+                      for v in available)
+    (bindir / "apt-cache").write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f"madison) printf '{madison}' \"$2\" \"$2\" \"$2\" ;;\n"
+        f"policy) printf '%s:\\n  Installed: (none)\\n  Candidate: {candidate}\\n' \"$2\" ;;\n"
+        "show) exit 0 ;;\n"
+        "esac\n")
+    known = " ".join(f"postgresql-server-dev-15={v}" for v in available)
+    (bindir / "apt-get").write_text(
+        "#!/bin/sh\n"
+        f"printf '%s\\n' \"$*\" >> '{record}'\n"
+        '[ "$1" = install ] || exit 0\n'
+        'for a; do case "$a" in postgresql-server-dev-*)\n'
+        f'  case " {known} " in *" $a "*) ;; *) echo "E: Version not found: $a" >&2; exit 100 ;; esac ;;\n'
+        "esac; done\n")
+    for tool in bindir.iterdir():
+        tool.chmod(0o755)
+    return bindir, record
+
+
+@pytest.mark.parametrize("case", ["current", "stale base image", "no headers at all"])
+def test_build_stage_installs_the_matching_server_headers(case, tmp_path):
+    # The build stage's apt RUN line, run as written by the stage's SHELL
+    # with apt stand-ins: the base image's own headers when its apt sources
+    # still have them; else the current ones, with a warning (a cached base
+    # image older than PGDG's current build); a clear failure without any.
     build, _ = db_stages()
+    (shell,) = build.all("SHELL")
+    assert json.loads(shell.args) == ["/bin/bash", "-o", "pipefail", "-c"]
     apt = [i.args for i in build.all("RUN") if "apt-get install" in i.args]
     assert len(apt) == 1
-    words = shlex.split(apt[0])
-    assert "postgresql-server-dev-${PG_MAJOR}=${PG_VERSION}" in words
+    words = shlex.split(apt[0], posix=True)
     assert "build-essential=12.9" in words
-    assert "rm -rf /var/lib/apt/lists/*" in apt[0]
+    assert "postgresql-server-dev-${PG_MAJOR}=${headers}" in words
+    cleanup = "rm -rf /var/lib/apt/lists/*"
+    assert apt[0].rstrip().endswith("&& " + cleanup)
+    run = apt[0].rstrip()[:-len(cleanup)] + "true"  # not on this machine's apt lists
+
+    available, candidate = {
+        "current": (["15.8-1.pgdg120+1", "15.7-1.pgdg120+1"], "15.8-1.pgdg120+1"),
+        "stale base image": (["15.9-1.pgdg120+1", "15.10-1.pgdg120+1"], "15.10-1.pgdg120+1"),
+        "no headers at all": ([], "(none)")}[case]
+    bindir, record = fake_apt(tmp_path, available, candidate)
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "PG_MAJOR": "15",
+           "PG_VERSION": "15.8-1.pgdg120+1"}
+    proc = subprocess.run(json.loads(shell.args) + [run], env=env, capture_output=True, text=True)
+    installs = [line for line in record.read_text().splitlines() if line.startswith("install")]
+    assert len(installs) == 1, proc.stderr
+    if case == "current":
+        assert proc.returncode == 0 and proc.stderr == ""
+        assert installs[0].split()[-1] == "postgresql-server-dev-15=15.8-1.pgdg120+1"
+    elif case == "stale base image":
+        assert proc.returncode == 0, proc.stderr
+        assert installs[0].split()[-1] == "postgresql-server-dev-15=15.10-1.pgdg120+1"
+        assert ("WARNING: postgresql-server-dev-15 15.8-1.pgdg120+1, the base image's server, "
+                "is no longer in its apt sources; building against 15.10-1.pgdg120+1") in proc.stderr
+        assert "--pull" in proc.stderr
+    else:
+        assert proc.returncode != 0
 
 
 def make_run(build: Stage) -> str:
@@ -200,12 +263,32 @@ def test_final_stage_wires_scripts_healthcheck_and_entrypoint():
 
 @pytest.mark.parametrize("dockerfile", [DB_DOCKERFILE, CLIENT_DOCKERFILE], ids=lambda p: p.name)
 def test_labels(dockerfile):
+    # One version for the extension, the client and the images: the label
+    # comes from a build argument whose default is the extension's version
+    # (scripts/docker_smoke.sh passes the same value).
     final = parse_dockerfile(dockerfile)[-1]
+    assert final.args()["CORGIPILE_VERSION"] == control_version()
     found = labels(final)
     assert found["org.opencontainers.image.version"] == control_version()
     assert found["org.opencontainers.image.title"].startswith("corgipile-")
     assert found["org.opencontainers.image.description"]
-    assert found["org.opencontainers.image.base.name"] == f"docker.io/library/{final.image}"
+    assert found["org.opencontainers.image.base.name"] == final.base_image
+
+
+def test_documented_commands_tag_the_version_and_pull():
+    # The build commands in docker/README.md and the Dockerfiles' headers:
+    # the version's tag, and --pull (a cached base image may be older than
+    # its apt sources' server headers).
+    for path in (DB_DOCKERFILE, CLIENT_DOCKERFILE, DOCKER / "README.md"):
+        text = re.sub(r"\\\n[#\s]*", " ", path.read_text())  # continuation lines joined
+        builds = re.findall(r"^[#\s]*(docker build -[^\n]*)", text, re.M)
+        assert builds, path
+        for command in builds:
+            # a local stand-in base image cannot be pulled
+            local = "--build-arg BASE_IMAGE=localhost/" in command
+            assert ("--pull" in command) != local, f"{path.name}: {command}"
+            tag = re.search(r"-t (corgipile-\w+):(\S+)", command)
+            assert tag and tag.group(2) == control_version(), f"{path.name}: {command}"
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from docker_helpers import (
-    ROOT, DOCKER, DB_DOCKERFILE, CLIENT_DOCKERFILE, parse_dockerfile,
+    control_version, ROOT, DOCKER, DB_DOCKERFILE, CLIENT_DOCKERFILE, parse_dockerfile,
 )
 
 # ---------------------------------------------------------------------------
@@ -118,6 +118,20 @@ def test_compose_file():
     assert (DOCKER / client["build"]["context"]).resolve() == ROOT
     assert db["build"]["dockerfile"] == str(DB_DOCKERFILE.relative_to(ROOT))
     assert client["build"]["dockerfile"] == str(CLIENT_DOCKERFILE.relative_to(ROOT))
+    # tagged with the one version; the base image overridable, by default
+    # the Dockerfile's own
+    version = control_version()
+    assert db["image"] == f"corgipile-postgres:{version}"
+    assert client["image"] == f"corgipile-client:{version}"
+    for service, dockerfile in ((db, DB_DOCKERFILE), (client, CLIENT_DOCKERFILE)):
+        default = parse_dockerfile(dockerfile)[-1].base_image
+        assert re.fullmatch(rf"\$\{{CORGIPILE_\w*BASE_IMAGE:-{re.escape(default)}\}}",
+                            service["build"]["args"]["BASE_IMAGE"])
+
+    # PostgreSQL's fast shutdown (the image's STOPSIGNAL) gets time to finish
+    # its checkpoint before compose sends SIGKILL: 10 s by default
+    grace = re.fullmatch(r"(\d+)(s|m)", db["stop_grace_period"])
+    assert grace and int(grace.group(1)) * (60 if grace.group(2) == "m" else 1) >= 60
 
     volume, _, target = db["volumes"][0].partition(":")
     assert volume in compose["volumes"] and target == "/var/lib/postgresql/data"
@@ -141,7 +155,12 @@ def test_compose_proxy_service():
     yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
     compose = yaml.safe_load((DOCKER / "docker-compose.yml").read_text())
     proxy, client = compose["services"]["proxy"], compose["services"]["client"]
-    assert proxy["build"] == client["build"] and proxy["image"] == client["image"]
+    # the client's image, built once, by the client service: a build section
+    # here too would build it a second time
+    assert "build" not in proxy and proxy["image"] == client["image"]
+    assert proxy["pull_policy"] == "never"
+    builds = [s["build"]["dockerfile"] for s in compose["services"].values() if "build" in s]
+    assert sorted(builds) == sorted({*builds})
     assert proxy["depends_on"] == {"db": {"condition": "service_healthy"}}
     cmd = proxy["command"]
     assert cmd[:2] == ["corgipile", "proxy"]
