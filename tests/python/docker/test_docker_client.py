@@ -140,6 +140,8 @@ def test_compose_file():
 
     assert client["depends_on"] == {"db": {"condition": "service_healthy"}}
     assert client["command"] == ["python", "/opt/corgipile/demo.py"]
+    # Python as PID 1 ignores SIGTERM: an init process forwards it
+    assert client["init"] is True and compose["services"]["proxy"]["init"] is True
     # the client connects as the db service's user, to its database
     denv, cenv = db["environment"], client["environment"]
     assert cenv["PGHOST"] == "db" and cenv["PGPORT"] == "5432"
