@@ -24,8 +24,8 @@
 #   --build-arg BASE_IMAGE=localhost/corgipile-base/python:3.11-slim-bookworm
 # (scripts/docker_smoke.sh does).
 #
-# Needs root (debootstrap, and the image import), debootstrap, and podman or
-# docker.  Mirrors: DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR; by default the
+# Needs root (debootstrap, and the image import), and podman or docker;
+# installs debootstrap with apt-get when it is missing.  Mirrors: DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR; by default the
 # first Debian URI in this machine's apt sources, else debootstrap's default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,8 +74,14 @@ if $rebuild || ! have_image "$debian_image"; then
         exit 1
     fi
     if ! command -v debootstrap >/dev/null; then
-        echo "$me: debootstrap is missing (Debian: apt-get install debootstrap)" >&2
-        exit 1
+        if command -v apt-get >/dev/null; then
+            step "installing debootstrap from Debian's packages"
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
+                { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+        else
+            echo "$me: debootstrap is missing: install it (it is a Debian package, and packaged elsewhere too)" >&2
+            exit 1
+        fi
     fi
     mirror=${DEBIAN_MIRROR:-$(host_mirror)}
     mirror=${mirror%/}
