@@ -147,6 +147,15 @@ def check_c() -> tuple[int, list[str], list[list[str]]]:
 # -- Python ------------------------------------------------------------------
 
 PY_BASE = {"errors", "strategies"}          # and every private _module
+
+# Circles known and not yet cut, each with the work that cuts it: reported,
+# not failed on.  Keep this empty; an entry needs a reason.
+KNOWN_CIRCLES = {
+    # tabular.py (typed loading) and loaders.py share private helpers
+    # (_create, _pick_columns, _progress_bar, table_name, ...) by importing
+    # each other; issue 20 item 5's private helpers module cuts it
+    ("corgipile.loaders", "corgipile.tabular"),
+}
 PY_APPS = ("cli", "__main__", "bench", "proxy", "torch")
 
 
@@ -232,12 +241,17 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     for label, (arrows, problems, circles) in (("C (extension/)", check_c()),
                                                ("Python (corgipile)", check_python())):
+        known = [c for c in circles if tuple(c) in KNOWN_CIRCLES]
+        circles = [c for c in circles if tuple(c) not in KNOWN_CIRCLES]
         print(f"{label}: {arrows} arrows between project files; "
-              f"arrows up: {len(problems)}, circles: {len(circles)}")
+              f"arrows up: {len(problems)}, circles: {len(circles)}"
+              + (f" (and {len(known)} known, not yet cut)" if known else ""))
         for p in problems:
             print(f"  {p}")
         for c in circles:
             print(f"  circle: {' <-> '.join(c)}")
+        for c in known:
+            print(f"  known circle, not yet cut: {' <-> '.join(c)}")
         bad += len(problems) + len(circles)
     return 1 if bad else 0
 

@@ -13,6 +13,7 @@
 
 #include "access/tupdesc.h"
 #include "executor/tuptable.h"
+#include "utils/array.h"
 #include "nodes/bitmapset.h"
 #include "utils/palloc.h"
 #include "utils/rel.h"
@@ -118,6 +119,8 @@ extern Size cp_training_buffer_budget(const CpSizing *sizing, Relation rel);
 /* ... and that share is at least this many rows' pages (a window's store) */
 #define CP_BUFFER_BUDGET_MIN_ROWS 4096
 extern bool cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf);
+extern bool cp_layout_append_float8(CpLayout *lo, Datum label, const ArrayType *arr,
+									ItemPointer tid, CpBuffer *buf);
 extern void cp_layout_append_converted(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf,
 									   const double *x);
 

@@ -22,6 +22,9 @@ struct CpBlockCache;
 extern void cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 							   const CpTrainParams *p, uint64 seed,
 							   MemoryContext cxt, struct CpBlockCache *cache,
-							   uint32 pages_per_block);
+							   uint32 pages_per_block, uint32 n_blocks);
+
+/* corgipile.stats_sample_size, in pages */
+extern int	cp_stats_sample_pages;
 
 #endif							/* CORGIPILE_FIRST_PASS_H */
