@@ -6,9 +6,9 @@ answers say, and the text to send in place of the client's."""
 
 from __future__ import annotations
 
-from . import proxy_wire as wire
-from .proxy_rewrite import SIGNATURE_QUERY, Failure, Plan, Segment, classes_query, render
-from .proxy_rewrite import signature_from_rows
+from . import wire
+from .rewrite import SIGNATURE_QUERY, Failure, Plan, Segment, classes_query, render
+from .rewrite import signature_from_rows
 
 __all__ = ["lookup_queries", "read_answers", "translate"]
 
@@ -52,7 +52,7 @@ def read_answers(frames: list[tuple[int, bytes]]
 
 
 def translate(plan: Plan, results: list[Rows]) -> tuple[str, list[Segment]] | Failure:
-    """proxy_rewrite.render with the answers to lookup_queries(plan)."""
+    """rewrite.render with the answers to lookup_queries(plan)."""
     sig = signature_from_rows(results[0]) if plan.trains else None
     classes_rows = results[1 if plan.trains else 0] if _model_names(plan) else []
     return render(plan, sig, classes_rows)

@@ -7,8 +7,8 @@ import logging
 import sys
 from typing import Any
 
-from .proxy_server import parse_listen, serve
-from .proxy_upstream import Upstream
+from .server import parse_listen, serve
+from .upstream import Upstream
 
 __all__ = ["add_subcommand"]
 

@@ -13,7 +13,7 @@ translator (:func:`corgipile.statements.parse_statement`, the one behind
 
 The two pieces of catalog knowledge this needs (the signature, the models'
 classes) are read by the proxy on the client's own connection (see
-proxy_catalog.py); this module only builds the lookup queries and the texts.
+catalog.py); this module only builds the lookup queries and the texts.
 Values are written as string literals with a cast, never pasted raw.
 """
 
@@ -26,10 +26,10 @@ from typing import Any
 
 from pglast import parser
 
-from . import metrics
-from .errors import StatementError
-from .params import _SAFE_TYPE, POSITIONAL, TrainSignature
-from .statements import (PlainStatement, PredictStatement, TrainStatement, parse_statement,
+from .. import metrics
+from ..errors import StatementError
+from ..params import _SAFE_TYPE, POSITIONAL, TrainSignature
+from ..statements import (PlainStatement, PredictStatement, TrainStatement, parse_statement,
                          quote_ident, train_arguments)
 
 __all__ = ["Failure", "Plan", "analyze", "render", "map_position", "literal", "SIGNATURE_QUERY",

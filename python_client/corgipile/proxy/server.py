@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .proxy_session import ClientSide, ProxySession
-from .proxy_upstream import Upstream
+from .session import ClientSide, ProxySession
+from .upstream import Upstream
 
 __all__ = ["parse_listen", "start", "serve"]
 

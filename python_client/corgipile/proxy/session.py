@@ -2,7 +2,7 @@
 the asyncio protocols of both sockets and the session state machine between
 them (startup, then relaying; a Query / Parse holding TRAIN BY or PREDICT BY
 is rewritten, and the server's answers to it are rewritten back). The
-whole design is described in proxy.py's docstring and docs/proxy.md."""
+whole design is described in the proxy package docstring and docs/proxy.md."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import secrets
 import struct
 from typing import Any
 
-from . import proxy_wire as wire
-from .proxy_catalog import lookup_queries, read_answers, translate
-from .proxy_rewrite import QUICK_CHECK, Failure, analyze, map_position
-from .proxy_upstream import Upstream
+from . import wire
+from .catalog import lookup_queries, read_answers, translate
+from .rewrite import QUICK_CHECK, Failure, analyze, map_position
+from .upstream import Upstream
 
 __all__ = ["ClientSide", "ProxySession"]
 
@@ -380,7 +380,7 @@ class ProxySession:
     async def lookup(self, queries: list[str]
                      ) -> tuple[list[list[list[str | None]]], list[tuple[str, str]] | None, bytes]:
         """Run queries on the idle server connection; their answers never
-        reach the client (see proxy_catalog.read_answers)."""
+        reach the client (see catalog.read_answers)."""
         self.intercepted = []
         self.intercept = self.loop.create_future()
         assert self.server is not None

@@ -595,7 +595,7 @@ def test_workers_share_one_port_and_end_together(dsn, points):
 def test_frame_scanner_counts_across_any_chunking():
     """The server-to-client walk finds every ReadyForQuery however the
     stream is cut into reads (a header split in two included)."""
-    from corgipile import proxy_wire as wire
+    from corgipile.proxy import wire
 
     def msg(kind: bytes, body: bytes) -> bytes:
         return kind + struct.pack("!i", len(body) + 4) + body
