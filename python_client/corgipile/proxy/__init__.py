@@ -38,7 +38,8 @@ cli.py (the subcommand). This package re-exports the public names.
 from __future__ import annotations
 
 from .cli import add_subcommand
+from .config import Settings
 from .server import serve, start
 from .upstream import Upstream
 
-__all__ = ["Upstream", "start", "serve", "add_subcommand"]
+__all__ = ["Upstream", "Settings", "start", "serve", "add_subcommand"]

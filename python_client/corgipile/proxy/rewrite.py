@@ -20,7 +20,6 @@ Values are written as string literals with a cast, never pasted raw.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,11 +32,7 @@ from ..statements import (PlainStatement, PredictStatement, TrainStatement, pars
                          quote_ident, train_arguments)
 
 __all__ = ["Failure", "Plan", "analyze", "render", "map_position", "literal", "SIGNATURE_QUERY",
-           "classes_query", "signature_from_rows", "QUICK_CHECK"]
-
-# bytes worth running the translator on (the real check is the translator's:
-# a column called "predictor" only costs a scan)
-QUICK_CHECK = re.compile(rb"(?i)train|predict")
+           "classes_query", "signature_from_rows"]
 
 # SQLSTATEs of the errors the proxy raises itself
 SYNTAX_ERROR = "42601"
