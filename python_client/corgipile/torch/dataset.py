@@ -505,8 +505,10 @@ class CorgiPileDataset(IterableDataset):
 _COLUMNS_SQL = """
 SELECT a.attname, pg_catalog.format_type(a.atttypid, NULL),
        pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')
-  FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
- WHERE c.oid = %s AND a.attnum > 0 AND NOT a.attisdropped
+  FROM pg_catalog.pg_attribute a
+  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.attrelid
+ WHERE c.oid OPERATOR(pg_catalog.=) %s AND a.attnum OPERATOR(pg_catalog.>) 0
+   AND NOT a.attisdropped
 """
 
 
@@ -519,8 +521,9 @@ def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequ
     try:
         row = conn.execute(
             "SELECT c.oid, n.nspname, c.relname, c.relkind"
-            "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE c.oid = pg_catalog.to_regclass(%s)", (table,)).fetchone()
+            "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+            "    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+            " WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%s)", (table,)).fetchone()
     except psycopg.Error as e:
         raise CorgipileError(f"corgipile.torch: {table!r} is not a valid table name: {e}") from e
     if row is None:
@@ -602,7 +605,7 @@ def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequ
                          .format(sql.Identifier(feat[0]), sql.SQL(rel_sql), layout.usable())).fetchone()
         n = int(r[0]) if r else 0
     else:
-        r = conn.execute(sql.SQL("SELECT pg_catalog.max(i) + 1 FROM ONLY {}, "
+        r = conn.execute(sql.SQL("SELECT pg_catalog.max(i) OPERATOR(pg_catalog.+) 1 FROM ONLY {}, "
                                  "LATERAL pg_catalog.unnest({}) AS u(i) WHERE {}")
                          .format(sql.SQL(rel_sql), sql.Identifier(feature_indices),
                                  layout.usable())).fetchone()

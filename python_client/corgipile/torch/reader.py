@@ -96,7 +96,7 @@ class Layout:
         if self.indices:
             cols.append(self._col(self.indices))
         if self.id_column:
-            cols.append(sql.SQL("{}::int8").format(sql.Identifier(self.id_column)))
+            cols.append(sql.SQL("{}::pg_catalog.int8").format(sql.Identifier(self.id_column)))
         return sql.SQL(", ").join(cols)
 
     def usable(self, inside_arrays: bool = True) -> sql.Composable:
