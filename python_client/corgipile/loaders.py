@@ -265,9 +265,11 @@ def _create(conn: psycopg.Connection[Any], ident: sql.Identifier, columns: list[
     if if_exists == "replace":
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident))
     if if_exists == "append":
-        exists = conn.execute("SELECT to_regclass(%s)", (ident.as_string(conn),)).fetchone()
+        exists = conn.execute("SELECT pg_catalog.to_regclass(%s)",
+                              (ident.as_string(conn),)).fetchone()
         if exists and exists[0] is not None:
-            row = conn.execute(sql.SQL("SELECT coalesce(max(id) + 1, 0) FROM {}").format(
+            row = conn.execute(sql.SQL(
+                "SELECT coalesce(pg_catalog.max(id) OPERATOR(pg_catalog.+) 1, 0) FROM {}").format(
                 ident)).fetchone()
             return int(row[0]) if row else 0
     conn.execute(sql.SQL("CREATE {}TABLE {} ({})").format(temp, ident, cols))

@@ -82,7 +82,7 @@ def r2_score(conn: psycopg.Connection[Any], model_name: str, source: sql.Composa
     query = sql.SQL(
         # 1 - ss / d, NULL when d is 0 (as nullif, whose = cannot be qualified)
         "SELECT CASE WHEN a.d OPERATOR(pg_catalog.=) 0 THEN NULL "
-        f"ELSE 1 {minus} a.ss OPERATOR(pg_catalog./) a.d END, a.rmse, a.mae, a.n FROM ("
+        f"ELSE 1 {minus} (a.ss OPERATOR(pg_catalog./) a.d) END, a.rmse, a.mae, a.n FROM ("
         f"SELECT pg_catalog.sum(pg_catalog.power(y {minus} p, 2)) AS ss, "
         "pg_catalog.var_pop(y) OPERATOR(pg_catalog.*) pg_catalog.count(*) AS d, "
         f"pg_catalog.sqrt(pg_catalog.avg(pg_catalog.power(y {minus} p, 2))) AS rmse, "

@@ -78,8 +78,9 @@ def _columns(conn: psycopg.Connection[Any], table: str) -> dict[str, str] | None
     there is no such table."""
     rows = conn.execute(
         "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) "
-        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = pg_catalog.to_regclass(%s) "
-        "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+        "FROM pg_catalog.pg_attribute a "
+        "WHERE a.attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%s) "
+        "AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped ORDER BY a.attnum",
         (sql.Identifier(table).as_string(None),)).fetchall()
     if not rows:
         return None
@@ -145,7 +146,8 @@ def _read_model(conn: psycopg.Connection[Any], function: str, table: str,
 
 def unavailable_reason(conn: psycopg.Connection[Any]) -> str | None:
     """None when MADlib is there, else why the MADlib runs are skipped."""
-    has = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone()
+    has = conn.execute("SELECT 1 FROM pg_catalog.pg_namespace "
+                       "WHERE nspname OPERATOR(pg_catalog.=) %s", (SCHEMA,)).fetchone()
     if has is None:
         db = conn.info.dbname
         return (f"MADlib is not installed in database {db!r} (no schema {SCHEMA!r}); "
@@ -184,8 +186,12 @@ def _score(conn: psycopg.Connection[Any], ds: Dataset, w: list[float], b: float)
     """Held-out accuracy of margin w.x + b (computed in plain SQL)."""
     feat = ds.features_sql()
     q = sql.SQL(
-        "SELECT avg((((SELECT sum(a * x) FROM unnest(%(w)s::float8[], {f}) AS u(a, x)) + %(b)s > 0)"
-        " = {pos})::int)::float8 FROM {t} WHERE {nn}").format(
+        "SELECT pg_catalog.avg((((SELECT pg_catalog.sum(a OPERATOR(pg_catalog.*) x) "
+        "FROM ROWS FROM (pg_catalog.unnest(%(w)s::pg_catalog.float8[]), "
+        "pg_catalog.unnest({f})) AS u(a, x)) "
+        "OPERATOR(pg_catalog.+) %(b)s OPERATOR(pg_catalog.>) 0)"
+        " OPERATOR(pg_catalog.=) {pos})::pg_catalog.int4)::pg_catalog.float8 "
+        "FROM {t} WHERE {nn}").format(
         f=feat, pos=ds.positive_sql(), t=ds.rel(ds.scored_table), nn=ds.not_null_sql())
     score = value(conn, q, {"w": w, "b": b})
     return None if score is None else float(score)

@@ -147,3 +147,40 @@ def recording() -> Iterator[Recorder]:
     finally:
         for cls, method, orig in reversed(patched):
             setattr(cls, method, orig)
+
+
+# -- the source, read statically -------------------------------------------------------
+
+_SQL_START = re.compile(r"^\s*(SELECT|WITH|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|COPY|"
+                        r"ANALYZE|TRUNCATE|GRANT|REVOKE)\b", re.I)
+_FORMAT_FIELD = re.compile(r"\{[a-z_0-9]*\}")
+
+
+def source_queries(root: Any) -> list[tuple[str, int, str]]:
+    """(file, line, text) of each string literal in the Python files under
+    root that reads as a whole SQL statement, with psycopg.sql's {} fields
+    and f-string values replaced by a name; those pglast cannot parse (a
+    fragment, a template of another kind) are left out."""
+    import ast as pyast
+    from pathlib import Path
+
+    out = []
+    for path in sorted(Path(root).rglob("*.py")):
+        tree = pyast.parse(path.read_text(), str(path))
+        for node in pyast.walk(tree):
+            if isinstance(node, pyast.Constant) and isinstance(node.value, str):
+                text = node.value
+            elif isinstance(node, pyast.JoinedStr):
+                text = "".join(v.value if isinstance(v, pyast.Constant) else "x"
+                               for v in node.values)
+            else:
+                continue
+            if not _SQL_START.match(text):
+                continue
+            candidate = _FORMAT_FIELD.sub("x.x", text)
+            try:
+                refs(candidate)
+            except Exception:  # noqa: BLE001 - not a whole statement
+                continue
+            out.append((str(path), node.lineno, candidate))
+    return out

@@ -190,3 +190,14 @@ def test_every_query_names_pg_catalog(victim, conn, tmp_path):
     offenders = rec.offenders()
     report = "\n\n".join(f"{', '.join(bad)}\n  in: {q[:300]}" for q, bad in offenders.items())
     assert not offenders, f"{len(offenders)} queries name objects without pg_catalog:\n{report}"
+
+
+def test_source_queries_name_pg_catalog():
+    """Every string literal in the client's source that is a whole SQL
+    statement (the paths the drive above cannot reach, such as the
+    benchmark's), parsed: no unqualified name."""
+    found = sqlcheck.source_queries(CLIENT / "corgipile")
+    assert len(found) > 30, "the scan found too few queries to mean anything"
+    bad = [f"{Path(f).relative_to(CLIENT)}:{line}: {', '.join(sorted({str(r) for r in refs}))}"
+           for f, line, text in found if (refs := sqlcheck.unqualified(text))]
+    assert not bad, "queries naming objects without pg_catalog:\n" + "\n".join(bad)
