@@ -19,7 +19,7 @@ import psycopg
 from pglast import parser
 from psycopg import sql
 
-__all__ = ["EQ", "ident", "quote_ident", "qualified_type", "qualify_names", "relation_sql",
+__all__ = ["EQ", "ident", "quote_ident", "catalog_type", "qualified_type", "qualify_names", "relation_sql",
            "QUALIFIED_NAME"]
 
 # the equality operator of pg_catalog, for text, name, oid, ... alike
@@ -57,6 +57,14 @@ _GRAMMAR_TYPES = frozenset({
     "time without time zone", "time with time zone", "interval", "timestamp", "time",
 })
 _SIMPLE = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def catalog_type(typ: str) -> str:
+    """format_type()'s name of a pg_catalog type without the schema it adds
+    when a type of another schema on search_path has the same name
+    ("pg_catalog.text" -> "text"): the client compares these names, and
+    qualified_type() writes them back qualified."""
+    return typ[len("pg_catalog."):] if typ.startswith("pg_catalog.") else typ
 
 
 def qualified_type(typ: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ._sql import qualified_type, qualify_names
+from ._sql import catalog_type, qualified_type, qualify_names
 from .errors import CorgipileError, ParameterError
 from .statements import Bound, Name
 
@@ -69,7 +69,7 @@ class TrainSignature:
         for i, (name, typ) in enumerate(zip(names or [], types)):
             mode = modes[i] if modes else "i"
             if mode in ("i", "b", "v") and name and name not in POSITIONAL:
-                out[name] = typ
+                out[name] = catalog_type(typ)
         return cls(out)
 
     @property

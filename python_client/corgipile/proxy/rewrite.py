@@ -26,6 +26,7 @@ from typing import Any
 from pglast import parser
 
 from .. import metrics
+from .._sql import catalog_type, qualified_type
 from ..errors import StatementError
 from ..params import _SAFE_TYPE, POSITIONAL, TrainSignature
 from ..statements import (PlainStatement, PredictStatement, TrainStatement, parse_statement,
@@ -145,7 +146,7 @@ def signature_from_rows(rows: list[list[str | None]]) -> TrainSignature | None:
     types: dict[str, str] = {}
     for name, mode, typ in rows:
         if name and (mode is None or mode in ("i", "b", "v")) and name not in POSITIONAL:
-            types.setdefault(name, str(typ))
+            types.setdefault(name, catalog_type(str(typ)))
     return TrainSignature(types)
 
 
@@ -173,7 +174,7 @@ def _train_sql(stmt: TrainStatement, sig: TrainSignature, offset: int) -> str | 
         typ = sig.types[name]
         if not _SAFE_TYPE.match(typ):  # pragma: no cover - the catalog's own names
             return Failure(FEATURE_NOT_SUPPORTED, f"unexpected type {typ!r} of {name}")
-        args.append(f"{quote_ident(name)} => {literal(value)}::{typ}")
+        args.append(f"{quote_ident(name)} => {literal(value)}::{qualified_type(typ)}")
     return "SELECT * FROM corgipile.train(" + ", ".join(args) + ")"
 
 

@@ -34,6 +34,7 @@ import torch.distributed as dist
 from psycopg import sql
 from torch.utils.data import IterableDataset, get_worker_info
 
+from .._sql import catalog_type
 from ..errors import CorgipileError
 from . import plan
 from .reader import BlockReader, Layout, Rows, concat, connect
@@ -533,7 +534,8 @@ def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequ
     if kind not in ("r", "m"):
         raise CorgipileError(f"corgipile.torch: {table!r} is not a plain table (relkind {kind!r}); "
                              "blocks of heap pages need a table or materialized view")
-    cols = {name: (typ, ok) for name, typ, ok in conn.execute(_COLUMNS_SQL, (oid,)).fetchall()}
+    cols = {name: (catalog_type(typ), ok)
+            for name, typ, ok in conn.execute(_COLUMNS_SQL, (oid,)).fetchall()}
     if isinstance(features, str):
         feat = [features]
         mode = "sparse" if feature_indices else "array"

@@ -92,6 +92,14 @@ def refs(text: str) -> list[Ref]:
     return out
 
 
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def unqualified(text: str) -> list[Ref]:
     return [r for r in refs(text) if r.schema is None]
 
