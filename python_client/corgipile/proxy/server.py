@@ -134,10 +134,16 @@ def _run_loop(loop: str, listen: str, up: Upstream, settings: Settings,
     async def main() -> None:
         server = await start(listen, up, sock=sock, settings=settings,
                              allow_unix_socket_upstream=True)  # checked by serve()
+        # SIGTERM ends serve_forever, so that the analysis workers end too
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         ready(server)
         try:
             async with server:
                 await server.serve_forever()
+        except asyncio.CancelledError:
+            pass
         finally:
             analysis.shutdown()
 

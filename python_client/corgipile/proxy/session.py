@@ -32,6 +32,8 @@ logger = logging.getLogger("corgipile.proxy")
 INSPECT_LIMIT = 1 << 20
 # seconds to wait for the server's TCP handshake
 CONNECT_TIMEOUT = 30
+# seconds a connection over the cap has to send its startup packet
+REFUSAL_TIMEOUT = 5
 
 _INT32 = struct.Struct("!i")
 _HEADER = struct.Struct("!Bi")
@@ -81,19 +83,19 @@ class ClientSide(asyncio.Protocol):
         self.session: ProxySession | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        refusal = None
         if len(self.sessions) >= self.settings.max_connections:
-            # as the server answers one connection too many (before reading
-            # anything: libpq reads it as the answer to its first packet)
-            transport.write(wire.error_response([  # type: ignore[attr-defined]
+            # as the server answers one connection too many: after the
+            # startup packet (an SSLRequest before it is answered 'N', so
+            # that libpq shows the message)
+            refusal = wire.error_response([
                 ("S", "FATAL"), ("V", "FATAL"), ("C", "53300"),
                 ("M", "sorry, too many clients already"),
                 ("D", f"corgipile proxy: {len(self.sessions)} connections are open, the "
                       f"most it accepts (--max-connections "
-                      f"{self.settings.max_connections})")]))
-            transport.close()
-            return
+                      f"{self.settings.max_connections})")])
         self.session = ProxySession(self.upstream, transport, self.sessions,  # type: ignore[arg-type]
-                                    self.settings)
+                                    self.settings, refusal)
 
     def data_received(self, data: bytes) -> None:
         if self.session is None:
@@ -125,13 +127,18 @@ class ProxySession:
     """One client connection and its server connection."""
 
     def __init__(self, upstream: Upstream, client: asyncio.Transport,
-                 sessions: set[ProxySession], settings: Settings | None = None) -> None:
+                 sessions: set[ProxySession], settings: Settings | None = None,
+                 refusal: bytes | None = None) -> None:
         self.upstream = upstream
         self.client = client
         self.settings = settings or Settings()
         self.server: asyncio.Transport | None = None
         self.sessions = sessions
-        sessions.add(self)
+        # over the connection cap: the error to answer the startup packet
+        # with; such a connection is not counted, and lives a few seconds
+        self.refusal = refusal
+        if refusal is None:
+            sessions.add(self)
         self.loop = asyncio.get_running_loop()
         # startup, connecting, auth (relaying the authentication exchange
         # through the gate), running, closed
@@ -140,7 +147,8 @@ class ProxySession:
         self.user = ""
         self.backend_key: bytes | None = None  # BackendKeyData's pid and key
         self.timer: asyncio.TimerHandle | None = self.loop.call_later(
-            self.settings.startup_timeout, self.startup_expired)
+            self.settings.startup_timeout if refusal is None
+            else min(self.settings.startup_timeout, REFUSAL_TIMEOUT), self.startup_expired)
         self.cbuf = bytearray()  # client bytes not yet passed on
         self.cscan = wire.FrameScanner(b"QP", INSPECT_LIMIT, QUICK_CHECK)
         self.sremaining = 0  # bytes of a server message still to pass on unread
@@ -303,6 +311,10 @@ class ProxySession:
                     raise wire.ProtocolError("CancelRequest of invalid length")
                 self.state = "connecting"
                 self.spawn(self.forward_cancel(packet))
+                return
+            if self.refusal is not None:
+                self.client.write(self.refusal)
+                self.close()
                 return
             # a startup packet (any version: the server judges it)
             self.user = startup_user(packet)
