@@ -19,7 +19,7 @@ import psycopg
 from pglast import parser
 from psycopg import sql
 
-__all__ = ["EQ", "ident", "quote_ident", "catalog_type", "qualified_type", "qualify_names", "relation_sql",
+__all__ = ["EQ", "ident", "is_node", "quote_ident", "catalog_type", "qualified_type", "qualify_names", "relation_sql",
            "QUALIFIED_NAME"]
 
 # the equality operator of pg_catalog, for text, name, oid, ... alike
@@ -29,6 +29,11 @@ EQ = "OPERATOR(pg_catalog.=)"
 QUALIFIED_NAME = ("SELECT pg_catalog.format('%%I.%%I', n.nspname, c.relname) "
                   "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
                   f"ON n.oid {EQ} c.relnamespace WHERE c.oid {EQ} %s::pg_catalog.regclass")
+
+
+def is_node(node: Any, cls: type) -> bool:
+    """isinstance without mypy narrowing to pglast's loose Optional fields."""
+    return isinstance(node, cls)
 
 
 def quote_ident(name: str) -> str:

@@ -47,7 +47,9 @@ import psycopg
 from pglast import ast, parser
 from psycopg import sql
 
-from .statements import _is, parse_sql, quote_ident
+from ._sql import is_node as _is
+from ._sql import quote_ident
+from .statements import parse_sql
 from .training import transaction
 
 __all__ = ["LoadResult", "load_numpy", "load_dataframe", "load_csv", "load_libsvm",

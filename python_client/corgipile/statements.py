@@ -32,6 +32,7 @@ from pglast import ast, parser
 from psycopg import sql
 
 from ._sql import ident as _ident
+from ._sql import is_node as _is
 from ._sql import quote_ident
 from .errors import ParameterError, StatementError
 
@@ -141,11 +142,6 @@ Statement = Union[PlainStatement, TrainStatement, PredictStatement]
 def parse_sql(text: str) -> Any:
     """pglast's parse_sql (its node types are loosely annotated: Any here)."""
     return parser.parse_sql(text)
-
-
-def _is(node: Any, cls: type) -> bool:
-    """isinstance without mypy narrowing to pglast's loose Optional fields."""
-    return isinstance(node, cls)
 
 
 # -- placeholders ----------------------------------------------------------
