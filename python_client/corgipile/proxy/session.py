@@ -18,7 +18,7 @@ from typing import Any
 from . import wire
 from .analysis import QUICK_CHECK, analyze_text
 from .auth import AUTH_LIMIT, AuthGate, refusal, startup_user
-from .catalog import lookup_queries, read_answers, translate
+from .catalog import cleanup_queries, lookup_queries, model_names, read_answers, translate
 from .config import Settings
 from .rewrite import Failure, map_position
 from .upstream import Upstream
@@ -539,6 +539,12 @@ class ProxySession:
                     # server errors in it get positions in the client's text
                     self.remaps.append((self.syncs_sent + 1, segments))
                     self.send_client_message(kind, message)
+                    if plan.sources:
+                        # TRAIN BY ... WHERE (a simple Query): once it is
+                        # answered, record the models' source and drop the
+                        # copies; the answers stay here
+                        await self.wait_idle()
+                        await self.lookup(cleanup_queries(plan, model_names(plan, results)))
         self.task = None
         self.resume_client("rewrite")
         self.pump_client(b"")
