@@ -117,7 +117,7 @@ tests/unit/test_%: tests/unit/test_%.c $(CORE_SRCS) $(wildcard extension/core/*.
 		-o $@ $< $(CORE_SRCS) \
 		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -pthread -lm
 
-.PHONY: unittest memcheck test demo bench
+.PHONY: unittest memcheck test demo bench docker-smoke
 unittest: $(UNIT_TESTS)
 	for t in $^; do $$t || exit 1; done
 
@@ -137,3 +137,10 @@ demo:
 
 bench:
 	CORGIPILE_DEPS=test scripts/with_demo_cluster.sh .venv/bin/python scripts/bench_epochs.py $(ARGS)
+
+# Opt-in, not part of `make test`: build both Docker images and run them for
+# real (first start, a training, the client CLI, a restart, the preload
+# switch) with Docker, or podman where Docker is absent; without a registry,
+# on local stand-ins for the base images.  docker/README.md.
+docker-smoke:
+	scripts/docker_smoke.sh $(ARGS)

@@ -45,8 +45,12 @@ def test_one_version_for_extension_client_and_images():
     found["corgipile.__version__"] = set(re.findall(r'^__version__ = "([^"]+)"', init, re.M))
     for name in ("Dockerfile", "client.Dockerfile"):
         text = (ROOT / "docker" / name).read_text()
-        found[f"docker/{name} label"] = set(re.findall(
-            r'org\.opencontainers\.image\.version="([^"]+)"', text))
+        # the label names a build argument (one place per Dockerfile):
+        # its default is the version
+        args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
+        found[f"docker/{name} label"] = {
+            re.sub(r"^\$\{(\w+)\}$", lambda m: args.get(m.group(1), m.group(0)), v)
+            for v in re.findall(r'org\.opencontainers\.image\.version="([^"]+)"', text)}
         found[f"docker/{name} tags"] = set(re.findall(r"corgipile-(?:postgres|client):"
                                                       r"([0-9][\w.]*)", text))
     for name in ("docker-compose.yml", "README.md"):
