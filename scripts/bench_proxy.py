@@ -43,6 +43,8 @@ def start_proxy(upstream: str, loop: str = "auto", workers: int = 1
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python_client"))
     proc = subprocess.Popen([sys.executable, "-P", "-m", "corgipile", "proxy", "--listen",
                              "127.0.0.1:0", "--upstream", upstream, "--loop", loop,
+                             # the benchmark cluster trusts local connections
+                             "--unsafe-allow-passwordless", "--allow-unix-socket-upstream",
                              "--workers", str(workers)],
                             stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None

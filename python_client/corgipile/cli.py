@@ -412,7 +412,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _names(text: str) -> sql.Composable:
     if text.strip() == "*":
         return sql.SQL("*")
-    from .statements import _ident
+    from ._sql import ident as _ident
 
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
@@ -421,7 +421,7 @@ def _names(text: str) -> sql.Composable:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from .client import _relation_sql
+    from ._sql import relation_sql as _relation_sql
     from .loaders import table_name
     from .metrics import predict_function
     from .statements import filter_query

@@ -20,6 +20,7 @@ from .params import TrainSignature
 from .statements import (PlainStatement, Prediction, PredictStatement, TrainStatement,
                          check_query,
                          filter_query, is_query, parse_statement, train_arguments)
+from ._sql import EQ, QUALIFIED_NAME, relation_sql
 from .training import ProgressCallback, Source, run_training, transaction
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -252,7 +253,7 @@ class Client:
         model, params = train_arguments(stmt, sig)
         if stmt.source_query is not None:
             try:
-                label = self.connection.execute(_QUALIFIED, (stmt.relation,)
+                label = self.connection.execute(QUALIFIED_NAME, (stmt.relation,)
                                                 ).fetchone()[0]  # type: ignore[index]
             except pgerrors.UndefinedTable as exc:
                 if not self.connection.autocommit:
@@ -286,8 +287,8 @@ class Client:
         row = self.connection.execute(
             "SELECT n.nspname, c.relname, pg_catalog.format('%%I.%%I', n.nspname, c.relname) "
             "FROM pg_catalog.pg_class c "
-            "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.oid = %s::regclass", (relation,)).fetchone()
+            f"JOIN pg_catalog.pg_namespace n ON n.oid {EQ} c.relnamespace "
+            f"WHERE c.oid {EQ} %s::pg_catalog.regclass", (relation,)).fetchone()
         assert row is not None
         query = filter_query(sql.Identifier(row[0], row[1]), where)
         return Source(query=query, label=row[2], base=row[1], filter_text=where)
@@ -336,7 +337,7 @@ class Client:
         if isinstance(data, str) or isinstance(data, sql.Composable):
             src = self._source(data, where)
             from_item = metrics.source_sql(
-                None if src.query is not None else _relation_sql(conn, src.relation),
+                None if src.query is not None else relation_sql(conn, src.relation),
                 src.query)
             rows = conn.execute(sql.SQL("SELECT {}({}, s) FROM {}").format(
                 sql.Identifier("corgipile", fn), sql.Literal(model_name), from_item)).fetchall()
@@ -355,7 +356,7 @@ class Client:
             raise ValueError("predict() takes a 2-D array of feature vectors")
         texts = ["{" + ",".join(repr(float(v)) for v in row) + "}" for row in arr]
         rows = conn.execute(sql.SQL(
-            "SELECT {}(%s, u.x::float8[]) FROM unnest(%s::text[]) "
+            "SELECT {}(%s, u.x::pg_catalog.float8[]) FROM pg_catalog.unnest(%s::pg_catalog.text[]) "
             "WITH ORDINALITY AS u(x, i) ORDER BY u.i").format(sql.Identifier("corgipile", fn)),
             (model_name, texts)).fetchall()
         return np.array([r[0] for r in rows], dtype=dtype)
@@ -370,7 +371,7 @@ class Client:
         if src.query is None:
             assert src.relation is not None
             return metrics.evaluate(self.connection, model_name,
-                                    relation=_relation_sql(self.connection, src.relation),
+                                    relation=relation_sql(self.connection, src.relation),
                                     relation_text=src.relation)
         return metrics.evaluate(self.connection, model_name, query=src.query)
 
@@ -435,21 +436,8 @@ class Client:
         return load_libsvm(self.connection, table, path, **kwargs)
 
 
-_QUALIFIED = ("SELECT pg_catalog.format('%%I.%%I', n.nspname, c.relname) "
-              "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-              "ON n.oid = c.relnamespace WHERE c.oid = %s::regclass")
-
 _SA_DRIVER = ("the SQLAlchemy engine must use the psycopg 3 driver: create it with a "
               "postgresql+psycopg:// URL")
-
-
-def _relation_sql(conn: psycopg.Connection[Any], relation: str | None) -> sql.Composable:
-    """A table given as regclass input text, as a quoted qualified name."""
-    row = conn.execute(
-        "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
-        "ON n.oid = c.relnamespace WHERE c.oid = %s::regclass", (relation,)).fetchone()
-    assert row is not None
-    return sql.Identifier(row[0], row[1])
 
 
 def _is_dataframe(obj: Any) -> bool:

@@ -69,9 +69,10 @@ from sklearn.utils.validation import (check_consistent_length, check_is_fitted, 
                                       validate_data)
 
 from . import metrics
-from .client import Client, _relation_sql, connect
+from ._sql import ident as _ident
+from ._sql import relation_sql as _relation_sql
+from .client import Client, connect
 from .models import Model
-from .statements import _ident
 
 __all__ = ["SGDClassifier", "SGDRegressor", "TRAIN_PARAMS"]
 

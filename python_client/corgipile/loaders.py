@@ -49,7 +49,9 @@ import psycopg
 from pglast import ast, parser
 from psycopg import sql
 
-from .statements import _is, parse_sql, quote_ident
+from ._sql import is_node as _is
+from ._sql import quote_ident
+from .statements import parse_sql
 from .tabular import load_csv, load_parquet, storage_main
 from .training import transaction
 

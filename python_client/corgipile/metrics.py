@@ -21,8 +21,10 @@ __all__ = ["has_server_evaluate", "evaluate", "accuracy", "r2_score", "source_sq
 
 def has_server_evaluate(conn: psycopg.Connection[Any]) -> bool:
     row = conn.execute(
-        "SELECT count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n "
-        "ON n.oid = p.pronamespace WHERE n.nspname = 'corgipile' AND p.proname = 'evaluate'"
+        "SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n "
+        "ON n.oid OPERATOR(pg_catalog.=) p.pronamespace "
+        "WHERE n.nspname OPERATOR(pg_catalog.=) 'corgipile' "
+        "AND p.proname OPERATOR(pg_catalog.=) 'evaluate'"
     ).fetchone()
     return bool(row and row[0])
 
@@ -37,7 +39,7 @@ def predict_function(classes: Any) -> str:
 
 def model_head(conn: psycopg.Connection[Any], model_name: str) -> tuple[str, str, Any]:
     row = conn.execute("SELECT model, label, classes FROM corgipile.models "
-                       "WHERE model_name = %s", (model_name,)).fetchone()
+                       "WHERE model_name OPERATOR(pg_catalog.=) %s", (model_name,)).fetchone()
     if row is None:
         raise ModelNotFound(f'model "{model_name}" does not exist')
     return row[0], row[1], row[2]
@@ -57,11 +59,13 @@ def accuracy(conn: psycopg.Connection[Any], model_name: str, source: sql.Composa
     """(accuracy, rows scored) of a classifier; rows with a NULL label or
     prediction are left out."""
     if text_classes:
-        pred, truth = "corgipile.predict_class({m}, s)", "(s.{label})::text"
+        pred, truth = "corgipile.predict_class({m}, s)", "(s.{label})::pg_catalog.text"
     else:
-        pred, truth = "corgipile.predict({m}, s)", "(s.{label})::int::float8"
+        pred, truth = ("corgipile.predict({m}, s)",
+                       "(s.{label})::pg_catalog.int4::pg_catalog.float8")
     query = sql.SQL(
-        "SELECT avg((p = y)::int)::float8, count(*) FROM ("
+        "SELECT pg_catalog.avg((p OPERATOR(pg_catalog.=) y)::pg_catalog.int4)"
+        "::pg_catalog.float8, pg_catalog.count(*) FROM ("
         "SELECT " + pred + " AS p, " + truth + " AS y FROM {src}) z "
         "WHERE p IS NOT NULL AND y IS NOT NULL").format(
         m=sql.Literal(model_name), label=sql.Identifier(label), src=source)
@@ -74,11 +78,18 @@ def r2_score(conn: psycopg.Connection[Any], model_name: str, source: sql.Composa
              label: str) -> tuple[float | None, float | None, float | None, int]:
     """(R², root mean squared error, mean absolute error, rows scored) of a
     regression model."""
+    minus = "OPERATOR(pg_catalog.-)"
     query = sql.SQL(
-        "SELECT 1 - sum((y - p) ^ 2) / nullif(var_pop(y) * count(*), 0), "
-        "sqrt(avg((y - p) ^ 2)), avg(abs(y - p)), count(*) FROM ("
-        "SELECT corgipile.predict({m}, s) AS p, (s.{label})::float8 AS y FROM {src}) z "
-        "WHERE p IS NOT NULL AND y IS NOT NULL").format(
+        # 1 - ss / d, NULL when d is 0 (as nullif, whose = cannot be qualified)
+        "SELECT CASE WHEN a.d OPERATOR(pg_catalog.=) 0 THEN NULL "
+        f"ELSE 1 {minus} (a.ss OPERATOR(pg_catalog./) a.d) END, a.rmse, a.mae, a.n FROM ("
+        f"SELECT pg_catalog.sum(pg_catalog.power(y {minus} p, 2)) AS ss, "
+        "pg_catalog.var_pop(y) OPERATOR(pg_catalog.*) pg_catalog.count(*) AS d, "
+        f"pg_catalog.sqrt(pg_catalog.avg(pg_catalog.power(y {minus} p, 2))) AS rmse, "
+        f"pg_catalog.avg(pg_catalog.abs(y {minus} p)) AS mae, pg_catalog.count(*) AS n FROM ("
+        "SELECT corgipile.predict({m}, s) AS p, (s.{label})::pg_catalog.float8 AS y "
+        "FROM {src}) z "
+        "WHERE p IS NOT NULL AND y IS NOT NULL) a").format(
         m=sql.Literal(model_name), label=sql.Identifier(label), src=source)
     row = conn.execute(query).fetchone()
     assert row is not None

@@ -382,7 +382,8 @@ def _row_to_model(row: tuple[Any, ...]) -> Model:
 
 
 def get_model(conn: psycopg.Connection[Any], name: str) -> Model:
-    row = conn.execute(f"SELECT {_COLUMNS} FROM corgipile.models WHERE model_name = %s",
+    row = conn.execute(f"SELECT {_COLUMNS} FROM corgipile.models "
+                       "WHERE model_name OPERATOR(pg_catalog.=) %s",
                        (name,)).fetchone()
     if row is None:
         raise ModelNotFound(f'model "{name}" does not exist')
@@ -392,16 +393,20 @@ def get_model(conn: psycopg.Connection[Any], name: str) -> Model:
 def list_models(conn: psycopg.Connection[Any]) -> list[ModelInfo]:
     rows = conn.execute(
         "SELECT model_name, model, relation, n_features, "
-        "       coalesce(jsonb_array_length(history), 0), "
-        "       (history -> -1 ->> 'loss')::float8, (history -> -1 ->> 'score')::float8, "
-        "       (history -> -1 ->> 'validation_score')::float8, created_at, owner "
+        "       coalesce(pg_catalog.jsonb_array_length(history), 0), "
+        "       ((history OPERATOR(pg_catalog.->) -1) OPERATOR(pg_catalog.->>) 'loss'"
+        ")::pg_catalog.float8, "
+        "       ((history OPERATOR(pg_catalog.->) -1) OPERATOR(pg_catalog.->>) 'score'"
+        ")::pg_catalog.float8, "
+        "       ((history OPERATOR(pg_catalog.->) -1) OPERATOR(pg_catalog.->>) "
+        "'validation_score')::pg_catalog.float8, created_at, owner "
         "  FROM corgipile.models ORDER BY created_at, model_name").fetchall()
     return [ModelInfo(*r) for r in rows]
 
 
 def _exists(conn: psycopg.Connection[Any], name: str) -> bool:
     """Whether the model exists among those the role may see."""
-    return conn.execute("SELECT 1 FROM corgipile.models WHERE model_name = %s",
+    return conn.execute("SELECT 1 FROM corgipile.models WHERE model_name OPERATOR(pg_catalog.=) %s",
                         (name,)).fetchone() is not None
 
 
@@ -439,8 +444,9 @@ def import_model(conn: psycopg.Connection[Any], doc: Any, name: str | None = Non
     # and makes the caller its owner; the relation is another database's.
     try:
         conn.execute(
-            "SELECT corgipile.import_model(%s, %s, %s, %s, %s::text[], %s, %s, "
-            " %s::float8[], %s, %s, %s, %s::timestamptz, %s::jsonb)",
+            "SELECT corgipile.import_model(%s, %s, %s, %s, %s::pg_catalog.text[], %s, %s, "
+            " %s::pg_catalog.float8[], %s, %s, %s, %s::pg_catalog.timestamptz, "
+            "%s::pg_catalog.jsonb)",
             (model.name, model.model, model.relation or "(unknown)", model.label,
              model.features, model.feature_indices, model.n_features,
              [float(w) for w in model.weights],

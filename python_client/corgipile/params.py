@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ._sql import catalog_type, qualified_type, qualify_names
 from .errors import CorgipileError, ParameterError
 from .statements import Bound, Name
 
@@ -38,12 +39,14 @@ _TEXT = {"text", "character varying", "name"}
 _SIGNATURE_SQL = """
 SELECT p.proargnames, p.proargmodes,
        ARRAY(SELECT pg_catalog.format_type(u.t, NULL)
-               FROM unnest(coalesce(p.proallargtypes, p.proargtypes::oid[]))
+               FROM pg_catalog.unnest(coalesce(p.proallargtypes,
+                                               p.proargtypes::pg_catalog.oid[]))
                     WITH ORDINALITY AS u(t, i)
               ORDER BY u.i)
   FROM pg_catalog.pg_proc p
-  JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
- WHERE n.nspname = 'corgipile' AND p.proname = 'train'
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+ WHERE n.nspname OPERATOR(pg_catalog.=) 'corgipile'
+   AND p.proname OPERATOR(pg_catalog.=) 'train'
 """
 
 
@@ -66,7 +69,7 @@ class TrainSignature:
         for i, (name, typ) in enumerate(zip(names or [], types)):
             mode = modes[i] if modes else "i"
             if mode in ("i", "b", "v") and name and name not in POSITIONAL:
-                out[name] = typ
+                out[name] = catalog_type(typ)
         return cls(out)
 
     @property
@@ -144,13 +147,15 @@ class TrainSignature:
         typ = self.types[name]
         if not _SAFE_TYPE.match(typ):  # pragma: no cover - the catalog's own names
             raise CorgipileError(f"unexpected type {typ!r} for parameter {name}")
-        return sql.SQL("{} => {}::" + typ).format(sql.Identifier(name), sql.Placeholder())
+        return sql.SQL("{} => {}::" + qualified_type(typ)).format(sql.Identifier(name),
+                                                                   sql.Placeholder())
 
     def call(self, relation: str, model: str, params: dict[str, Any]
              ) -> tuple[sql.Composed, list[Any]]:
         """``SELECT * FROM corgipile.train(%s::regclass, %s, name => %s::type, ...)``
         and its parameters (already converted)."""
-        parts: list[sql.Composable] = [sql.SQL("%s::regclass"), sql.SQL("%s::text")]
+        parts: list[sql.Composable] = [sql.SQL("%s::pg_catalog.regclass"),
+                                       sql.SQL("%s::pg_catalog.text")]
         values: list[Any] = [relation, model]
         for name, value in params.items():
             parts.append(self.cast(name))
@@ -163,8 +168,9 @@ _DEFAULTS_SQL = """
 SELECT p.proargnames, p.proargmodes, p.pronargdefaults,
        pg_catalog.pg_get_expr(p.proargdefaults, 0)
   FROM pg_catalog.pg_proc p
-  JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
- WHERE n.nspname = 'corgipile' AND p.proname = 'train'
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+ WHERE n.nspname OPERATOR(pg_catalog.=) 'corgipile'
+   AND p.proname OPERATOR(pg_catalog.=) 'train'
 """
 
 
@@ -186,7 +192,8 @@ def train_defaults(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     if not ndefaults:
         return {}
     targets = pglast.parse_sql(f"SELECT {exprs}")[0].stmt.targetList
-    texts = [RawStream()(t.val) for t in targets]
+    # pg_get_expr writes pg_catalog's names bare ('x'::text): qualified here
+    texts = [RawStream()(qualify_names(t.val)) for t in targets]
     if len(texts) != ndefaults:  # pragma: no cover - the catalog's own text
         raise CorgipileError(f"cannot read the {ndefaults} defaults of corgipile.train")
     named = inputs[-ndefaults:]
@@ -196,6 +203,6 @@ def train_defaults(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         typ = types[name]
         if not _SAFE_TYPE.match(typ):  # pragma: no cover - the catalog's own names
             raise CorgipileError(f"unexpected type {typ!r} for parameter {name}")
-        casts.append(f"({text})::{typ}")  # the value the function receives
+        casts.append(f"({text})::{qualified_type(typ)}")  # the value the function receives
     values = conn.execute("SELECT " + ", ".join(casts)).fetchone() or ()
     return dict(zip(named, values))

@@ -31,6 +31,9 @@ from typing import Any, Protocol, Union
 from pglast import ast, parser
 from psycopg import sql
 
+from ._sql import ident as _ident
+from ._sql import is_node as _is
+from ._sql import quote_ident
 from .errors import ParameterError, StatementError
 
 
@@ -200,16 +203,6 @@ Statement = Union[PlainStatement, TrainStatement, PredictStatement]
 def parse_sql(text: str) -> Any:
     """pglast's parse_sql (its node types are loosely annotated: Any here)."""
     return parser.parse_sql(text)
-
-
-def _is(node: Any, cls: type) -> bool:
-    """isinstance without mypy narrowing to pglast's loose Optional fields."""
-    return isinstance(node, cls)
-
-
-def quote_ident(name: str) -> str:
-    """Quote an identifier the way PostgreSQL's quote_ident() always may."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 # -- placeholders ----------------------------------------------------------
@@ -573,15 +566,6 @@ def _with_params(ctx: _Context, rest: list[Any], model_pos: int) -> list[WithPar
         value = _value(ctx, group[2:], f"the value of {name}")
         out.append(WithParam(name, value, name_tok.start))
     return out
-
-
-def _ident(raw: str) -> str:
-    if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
-        return raw[1:-1].replace('""', '"')
-    if raw[:2].upper() == 'U&':
-        parsed = parse_sql(f"SELECT {raw}")[0].stmt.targetList[0].val
-        return str(parsed.fields[0].sval)
-    return raw.lower()
 
 
 _VALUE_HELP = ("a value is a number, a quoted string, true/false, null, a name, "

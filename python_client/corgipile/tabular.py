@@ -345,7 +345,8 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
         conn.execute(sql.SQL(
             "CREATE TEMPORARY TABLE {} (n bigint GENERATED ALWAYS AS IDENTITY "
             "(MINVALUE 0 START WITH 0), {})").format(
-                stage_ident, sql.SQL(", ").join(sql.SQL("{} text").format(c) for c in src)))
+                stage_ident,
+                sql.SQL(", ").join(sql.SQL("{} pg_catalog.text").format(c) for c in src)))
         copy_sql = sql.SQL("COPY {} ({}) FROM STDIN ({})").format(
             stage_ident, sql.SQL(", ").join(src), options)
         bar = _bar(size, progress, f"COPY {table}", "B")

@@ -267,13 +267,13 @@ def run_training(conn: psycopg.Connection[Any], signature: TrainSignature, sourc
                 relation = f"pg_temp.{temp}"
                 if values.get("model_name") is None:
                     values["model_name"] = conn.execute(
-                        "SELECT pg_catalog.format('%%s_%%s_%%s', %s::text, %s::text, "
-                        "nextval('corgipile.model_name_seq'))",
+                        "SELECT pg_catalog.format('%%s_%%s_%%s', %s::pg_catalog.text, "
+                        "%s::pg_catalog.text, pg_catalog.nextval('corgipile.model_name_seq'))",
                         (source.base, model.lower())).fetchone()[0]  # type: ignore[index]
             name = values.get("model_name")
             if replace and name is not None:
                 conn.execute("SELECT corgipile.drop_model(m.model_name) FROM corgipile.models m"
-                             " WHERE m.model_name = %s", (name,))
+                             " WHERE m.model_name OPERATOR(pg_catalog.=) %s", (name,))
             assert relation is not None
             query, args = signature.call(relation, model, values)
             cur = conn.cursor()

@@ -38,7 +38,8 @@ _copies = 0
 def ensure_extension(conn: psycopg.Connection[Any]) -> str | None:
     """Create the extension in this database if needed.  Returns None when it
     is there, else why the baseline must be skipped."""
-    row = conn.execute("SELECT installed_version FROM pg_available_extensions WHERE name = %s",
+    row = conn.execute("SELECT installed_version FROM pg_catalog.pg_available_extensions "
+                       "WHERE name OPERATOR(pg_catalog.=) %s",
                        (EXTENSION,)).fetchone()
     if row is None:
         return f"the {EXTENSION} extension is not installed on the server; {INSTALL_HINT}"
@@ -57,12 +58,12 @@ def shuffle_once_copy(conn: psycopg.Connection[Any], ds: Dataset, seed: int) -> 
     global _copies
     _copies += 1
     name = f"corgipile_bench_shuffled_{os.getpid()}_{_copies}"
-    conn.execute("SELECT setseed(%s)", ((seed % 1000 + 1) / 1003.0,))
+    conn.execute("SELECT pg_catalog.setseed(%s)", ((seed % 1000 + 1) / 1003.0,))
     t0 = time.perf_counter()
-    conn.execute(sql.SQL("CREATE TABLE {} AS SELECT * FROM {} ORDER BY random()").format(
+    conn.execute(sql.SQL("CREATE TABLE {} AS SELECT * FROM {} ORDER BY pg_catalog.random()").format(
         sql.Identifier(name), ds.rel()))
     seconds = time.perf_counter() - t0
-    qual = str(value(conn, "SELECT %s::regclass::text", (name,)))
+    qual = str(value(conn, "SELECT %s::pg_catalog.regclass::pg_catalog.text", (name,)))
     return qual, seconds
 
 
@@ -72,8 +73,8 @@ def epoch_query(ds: Dataset, table: str) -> sql.Composed:
     aggregate runs once."""
     return sql.SQL(
         "SELECT (e).weights, (e).tuples, (e).loss, (e).score FROM ("
-        "SELECT bismarck.sgd({feat}, {lab}, %(model)s, %(weights)s::float8[], "
-        "%(lr)s::float8, %(l2)s::float8) AS e FROM {t}) AS r").format(
+        "SELECT bismarck.sgd({feat}, {lab}, %(model)s, %(weights)s::pg_catalog.float8[], "
+        "%(lr)s::pg_catalog.float8, %(l2)s::pg_catalog.float8) AS e FROM {t}) AS r").format(
         feat=ds.features_sql(), lab=ds.label_sql(), t=ds.rel(table))
 
 
@@ -82,11 +83,17 @@ def score_query(ds: Dataset, model: str, margin: sql.Composable) -> sql.Composed
     if model == "linear":
         y = ds.label_sql()
         return sql.SQL(
-            "SELECT 1 - sum(({m} - {y}) ^ 2) / nullif(sum(({y} - a.mean) ^ 2), 0) "
-            "FROM {t}, (SELECT avg({y}) AS mean FROM {t} WHERE {nn}) AS a WHERE {nn}").format(
+            # 1 - ss_res / ss_tot, NULL when ss_tot is 0 (nullif's = cannot be qualified)
+            "SELECT CASE WHEN b.tot OPERATOR(pg_catalog.=) 0 THEN NULL ELSE 1 "
+            "OPERATOR(pg_catalog.-) (b.res OPERATOR(pg_catalog./) b.tot) END FROM ("
+            "SELECT pg_catalog.sum(pg_catalog.power({m} OPERATOR(pg_catalog.-) {y}, 2)) AS res, "
+            "pg_catalog.sum(pg_catalog.power({y} OPERATOR(pg_catalog.-) a.mean, 2)) AS tot "
+            "FROM {t}, (SELECT pg_catalog.avg({y}) AS mean FROM {t} WHERE {nn}) AS a "
+            "WHERE {nn}) AS b").format(
             m=margin, y=y, t=ds.rel(ds.scored_table), nn=ds.not_null_sql())
     return sql.SQL(
-        "SELECT avg((({m} > 0) = {pos})::int)::float8 FROM {t} WHERE {nn}").format(
+        "SELECT pg_catalog.avg((({m} OPERATOR(pg_catalog.>) 0) OPERATOR(pg_catalog.=) {pos})"
+        "::pg_catalog.int4)::pg_catalog.float8 FROM {t} WHERE {nn}").format(
         m=margin, pos=ds.positive_sql(), t=ds.rel(ds.scored_table), nn=ds.not_null_sql())
 
 

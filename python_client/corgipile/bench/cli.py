@@ -171,7 +171,8 @@ def _server(conn: psycopg.Connection[Any]) -> dict[str, Any]:
                  "jit", "synchronize_seqscans"):
         info[name] = value(conn, sql.SQL("SHOW {}").format(sql.Identifier(name)))
     for ext in ("corgipile", bismarck.EXTENSION):
-        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s", (ext,)).fetchone()
+        row = conn.execute("SELECT extversion FROM pg_catalog.pg_extension "
+                           "WHERE extname OPERATOR(pg_catalog.=) %s", (ext,)).fetchone()
         info[f"{ext}_version"] = row[0] if row else None
     # madpack installs a schema, not an extension
     info["madlib_version"] = madlib.version(conn)

@@ -93,10 +93,14 @@ def _column_type(conn: psycopg.Connection[Any], oid: int, column: str
                  ) -> tuple[str, str, str | None]:
     """(type name, type category, array element type name or None)."""
     row = conn.execute(
-        "SELECT t.typname::text, t.typcategory::text, e.typname::text "
-        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-        "LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A' "
-        "WHERE a.attrelid = %s AND a.attname = %s AND a.attnum > 0 AND NOT a.attisdropped",
+        "SELECT t.typname::pg_catalog.text, t.typcategory::pg_catalog.text, "
+        "e.typname::pg_catalog.text "
+        "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t "
+        "ON t.oid OPERATOR(pg_catalog.=) a.atttypid "
+        "LEFT JOIN pg_catalog.pg_type e ON e.oid OPERATOR(pg_catalog.=) t.typelem "
+        "AND t.typcategory OPERATOR(pg_catalog.=) 'A' "
+        "WHERE a.attrelid OPERATOR(pg_catalog.=) %s AND a.attname OPERATOR(pg_catalog.=) %s "
+        "AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped",
         (oid, column)).fetchone()
     if row is None:
         raise ValueError(f"column {column!r} does not exist in relation {oid}")
@@ -104,7 +108,8 @@ def _column_type(conn: psycopg.Connection[Any], oid: int, column: str
 
 
 def _resolve(conn: psycopg.Connection[Any], table: str) -> tuple[int, str]:
-    row = one(conn, "SELECT %s::regclass::oid::int8, %s::regclass::text", (table, table))
+    row = one(conn, "SELECT %s::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int8, "
+                    "%s::pg_catalog.regclass::pg_catalog.text", (table, table))
     return int(row[0]), str(row[1])
 
 
@@ -137,16 +142,18 @@ def describe_table(conn: psycopg.Connection[Any], table: str, test_table: str | 
                                  "a list of feature columns must all be numeric")
     rel = sql.SQL(qual)
     if element is not None:
-        dims = conn.execute(sql.SQL("SELECT cardinality({c}) FROM {t} WHERE {c} IS NOT NULL LIMIT 1")
+        dims = conn.execute(sql.SQL("SELECT pg_catalog.cardinality({c}) FROM {t} "
+                                    "WHERE {c} IS NOT NULL LIMIT 1")
                             .format(c=sql.Identifier(cols[0]), t=rel)).fetchone()
         dims_n = int(dims[0]) if dims else 0
     else:
         dims_n = len(cols)
-    rows = value(conn, sql.SQL("SELECT count(*) FROM {}").format(rel))
+    rows = value(conn, sql.SQL("SELECT pg_catalog.count(*) FROM {}").format(rel))
     test_rows = rows
     if test_qual:
-        test_rows = value(conn, sql.SQL("SELECT count(*) FROM {}").format(sql.SQL(test_qual)))
-    size = value(conn, "SELECT pg_table_size(%s::regclass)", (qual,))
+        test_rows = value(conn, sql.SQL("SELECT pg_catalog.count(*) FROM {}").format(
+            sql.SQL(test_qual)))
+    size = value(conn, "SELECT pg_catalog.pg_table_size(%s::pg_catalog.regclass)", (qual,))
     return Dataset(name=name or qual, table=qual, test_table=test_qual, label=label,
                    features=features, label_is_bool=(cat == "B"), feature_columns=cols,
                    array_element=element, dims=dims_n, rows=int(rows), test_rows=int(test_rows),
@@ -168,9 +175,9 @@ def class_shift(dims: int, bayes_accuracy: float) -> float:
 
 def _generate(conn: psycopg.Connection[Any], table: str, rows: int, dims: int, shift: float,
               order: str, seed: float) -> None:
-    order_by = {"clustered": "label, id", "feature": "features[1], id", "random": "random()"}[order]
+    order_by = {"clustered": "label, id", "feature": "features[1], id", "random": "pg_catalog.random()"}[order]
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
-    conn.execute("SELECT setseed(%s)", (seed,))
+    conn.execute("SELECT pg_catalog.setseed(%s)", (seed,))
     # half the rows -1, half +1; each feature U(-1, 1) shifted by label * shift
     conn.execute(sql.SQL(
         "CREATE TABLE {t} AS SELECT id, label, features FROM ("
@@ -203,7 +210,8 @@ def synthetic(conn: psycopg.Connection[Any], rows: int, dims: int, test_rows: in
     s_train = (seed % 1000 + 1) / 1001.0
     for table, n, o, s, want in ((base, rows, order, s_train, spec),
                                  (base + "_test", test_rows, "random", -s_train, test_spec)):
-        have = value(conn, "SELECT obj_description(to_regclass(%s), 'pg_class')", (table,))
+        have = value(conn, "SELECT pg_catalog.obj_description(pg_catalog.to_regclass(%s), "
+                           "'pg_class')", (table,))
         if have != want:
             if log:
                 log(f"generating {table}: {n:,} rows x {dims} features ({o})")
@@ -224,11 +232,13 @@ def scan_query(ds: Dataset) -> sql.Composed:
     """A plain sequential scan that reads the same columns as training:
     every label, and every feature array detoasted."""
     if ds.array_element is not None:
-        feats = sql.SQL("sum(cardinality({}))").format(sql.Identifier(ds.feature_columns[0]))
+        feats = sql.SQL("pg_catalog.sum(pg_catalog.cardinality({}))").format(
+            sql.Identifier(ds.feature_columns[0]))
     else:
-        feats = sql.SQL(" + ").join(sql.SQL("sum({})").format(sql.Identifier(c))
-                                    for c in ds.feature_columns)
-    return sql.SQL("SELECT count(*), sum({lab}), {feats} FROM {t} WHERE {nn}").format(
+        feats = sql.SQL(" OPERATOR(pg_catalog.+) ").join(
+            sql.SQL("pg_catalog.sum({})").format(sql.Identifier(c)) for c in ds.feature_columns)
+    return sql.SQL("SELECT pg_catalog.count(*), pg_catalog.sum({lab}), {feats} FROM {t} "
+                   "WHERE {nn}").format(
         lab=ds.label_sql(), feats=feats, t=ds.rel(), nn=ds.not_null_sql())
 
 

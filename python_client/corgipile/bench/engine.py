@@ -49,13 +49,13 @@ def _train(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle: str,
     args = sql.SQL(", ").join(
         sql.SQL("{} => {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in params)
     q = sql.SQL("SELECT epoch, tuples, loss, score, validation_score, seconds "
-                "FROM corgipile.train({rel}::regclass, {model}, {args})").format(
+                "FROM corgipile.train({rel}::pg_catalog.regclass, {model}, {args})").format(
         rel=sql.Placeholder("relation"), model=sql.Placeholder("model"), args=args)
     try:
         return conn.execute(q, {"relation": ds.table, "model": model, **params}).fetchall()
     finally:
         conn.execute("SELECT corgipile.drop_model(m.model_name) FROM corgipile.models AS m"
-                     " WHERE m.model_name = %s", (name,))
+                     " WHERE m.model_name OPERATOR(pg_catalog.=) %s", (name,))
 
 
 def run_strategy(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle: str,

@@ -91,8 +91,9 @@ def _columns(conn: psycopg.Connection[Any], table: str) -> dict[str, str] | None
     there is no such table."""
     rows = conn.execute(
         "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) "
-        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = pg_catalog.to_regclass(%s) "
-        "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+        "FROM pg_catalog.pg_attribute a "
+        "WHERE a.attrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%s) "
+        "AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped ORDER BY a.attnum",
         (sql.Identifier(table).as_string(None),)).fetchall()
     if not rows:
         return None

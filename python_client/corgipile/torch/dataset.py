@@ -39,6 +39,7 @@ import torch.distributed as dist
 from psycopg import sql
 from torch.utils.data import IterableDataset, get_worker_info
 
+from .._sql import catalog_type
 from ..errors import CorgipileError
 from . import plan
 from .reader import BlockReader, Layout, Rows, concat, connect, has_block_rows
@@ -760,8 +761,10 @@ class CorgiPileDataset(IterableDataset):
 _COLUMNS_SQL = """
 SELECT a.attname, pg_catalog.format_type(a.atttypid, NULL),
        pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')
-  FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
- WHERE c.oid = %s AND a.attnum > 0 AND NOT a.attisdropped
+  FROM pg_catalog.pg_attribute a
+  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.attrelid
+ WHERE c.oid OPERATOR(pg_catalog.=) %s AND a.attnum OPERATOR(pg_catalog.>) 0
+   AND NOT a.attisdropped
 """
 
 
@@ -770,8 +773,9 @@ def _resolve(conn: psycopg.Connection[Any], table: str) -> tuple[int, str, str]:
     try:
         row = conn.execute(
             "SELECT c.oid, n.nspname, c.relname, c.relkind"
-            "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE c.oid = pg_catalog.to_regclass(%s)", (table,)).fetchone()
+            "  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+            "    ON n.oid OPERATOR(pg_catalog.=) c.relnamespace"
+            " WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(%s)", (table,)).fetchone()
     except psycopg.Error as e:
         raise CorgipileError(f"corgipile.torch: {table!r} is not a valid table name: {e}") from e
     if row is None:
@@ -796,7 +800,8 @@ def _model_layout(conn: psycopg.Connection[Any], table: str, model: str,
                              "use it); see corgipile.models")
     kind, label, feats, indices, n = row
     oid, schema, rel = _resolve(conn, table)
-    types = {name: typ for name, typ, _ in conn.execute(_COLUMNS_SQL, (oid,)).fetchall()}
+    types = {name: catalog_type(typ)
+             for name, typ, _ in conn.execute(_COLUMNS_SQL, (oid,)).fetchall()}
     if indices:
         mode = "sparse"
     elif len(feats) == 1 and types.get(feats[0], "").endswith("[]"):
@@ -817,7 +822,8 @@ def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequ
     """Resolve the table and columns and check the privileges, with an
     error that names what is missing and how to fix it."""
     oid, schema, rel = _resolve(conn, table)
-    cols = {name: (typ, ok) for name, typ, ok in conn.execute(_COLUMNS_SQL, (oid,)).fetchall()}
+    cols = {name: (catalog_type(typ), ok)
+            for name, typ, ok in conn.execute(_COLUMNS_SQL, (oid,)).fetchall()}
     if isinstance(features, str):
         feat = [features]
         mode = "sparse" if feature_indices else "array"
@@ -891,7 +897,7 @@ def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequ
                          .format(sql.Identifier(feat[0]), sql.SQL(rel_sql), layout.usable())).fetchone()
         n = int(r[0]) if r else 0
     else:
-        r = conn.execute(sql.SQL("SELECT pg_catalog.max(i) + 1 FROM ONLY {}, "
+        r = conn.execute(sql.SQL("SELECT pg_catalog.max(i) OPERATOR(pg_catalog.+) 1 FROM ONLY {}, "
                                  "LATERAL pg_catalog.unnest({}) AS u(i) WHERE {}")
                          .format(sql.SQL(rel_sql), sql.Identifier(feature_indices),
                                  layout.usable())).fetchone()

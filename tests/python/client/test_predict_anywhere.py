@@ -44,7 +44,10 @@ class Proxy:
         env = dict(os.environ, PYTHONPATH=str(CLIENT))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "corgipile", "proxy", "--listen", "127.0.0.1:0",
-             "--upstream", upstream], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+             "--upstream", upstream,
+             # the test cluster trusts local connections (see test_proxy.py)
+             "--unsafe-allow-passwordless", "--allow-unix-socket-upstream"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env=env, cwd=CLIENT)
         assert self.proc.stdout is not None
         m = re.search(r"listening on ([\d.]+):(\d+)", self.proc.stdout.readline())

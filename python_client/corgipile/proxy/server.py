@@ -5,6 +5,7 @@ accepting on one socket)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -13,10 +14,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .proxy_session import ClientSide, ProxySession
-from .proxy_upstream import Upstream
+from . import analysis
+from .config import Settings, fd_connection_limit
+from .session import ClientSide, ProxySession
+from .upstream import Upstream
 
-__all__ = ["parse_listen", "start", "serve"]
+__all__ = ["parse_listen", "prepare", "start", "serve"]
 
 logger = logging.getLogger("corgipile.proxy")
 
@@ -32,36 +35,64 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def prepare(upstream: str | Upstream | None, settings: Settings | None,
+            allow_unix_socket_upstream: bool) -> tuple[Upstream, Settings]:
+    """The upstream, checked (Upstream.check), and the settings with the
+    connection cap held to what the file descriptor limit allows."""
+    up = upstream if isinstance(upstream, Upstream) else Upstream.parse(upstream)
+    up.check(allow_unix_socket_upstream)
+    settings = settings or Settings()
+    cap = fd_connection_limit()
+    if settings.max_connections > cap:
+        logger.warning("--max-connections %d lowered to %d: the file descriptor limit "
+                       "(ulimit -n) allows no more", settings.max_connections, cap)
+        settings = dataclasses.replace(settings, max_connections=cap)
+    if settings.max_connections < 1 or settings.startup_timeout <= 0 \
+            or settings.analysis_timeout <= 0:
+        raise ValueError("--max-connections, --startup-timeout and --analysis-timeout "
+                         "must be positive")
+    return up, settings
+
+
 async def start(listen: str = "127.0.0.1:6432", upstream: str | Upstream | None = None,
-                *, sock: socket.socket | None = None) -> asyncio.base_events.Server:
+                *, sock: socket.socket | None = None, settings: Settings | None = None,
+                allow_unix_socket_upstream: bool = False) -> asyncio.base_events.Server:
     """Start the proxy on the running event loop and return its asyncio
     Server (``server.sockets[0].getsockname()`` for a port chosen by the OS).
-    sock: a listening socket to accept on instead of binding listen."""
-    up = upstream if isinstance(upstream, Upstream) else Upstream.parse(upstream)
+    sock: a listening socket to accept on instead of binding listen.
+    A Unix-socket upstream is refused unless allow_unix_socket_upstream
+    (see Upstream.check); sessions the server admits without asking for a
+    password are refused unless settings.unsafe_allow_passwordless (auth.py)."""
+    up, settings = prepare(upstream, settings, allow_unix_socket_upstream)
     sessions: set[ProxySession] = set()
     loop = asyncio.get_running_loop()
+
+    def factory() -> ClientSide:
+        return ClientSide(up, sessions, settings)
+
     if sock is not None:
-        return await loop.create_server(lambda: ClientSide(up, sessions), sock=sock)
+        return await loop.create_server(factory, sock=sock)
     host, port = parse_listen(listen)
-    return await loop.create_server(lambda: ClientSide(up, sessions), host, port,
-                                    reuse_address=True)
+    return await loop.create_server(factory, host, port, reuse_address=True)
 
 
 def serve(listen: str = "127.0.0.1:6432", upstream: str | Upstream | None = None, *,
           on_ready: Callable[[str], Any] | None = None, loop: str = "auto",
-          workers: int = 1) -> None:
+          workers: int = 1, settings: Settings | None = None,
+          allow_unix_socket_upstream: bool = False) -> None:
     """Run the proxy until interrupted. loop: "uvloop", "asyncio", or "auto"
     (uvloop when it is installed). workers > 1: that many processes accept
     on one listening socket (each connection stays in the process that
-    accepted it). on_ready is called with "host:port" once it listens."""
-    up = upstream if isinstance(upstream, Upstream) else Upstream.parse(upstream)
+    accepted it). on_ready is called with "host:port" once it listens.
+    settings and allow_unix_socket_upstream: as start()."""
+    up, settings = prepare(upstream, settings, allow_unix_socket_upstream)
     if workers <= 1:
         def ready(server: Any) -> None:
             if on_ready is not None:
                 host, port = server.sockets[0].getsockname()[:2]
                 on_ready(f"{host}:{port}")
 
-        _run_loop(loop, listen, up, None, ready)
+        _run_loop(loop, listen, up, settings, None, ready)
         return
     host, port = parse_listen(listen)
     sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host
@@ -76,7 +107,7 @@ def serve(listen: str = "127.0.0.1:6432", upstream: str | Upstream | None = None
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 code = 0
                 try:
-                    _run_loop(loop, listen, up, sock, lambda server: None)
+                    _run_loop(loop, listen, up, settings, sock, lambda server: None)
                 except KeyboardInterrupt:
                     pass
                 except BaseException:
@@ -98,13 +129,23 @@ def serve(listen: str = "127.0.0.1:6432", upstream: str | Upstream | None = None
         sock.close()
 
 
-def _run_loop(loop: str, listen: str, up: Upstream, sock: socket.socket | None,
-              ready: Callable[[Any], Any]) -> None:
+def _run_loop(loop: str, listen: str, up: Upstream, settings: Settings,
+              sock: socket.socket | None, ready: Callable[[Any], Any]) -> None:
     async def main() -> None:
-        server = await start(listen, up, sock=sock)
+        server = await start(listen, up, sock=sock, settings=settings,
+                             allow_unix_socket_upstream=True)  # checked by serve()
+        # SIGTERM ends serve_forever, so that the analysis workers end too
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         ready(server)
-        async with server:
-            await server.serve_forever()
+        try:
+            async with server:
+                await server.serve_forever()
+        except asyncio.CancelledError:
+            pass
+        finally:
+            analysis.shutdown()
 
     uvloop: Any = None
     if loop != "asyncio":

@@ -1,8 +1,9 @@
 """One client connection of ``corgipile proxy`` and its server connection:
 the asyncio protocols of both sockets and the session state machine between
-them (startup, then relaying; a Query / Parse holding TRAIN BY or PREDICT BY
-is rewritten, and the server's answers to it are rewritten back). The
-whole design is described in proxy.py's docstring and docs/proxy.md."""
+them (startup and the authentication gate of auth.py, then relaying; a
+Query / Parse holding TRAIN BY or PREDICT BY is rewritten, and the server's
+answers to it are rewritten back). The whole design is described in the
+package docstring and docs/proxy.md."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ import itertools
 import logging
 import secrets
 import struct
+from collections import deque
 from typing import Any
 
-from . import proxy_wire as wire
-from .proxy_catalog import cleanup_queries, lookup_queries, model_names, read_answers, translate
-from .proxy_rewrite import QUICK_CHECK, Failure, analyze, map_position
-from .proxy_upstream import Upstream
+from . import wire
+from .analysis import QUICK_CHECK, analyze_text
+from .auth import AUTH_LIMIT, AuthGate, refusal, startup_user
+from .catalog import cleanup_queries, lookup_queries, model_names, read_answers, translate
+from .config import Settings
+from .rewrite import Failure, map_position
+from .upstream import Upstream
 
 __all__ = ["ClientSide", "ProxySession"]
 
@@ -27,11 +32,22 @@ logger = logging.getLogger("corgipile.proxy")
 INSPECT_LIMIT = 1 << 20
 # seconds to wait for the server's TCP handshake
 CONNECT_TIMEOUT = 30
+# seconds a connection over the cap has to send its startup packet
+REFUSAL_TIMEOUT = 5
 
 _INT32 = struct.Struct("!i")
+_HEADER = struct.Struct("!Bi")
 _EXTENDED = frozenset(b"PBDECH")
 _ASYNC = frozenset(b"NAS")  # NoticeResponse, NotificationResponse, ParameterStatus
+_SYNC_LIKE = frozenset(b"QSF")  # each answered by one ReadyForQuery
+# server messages held whole outside a lookup: ErrorResponse (rewritten),
+# ReadyForQuery (counted), CopyInResponse (the server ignores Syncs until
+# the client ends the copy)
+_WHOLE = frozenset(b"EZG")
 _tokens = itertools.count(1)
+# cancel requests in flight after their client left (a reference keeps
+# each task alive until it ends)
+_cancels: set[asyncio.Task[None]] = set()
 
 
 class ServerSide(asyncio.Protocol):
@@ -59,28 +75,44 @@ class ServerSide(asyncio.Protocol):
 
 
 class ClientSide(asyncio.Protocol):
-    def __init__(self, upstream: Upstream, sessions: set[ProxySession]) -> None:
+    def __init__(self, upstream: Upstream, sessions: set[ProxySession],
+                 settings: Settings | None = None) -> None:
         self.upstream = upstream
         self.sessions = sessions
+        self.settings = settings or Settings()
         self.session: ProxySession | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.session = ProxySession(self.upstream, transport, self.sessions)  # type: ignore[arg-type]
+        refusal = None
+        if len(self.sessions) >= self.settings.max_connections:
+            # as the server answers one connection too many: after the
+            # startup packet (an SSLRequest before it is answered 'N', so
+            # that libpq shows the message)
+            refusal = wire.error_response([
+                ("S", "FATAL"), ("V", "FATAL"), ("C", "53300"),
+                ("M", "sorry, too many clients already"),
+                ("D", f"corgipile proxy: {len(self.sessions)} connections are open, the "
+                      f"most it accepts (--max-connections "
+                      f"{self.settings.max_connections})")])
+        self.session = ProxySession(self.upstream, transport, self.sessions,  # type: ignore[arg-type]
+                                    self.settings, refusal)
 
     def data_received(self, data: bytes) -> None:
+        if self.session is None:
+            return
         try:
-            self.session.from_client(data)  # type: ignore[union-attr]
+            self.session.from_client(data)
         except Exception as exc:  # noqa: BLE001 - the session logs and closes
-            self.session.failed(exc)  # type: ignore[union-attr]
+            self.session.failed(exc)
 
     def eof_received(self) -> bool:
         if self.session is not None:
-            self.session.close()
+            self.session.client_gone()
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.session is not None:
-            self.session.close()
+            self.session.client_gone()
 
     def pause_writing(self) -> None:
         if self.session is not None:
@@ -95,19 +127,32 @@ class ProxySession:
     """One client connection and its server connection."""
 
     def __init__(self, upstream: Upstream, client: asyncio.Transport,
-                 sessions: set[ProxySession]) -> None:
+                 sessions: set[ProxySession], settings: Settings | None = None,
+                 refusal: bytes | None = None) -> None:
         self.upstream = upstream
         self.client = client
+        self.settings = settings or Settings()
         self.server: asyncio.Transport | None = None
         self.sessions = sessions
-        sessions.add(self)
+        # over the connection cap: the error to answer the startup packet
+        # with; such a connection is not counted, and lives a few seconds
+        self.refusal = refusal
+        if refusal is None:
+            sessions.add(self)
         self.loop = asyncio.get_running_loop()
-        self.state = "startup"  # then connecting, running, closed
+        # startup, connecting, auth (relaying the authentication exchange
+        # through the gate), running, closed
+        self.state = "startup"
+        self.gate = AuthGate()
+        self.user = ""
+        self.backend_key: bytes | None = None  # BackendKeyData's pid and key
+        self.timer: asyncio.TimerHandle | None = self.loop.call_later(
+            self.settings.startup_timeout if refusal is None
+            else min(self.settings.startup_timeout, REFUSAL_TIMEOUT), self.startup_expired)
         self.cbuf = bytearray()  # client bytes not yet passed on
         self.cscan = wire.FrameScanner(b"QP", INSPECT_LIMIT, QUICK_CHECK)
-        self.sscan = wire.FrameScanner()
-        self.sbuf = bytearray()  # server bytes held while answers are rewritten
-        self.shead = b""  # the start of a server message header
+        self.sremaining = 0  # bytes of a server message still to pass on unread
+        self.shold = bytearray()  # the start of a server message held whole
         self.client_pauses: set[str] = set()
         self.server_paused = False
         self.task: asyncio.Task[None] | None = None
@@ -117,6 +162,11 @@ class ProxySession:
         self.syncs_sent = 0
         self.syncs_done = 0
         self.unsynced = False  # extended-protocol messages sent since the last Sync
+        # the client's Query/Sync/FunctionCall ("Q", "S", "F") and CopyDone /
+        # CopyFail ("c") messages the server has not answered yet, in order:
+        # which Syncs the server ignores in copy-in mode (see copy_started)
+        self.events: deque[str] = deque()
+        self.copy_in = False  # the server is in copy-in mode until the client's "c"
         self.idle_waiter: asyncio.Future[None] | None = None
         self.intercept: asyncio.Future[list[tuple[int, bytes]]] | None = None
         self.intercepted: list[tuple[int, bytes]] = []
@@ -143,6 +193,9 @@ class ProxySession:
             return
         self.state = "closed"
         self.sessions.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         for fut in (self.idle_waiter, self.intercept):
             if fut is not None and not fut.done():
                 fut.set_exception(ConnectionResetError("connection closed"))
@@ -152,6 +205,39 @@ class ProxySession:
         self.client.close()
         if self.server is not None:
             self.server.close()
+
+    def client_gone(self) -> None:
+        """The client closed its connection. A statement still running for
+        it is cancelled, as the server would only notice when it next writes
+        (a training can run for minutes without a row)."""
+        if self.state == "running" and self.backend_key is not None \
+                and (self.syncs_done < self.syncs_sent or self.intercept is not None):
+            task = self.loop.create_task(self.send_cancel(self.backend_key))
+            _cancels.add(task)
+            task.add_done_callback(_cancels.discard)
+        self.close()
+
+    async def send_cancel(self, key: bytes) -> None:
+        try:
+            transport = await asyncio.wait_for(
+                self.upstream.connect(asyncio.Protocol), CONNECT_TIMEOUT)
+        except (OSError, asyncio.TimeoutError) as exc:
+            logger.warning("could not cancel the query of a client that left: %s", exc)
+            return
+        transport.write(_INT32.pack(16) + _INT32.pack(wire.CANCEL_REQUEST) + key)
+        transport.close()
+
+    def startup_expired(self) -> None:
+        self.timer = None
+        if self.ready or self.state == "closed":
+            return
+        logger.info("closing a connection whose startup took over %g s",
+                    self.settings.startup_timeout)
+        self.client.write(wire.error_response([
+            ("S", "FATAL"), ("V", "FATAL"), ("C", "08P01"),
+            ("M", f"corgipile proxy: the connection's startup and authentication did not "
+                  f"finish within {self.settings.startup_timeout:g} s")]))
+        self.close()
 
     def pause_client(self, reason: str) -> None:
         if not self.client_pauses and self.state != "closed":
@@ -198,6 +284,8 @@ class ProxySession:
             self.cbuf += data
             if self.state == "startup":
                 self.startup()
+            elif self.state == "auth":
+                self.auth_client()
 
     def startup(self) -> None:
         """SSLRequest / GSSENCRequest (answered 'N'), CancelRequest (passed
@@ -224,7 +312,12 @@ class ProxySession:
                 self.state = "connecting"
                 self.spawn(self.forward_cancel(packet))
                 return
+            if self.refusal is not None:
+                self.client.write(self.refusal)
+                self.close()
+                return
             # a startup packet (any version: the server judges it)
+            self.user = startup_user(packet)
             self.state = "connecting"
             self.pause_client("startup")
             self.spawn(self.connect(packet))
@@ -256,10 +349,79 @@ class ProxySession:
             self.server.close()
             return
         self.server.write(packet)
-        self.state = "running"
+        self.state = "auth"
         self.task = None
         self.resume_client("startup")
-        self.pump_client(b"")
+        self.auth_client()
+
+    # -- authentication (see auth.py) -----------------------------------------------
+
+    def auth_client(self) -> None:
+        """Client messages while the server authenticates: answers to its
+        requests pass, anything else waits for the end of the startup."""
+        buf = self.cbuf
+        while len(buf) >= 5:
+            kind, length = _HEADER.unpack_from(buf, 0)
+            if length < 4 or length > AUTH_LIMIT:
+                raise wire.ProtocolError(f"message {kind!r} of invalid length {length} "
+                                         "during authentication")
+            if len(buf) < length + 1:
+                break
+            if kind == 0x58:  # Terminate
+                self.close()
+                return
+            if not self.gate.client_may_send(kind):
+                break
+            assert self.server is not None
+            self.server.write(bytes(buf[:length + 1]))
+            del buf[:length + 1]
+        if len(buf) > AUTH_LIMIT:
+            raise wire.ProtocolError("more than 1 MiB sent before the end of authentication")
+
+    def auth_server(self, kind: int, frame: bytes) -> bool:
+        """A server message before the first ReadyForQuery; False when the
+        session was refused."""
+        if kind == 0x52:  # Authentication
+            if len(frame) < 9:
+                raise wire.ProtocolError("Authentication message without its code")
+            (code,) = _INT32.unpack_from(frame, 5)
+            if code == 0:  # AuthenticationOk
+                if not self.gate.challenged and not self.settings.unsafe_allow_passwordless:
+                    self.refuse()
+                    return False
+            else:
+                self.gate.server_request(code)
+                self.client.write(frame)
+                self.auth_client()  # an answer the client sent ahead may pass now
+                return True
+        elif kind == 0x4B and len(frame) == 13:  # BackendKeyData
+            self.backend_key = frame[5:]
+        elif kind == 0x5A:  # ReadyForQuery: the session is open
+            self.client.write(frame)
+            self.state = "running"
+            self.count_ready(1)
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            return True
+        self.client.write(frame)
+        return True
+
+    def after_startup(self) -> None:
+        """What the client sent during the startup goes on now."""
+        if self.state == "running" and self.task is None:
+            self.pump_client(b"")
+
+    def refuse(self) -> None:
+        """The server admitted the proxy's identity, not the client's."""
+        logger.warning('refused a session for user "%s": the server at %s admitted it '
+                       "without asking for a password (its pg_hba.conf trusts the proxy; "
+                       "see --unsafe-allow-passwordless)", self.user, self.upstream)
+        self.client.write(refusal(self.user, str(self.upstream)))
+        assert self.server is not None
+        self.server.write(b"X\0\0\0\x04")  # Terminate: nothing else reaches the server
+        self.cbuf = bytearray()
+        self.close()
 
     # -- client to server ---------------------------------------------------------------
 
@@ -267,11 +429,39 @@ class ProxySession:
         for k in kinds:
             if k == 0x51 or k == 0x46:  # Query, FunctionCall
                 self.syncs_sent += 1
+                self.events.append(chr(k))
             elif k == 0x53:  # Sync
-                self.syncs_sent += 1
                 self.unsynced = False
+                if not self.copy_in:  # else the server ignores it
+                    self.syncs_sent += 1
+                    self.events.append("S")
+            elif k == 0x63 or k == 0x66:  # CopyDone, CopyFail
+                if self.copy_in:
+                    self.copy_in = False
+                else:
+                    self.events.append("c")
             elif k in _EXTENDED:
                 self.unsynced = True
+
+    def copy_started(self) -> None:
+        """The server sent CopyInResponse. Until it reads the client's
+        CopyDone or CopyFail it ignores Sync messages (protocol docs,
+        "COPY Operations"); libpq sends one after Execute and one after
+        CopyDone. The Syncs the client sent since the statement that started
+        the copy, before its CopyDone, get no ReadyForQuery: uncount them,
+        and any that come until the CopyDone."""
+        events = self.events
+        i = 1 if events and events[0] == "Q" else 0  # the COPY's own Query
+        while i < len(events):
+            e = events[i]
+            if e == "c":  # the copy's end, already sent
+                del events[i]
+                return
+            if e != "S":
+                return  # not the protocol (a Query in copy-in mode): the server fails the copy
+            del events[i]
+            self.syncs_sent -= 1
+        self.copy_in = True
 
     def pump_client(self, data: bytes) -> None:
         """Pass client bytes on up to the next Query / Parse that needs a
@@ -301,7 +491,8 @@ class ProxySession:
                 self.pause_client("rewrite")
                 self.spawn(self.rewrite(frame))
                 return
-        self.cbuf = bytearray(buf[end:])
+        # a message being read whole: keep the buffer (no copy per read)
+        self.cbuf = buf if end == 0 and isinstance(buf, bytearray) else bytearray(buf[end:])
 
     async def rewrite(self, frame: bytes) -> None:
         kind, body = frame[:1], frame[5:]
@@ -316,7 +507,8 @@ class ProxySession:
         except UnicodeDecodeError:
             text = ""  # not UTF-8: passed on, the server judges it
         try:
-            plan = analyze(text, single=(kind == b"P")) if text else None
+            plan = await analyze_text(text, kind == b"P", self.settings.analysis_timeout) \
+                if text else None
         except Exception:  # a translator bug: the server judges the text
             logger.exception("could not analyse a statement; passed on unchanged")
             plan = None
@@ -386,7 +578,7 @@ class ProxySession:
     async def lookup(self, queries: list[str]
                      ) -> tuple[list[list[list[str | None]]], list[tuple[str, str]] | None, bytes]:
         """Run queries on the idle server connection; their answers never
-        reach the client (see proxy_catalog.read_answers)."""
+        reach the client (see catalog.read_answers)."""
         self.intercepted = []
         self.intercept = self.loop.create_future()
         assert self.server is not None
@@ -400,71 +592,97 @@ class ProxySession:
             self.ready = True
             n -= 1
         self.syncs_done += n
+        events = self.events
+        for _ in range(n):  # the answered Query / Sync, and stray CopyDones before it
+            while events and events.popleft() == "c":
+                pass
         if self.idle_waiter is not None and self.syncs_done >= self.syncs_sent \
                 and not self.idle_waiter.done():
             self.idle_waiter.set_result(None)
 
     def from_server(self, data: bytes) -> None:
-        if self.shead:  # a message header cut in two by the last read
-            data, self.shead = self.shead + data, b""
-        if self.intercept is None and not self.planted and not self.remaps \
-                and not self.sbuf:
-            end, n = self.sscan.count(data, 0x5A)  # ReadyForQuery
-            if n:
-                self.count_ready(n)
-            if end < len(data):
-                self.shead = data[end:]
-                data = data[:end]
-            if data:
-                self.client.write(data)
-            return
-        # whole messages: the end of the current one passes on first
-        start = 0
-        if self.sscan.remaining:
-            start = min(self.sscan.remaining, len(data))
-            self.sscan.remaining -= start
-            self.client.write(data[:start])
-        self.sbuf += data[start:]
-        self.server_messages()
-
-    def server_messages(self) -> None:
-        buf = self.sbuf
-        out = bytearray()
+        """Server bytes to the client in one pass with an offset: messages
+        are passed on in the pieces they arrive in, unread, except those
+        held whole (_WHOLE, everything during the startup or a lookup)."""
+        if self.shold:
+            self.shold += data
+            buf: bytes | bytearray = self.shold
+            self.shold = bytearray()
+        else:
+            buf = data
+        n = len(buf)
         i = 0
-        while len(buf) - i >= 5:
-            kind = buf[i]
-            (length,) = _INT32.unpack_from(buf, i + 1)
+        write = self.client.write
+        while i < n and self.state != "closed":
+            if self.sremaining:
+                step = min(self.sremaining, n - i)
+                write(buf[i:i + step] if step < n or i else buf)
+                i += step
+                self.sremaining -= step
+                continue
+            if self.state == "running" and self.intercept is None and not self.planted \
+                    and not self.remaps and not self.copy_in:
+                # nothing to rewrite: walk the headers, count ReadyForQuery
+                end, ready, self.sremaining = wire.walk(buf, i)
+                if end > i:
+                    write(buf if i == 0 and end == n else buf[i:end])
+                    i = end
+                if ready:
+                    self.count_ready(ready)
+                if i == n or self.sremaining:
+                    continue
+                # stopped before a header cut in two, or a CopyInResponse
+            if n - i < 5:
+                break
+            kind, length = _HEADER.unpack_from(buf, i)
             if length < 4 or length > wire.MAX_MESSAGE:
                 raise wire.ProtocolError(f"server message of invalid length {length}")
-            if len(buf) - i < length + 1:
-                break
-            frame = bytes(buf[i:i + length + 1])
-            i += length + 1
-            if self.intercept is not None and kind not in _ASYNC:
-                self.intercepted.append((kind, frame))
-                if kind == 0x5A:
-                    fut, self.intercept = self.intercept, None
-                    if not fut.done():
-                        fut.set_result(self.intercepted)
+            total = length + 1
+            whole = self.state != "running" or kind in _WHOLE \
+                or (self.intercept is not None and kind not in _ASYNC)
+            if not whole:
+                step = min(total, n - i)
+                write(buf[i:i + step])
+                i += step
+                self.sremaining = total - step
                 continue
-            if kind == 0x45:  # ErrorResponse
-                frame = self.replace_error(frame)
-            elif kind == 0x5A:  # ReadyForQuery
-                self.count_ready(1)
-                self.planted = [p for p in self.planted if p[1] > self.syncs_done]
-                self.remaps = [r for r in self.remaps if r[0] > self.syncs_done]
-            out += frame
-            if self.intercept is None and not self.planted and not self.remaps:
-                break  # back to passing bytes on unread
-        if out:
-            self.client.write(out)
-        rest = bytes(buf[i:])
-        self.sbuf = bytearray()
-        if self.intercept is None and not self.planted and not self.remaps:
-            if rest:
-                self.from_server(rest)
-        else:
-            self.sbuf += rest
+            if self.state != "running" and length > AUTH_LIMIT:
+                raise wire.ProtocolError(f"startup message of invalid length {length}")
+            if n - i < total:
+                break
+            frame = bytes(buf[i:i + total])
+            i += total
+            if self.state != "running":
+                if not self.auth_server(kind, frame):
+                    return
+                if self.state == "running":
+                    self.loop.call_soon(self.after_startup)
+                continue
+            self.server_message(kind, frame)
+        if i < n and self.state != "closed":
+            # the start of a message held whole: kept, not copied, when it
+            # is all there is
+            self.shold = buf if i == 0 and isinstance(buf, bytearray) else bytearray(buf[i:])
+
+    def server_message(self, kind: int, frame: bytes) -> None:
+        """A whole server message while rewriting, during a lookup, or one of _WHOLE."""
+        if self.intercept is not None and kind not in _ASYNC:
+            self.intercepted.append((kind, frame))
+            if kind == 0x5A:
+                fut, self.intercept = self.intercept, None
+                if not fut.done():
+                    fut.set_result(self.intercepted)
+            return
+        if kind == 0x45:  # ErrorResponse
+            self.copy_in = False  # an error ends copy-in mode
+            frame = self.replace_error(frame)
+        elif kind == 0x5A:  # ReadyForQuery
+            self.count_ready(1)
+            self.planted = [p for p in self.planted if p[1] > self.syncs_done]
+            self.remaps = [r for r in self.remaps if r[0] > self.syncs_done]
+        elif kind == 0x47:  # CopyInResponse
+            self.copy_started()
+        self.client.write(frame)
 
     def replace_error(self, frame: bytes) -> bytes:
         """A planted error's replacement; or the error with its position

@@ -16,7 +16,7 @@ import struct
 from typing import Any
 
 __all__ = [
-    "ProtocolError", "FrameScanner", "SSL_REQUEST", "GSSENC_REQUEST", "CANCEL_REQUEST",
+    "ProtocolError", "FrameScanner", "walk", "SSL_REQUEST", "GSSENC_REQUEST", "CANCEL_REQUEST",
     "MAX_STARTUP", "MAX_MESSAGE", "error_response", "error_fields", "query", "parse",
     "split_parse", "lookup_batch", "data_row_values", "map_error_position",
 ]
@@ -93,30 +93,31 @@ class FrameScanner:
         return i, bytes(kinds)
 
 
-    def count(self, data: bytes, kind: int) -> tuple[int, int]:
-        """scan() for a stream where no message is kept whole, counting the
-        messages of one type instead of listing the types: (end, count)."""
-        n = len(data)
-        i = 0
-        found = 0
-        if self.remaining:
-            i = min(self.remaining, n)
-            self.remaining -= i
-            if self.remaining:
-                return i, 0
-        unpack = _INT32.unpack_from
-        while n - i >= 5:
-            (length,) = unpack(data, i + 1)
-            if length < 4 or length > MAX_MESSAGE:
-                raise ProtocolError(f"message {data[i:i + 1]!r} with invalid length {length}")
-            if data[i] == kind:
-                found += 1
-            total = length + 1
-            if n - i < total:
-                self.remaining = total - (n - i)
-                return n, found
-            i += total
-        return i, found
+def walk(data: bytes | bytearray, start: int = 0) -> tuple[int, int, int]:
+    """The server-to-client walk where no message is kept whole: message
+    headers from data[start:], counting ReadyForQuery. Returns (end,
+    ready, remaining): it stops at the end of data (remaining: bytes of the
+    last message still to come), before a header cut in two, or before a
+    CopyInResponse (whose header the caller reads itself)."""
+    n = len(data)
+    i = start
+    ready = 0
+    unpack = _INT32.unpack_from
+    while n - i >= 5:
+        kind = data[i]
+        if kind == 0x47:  # CopyInResponse
+            return i, ready, 0
+        (length,) = unpack(data, i + 1)
+        if length < 4 or length > MAX_MESSAGE:
+            raise ProtocolError(f"message {data[i:i + 1]!r} with invalid length {length}")
+        if kind == 0x5A:
+            ready += 1
+        total = length + 1
+        if n - i < total:
+            return n, ready, total - (n - i)
+        i += total
+    return i, ready, 0
+
 
 # -- messages the proxy writes ---------------------------------------------------
 

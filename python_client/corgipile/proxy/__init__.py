@@ -7,7 +7,7 @@ GSSENCRequest with 'N' as a server without TLS does, forwards
 CancelRequest packets to the server, and passes every message through as
 the bytes it came in, reading only the message headers, except Query and
 Parse messages whose text holds TRAIN BY or PREDICT BY: those are
-rewritten by :mod:`corgipile.proxy_rewrite` with the client's translator.
+rewritten by :mod:`corgipile.proxy.rewrite` with the client's translator.
 
 How a rewrite happens (see docs/proxy.md):
 
@@ -28,17 +28,18 @@ How a rewrite happens (see docs/proxy.md):
 
 Malformed input (a bad length, garbage) closes that one connection.
 
-The code: proxy_session.py (one connection: the state machine above),
-proxy_catalog.py (the lookups on the client's connection), proxy_rewrite.py
-(the translation), proxy_wire.py (message framing), proxy_upstream.py (the
-server's address), proxy_server.py (listening: start, serve) and
-proxy_cli.py (the subcommand). This module is their public face.
+The code: session.py (one connection: the state machine above),
+catalog.py (the lookups on the client's connection), rewrite.py
+(the translation), wire.py (message framing), upstream.py (the
+server's address), server.py (listening: start, serve) and
+cli.py (the subcommand). This package re-exports the public names.
 """
 
 from __future__ import annotations
 
-from .proxy_cli import add_subcommand
-from .proxy_server import serve, start
-from .proxy_upstream import Upstream
+from .cli import add_subcommand
+from .config import Settings
+from .server import serve, start
+from .upstream import Upstream
 
-__all__ = ["Upstream", "start", "serve", "add_subcommand"]
+__all__ = ["Upstream", "Settings", "start", "serve", "add_subcommand"]

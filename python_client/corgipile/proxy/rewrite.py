@@ -13,32 +13,28 @@ translator (:func:`corgipile.statements.parse_statement`, the one behind
 
 The two pieces of catalog knowledge this needs (the signature, the models'
 classes) are read by the proxy on the client's own connection (see
-proxy_catalog.py); this module only builds the lookup queries and the texts.
+catalog.py); this module only builds the lookup queries and the texts.
 Values are written as string literals with a cast, never pasted raw.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from pglast import parser
 
-from . import metrics
-from .errors import StatementError
-from .params import _SAFE_TYPE, POSITIONAL, TrainSignature
-from .statements import (PlainStatement, Prediction, PredictStatement, TrainStatement,
-                         parse_statement,
+from .. import metrics
+from .._sql import catalog_type, qualified_type
+from ..errors import StatementError
+from ..params import _SAFE_TYPE, POSITIONAL, TrainSignature
+from ..statements import (PlainStatement, Prediction, PredictStatement, TrainStatement,
+                          parse_statement,
                          quote_ident, train_arguments)
 
 __all__ = ["Failure", "Plan", "analyze", "render", "map_position", "literal", "SIGNATURE_QUERY",
-           "classes_query", "signature_from_rows", "QUICK_CHECK"]
-
-# bytes worth running the translator on (the real check is the translator's:
-# a column called "predictor" only costs a scan)
-QUICK_CHECK = re.compile(rb"(?i)train|predict")
+           "classes_query", "signature_from_rows"]
 
 # SQLSTATEs of the errors the proxy raises itself
 SYNTAX_ERROR = "42601"
@@ -157,7 +153,7 @@ def signature_from_rows(rows: list[list[str | None]]) -> TrainSignature | None:
     types: dict[str, str] = {}
     for name, mode, typ in rows:
         if name and (mode is None or mode in ("i", "b", "v")) and name not in POSITIONAL:
-            types.setdefault(name, str(typ))
+            types.setdefault(name, catalog_type(str(typ)))
     return TrainSignature(types)
 
 
@@ -193,7 +189,7 @@ def _train_sql(stmt: TrainStatement, sig: TrainSignature, offset: int,
         typ = sig.types[name]
         if not _SAFE_TYPE.match(typ):  # pragma: no cover - the catalog's own names
             return Failure(FEATURE_NOT_SUPPORTED, f"unexpected type {typ!r} of {name}")
-        args.append(f"{quote_ident(name)} => {literal(value)}::{typ}")
+        args.append(f"{quote_ident(name)} => {literal(value)}::{qualified_type(typ)}")
     return "SELECT * FROM corgipile.train(" + ", ".join(args) + ")"
 
 

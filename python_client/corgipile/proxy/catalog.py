@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import uuid
 
-from . import proxy_wire as wire
-from .proxy_rewrite import SIGNATURE_QUERY, Failure, Plan, Segment, classes_query, literal
-from .proxy_rewrite import render, signature_from_rows
-from .statements import TrainStatement, quote_ident
+from .._sql import quote_ident
+from ..statements import TrainStatement
+from . import wire
+from .rewrite import SIGNATURE_QUERY, Failure, Plan, Segment, classes_query, literal
+from .rewrite import render, signature_from_rows
 
 __all__ = ["lookup_queries", "read_answers", "translate", "cleanup_queries"]
 
@@ -115,7 +116,7 @@ def model_names(plan: Plan, results: list[Rows]) -> dict[int, str | None]:
 
 
 def translate(plan: Plan, results: list[Rows]) -> tuple[str, list[Segment]] | Failure:
-    """proxy_rewrite.render with the answers to lookup_queries(plan)."""
+    """rewrite.render with the answers to lookup_queries(plan)."""
     sig = signature_from_rows(results[0]) if plan.trains else None
     classes_rows = results[1 if plan.trains else 0] if _model_names(plan) else []
     return render(plan, sig, classes_rows, model_names(plan, results))

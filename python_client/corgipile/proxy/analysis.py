@@ -1,0 +1,101 @@
+"""Analysing a query text for ``corgipile proxy`` without stalling the event
+loop that relays every other client's bytes.
+
+rewrite.analyze (PostgreSQL's scanner through pglast, then the translator
+per statement) costs time with the length and shape of the text: about
+0.25 ms per TRAIN BY statement, and pglast's scanner holds the GIL, so a
+thread would not help. Three bounds:
+
+- QUICK_CHECK, a regular expression over the raw bytes, lets through to
+  analysis only a text that has ``train`` or ``predict`` as a word (not
+  ``predictor``, not ``trained``); anything else is relayed unread;
+- a text up to INLINE_LIMIT bytes is analysed on the loop (a few
+  milliseconds at most);
+- a longer one (up to the session's INSPECT_LIMIT) goes to a pool of
+  WORKERS processes, with Settings.analysis_timeout seconds: past that the
+  pool's processes are killed (an analysis cannot be interrupted inside
+  pglast's C code) and the client gets an error. Other analyses that were
+  running in the killed pool are retried once on a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import re
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from .rewrite import Failure, Plan, analyze
+
+__all__ = ["QUICK_CHECK", "INLINE_LIMIT", "WORKERS", "analyze_text", "shutdown"]
+
+logger = logging.getLogger("corgipile.proxy")
+
+# train or predict as a word of its own: SQL identifier characters are
+# letters, digits, _, $ and every non-ASCII byte. Quoted ("train"), in a
+# comment or a string it still matches: the check only has to be cheap and
+# never miss (the translator decides).
+QUICK_CHECK = re.compile(rb"(?i)(?<![A-Za-z0-9_$\x80-\xff])(?:train|predict)"
+                         rb"(?![A-Za-z0-9_$\x80-\xff])")
+
+INLINE_LIMIT = 4096
+WORKERS = 2
+# SQLSTATE program_limit_exceeded
+LIMIT_EXCEEDED = "54000"
+
+_pool: ProcessPoolExecutor | None = None
+
+
+def _get_pool() -> ProcessPoolExecutor:
+    global _pool
+    if _pool is None:
+        # spawn: a fork of a process with an event loop and its threads can
+        # inherit a lock held mid-operation
+        _pool = ProcessPoolExecutor(max_workers=WORKERS,
+                                    mp_context=multiprocessing.get_context("spawn"))
+    return _pool
+
+
+def _kill(pool: ProcessPoolExecutor) -> None:
+    global _pool
+    if _pool is pool:
+        _pool = None
+    # ProcessPoolExecutor has no way to stop a running call but to end its
+    # process; _processes is where it keeps them (stable since Python 3.2)
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        proc.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def shutdown() -> None:
+    """End the pool's processes (the proxy stops)."""
+    if _pool is not None:
+        _kill(_pool)
+
+
+async def analyze_text(text: str, single: bool, timeout: float) -> Plan | Failure | None:
+    """rewrite.analyze(text, single), within the bounds above."""
+    if len(text) <= INLINE_LIMIT:
+        return analyze(text, single)
+    loop = asyncio.get_running_loop()
+    for attempt in (1, 2):
+        pool = _get_pool()
+        try:
+            return await asyncio.wait_for(
+                loop.run_in_executor(pool, analyze, text, single), timeout)
+        except asyncio.TimeoutError:
+            logger.warning("analysing a %d-character query text took over %g s: refused",
+                           len(text), timeout)
+            _kill(pool)
+            return Failure(LIMIT_EXCEEDED,
+                           f"corgipile proxy: analysing this query text took longer than "
+                           f"{timeout:g} s", None,
+                           "send TRAIN BY and PREDICT BY statements in query texts of their own")
+        except BrokenProcessPool:
+            if attempt == 2:
+                raise
+            if _pool is pool:
+                _kill(pool)
+    raise AssertionError("unreachable")  # pragma: no cover
