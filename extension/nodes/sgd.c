@@ -505,6 +505,12 @@ ensure_model(SgdState *s)
 		elog(ERROR, "corgipile: model sizes do not fit");	/* checked above */
 	if (s->params.early_stopping)
 		s->best_w = palloc(mul_size(sizeof(double), s->model.n_weights));
+	if (s->params.average)
+		cp_model_average_init(&s->model,
+							  palloc0(mul_size(sizeof(double), s->model.n_weights)));
+	/* the default schedule: squared loss steps implicitly (core) */
+	s->model.normalized_step = s->params.default_rate && s->params.average &&
+		s->params.model == CP_MODEL_LINEAR;
 	if (cp_tuple_shuffle_wants_feedback(s->ts))
 		init_grab(s);
 	MemoryContextSwitchTo(old);
@@ -641,9 +647,13 @@ static CpStats
 validate(SgdState *s)
 {
 	ValidationPass v;
+	CpModel		scored;
 
 	memset(&v, 0, sizeof(v));
-	v.model = &s->model;
+	/* the weights the model stands for: the average, with averaging */
+	scored = s->model;
+	scored.w = (double *) cp_model_final_weights(&s->model);
+	v.model = &scored;
 	if (s->holdout != NULL)
 	{
 		cp_holdout_score(s->holdout, s->lo, cp_tuple_shuffle_relation(s->ts),
@@ -689,7 +699,8 @@ track_best(SgdState *s, const CpEpochResult *res)
 	{
 		s->best_epoch = res->epoch;
 		s->best_loss = loss;
-		memcpy(s->best_w, s->model.w, sizeof(double) * (Size) s->model.n_weights);
+		memcpy(s->best_w, cp_model_final_weights(&s->model),
+			   sizeof(double) * (Size) s->model.n_weights);
 	}
 	if (s->since_best >= s->params.n_iter_no_change)
 	{
@@ -829,6 +840,14 @@ run_epoch(SgdState *s)
 		s->model.learning_rate = s->learning_rate;
 		memset(&s->model.stats, 0, sizeof(CpStats));
 	}
+
+	/*
+	 * Averaged SGD averages the iterates from the second epoch on, as
+	 * Bottou's ASGD starts averaging after one epoch: the first epoch's
+	 * iterates are still far from the optimum.  Workers train on their own
+	 * copies: there the average is of the weights at the end of each epoch.
+	 */
+	s->model.averaging = s->params.average && s->n_done >= 1 && s->par == NULL;
 	/* GraB: an epoch in a random block order trains as corgipile does */
 	if (s->grab != NULL && s->par == NULL)
 		s->model.grab = cp_grab_collects(cp_tuple_shuffle_strategy_state(s->ts)) ?
@@ -855,6 +874,8 @@ run_epoch(SgdState *s)
 	if (!s->model_ready)
 		no_rows_error(s);
 	cp_model_flush(&s->model);
+	if (s->params.average && s->n_done >= 1 && s->par != NULL)
+		cp_model_average_add(&s->model);
 	if (s->model.stats.n == 0)
 		no_rows_error(s);
 
@@ -998,7 +1019,8 @@ save_model(SgdState *s)
 											 cp_tuple_shuffle_relation(s->ts),
 											 s->css.ss.ps.state->es_snapshot,
 											 &s->vbuf, s->val_row_cxt, &s->model,
-											 s->best_epoch > 0 ? s->best_w : s->model.w,
+											 s->best_epoch > 0 ? s->best_w :
+											 (double *) cp_model_final_weights(&s->model),
 											 s->best_epoch > 0 ? s->best_epoch : s->n_done,
 											 &summary);
 		if (cp_progress_notices)
@@ -1018,7 +1040,7 @@ save_model(SgdState *s)
 	rec.model = &s->model;
 	rec.results = s->results;
 	rec.n_results = s->n_done;
-	rec.weights = s->best_epoch > 0 ? s->best_w : s->model.w;
+	rec.weights = s->best_epoch > 0 ? s->best_w : cp_model_final_weights(&s->model);
 	if (s->params.shuffle == CP_SHUFFLE_GRAB)
 		record_grab(s, &rec);
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
@@ -1126,6 +1148,10 @@ sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyText("Shuffle", cp_shuffle_name(s->params.shuffle), es);
 	ExplainPropertyInteger("Epochs", NULL, s->params.max_epoch_num, es);
 	ExplainPropertyFloat("Learning Rate", NULL, s->params.learning_rate, 4, es);
+	ExplainPropertyText("Averaging",
+						!s->params.average ? "off" :
+						s->params.max_epoch_num < 2 ? "on (from epoch 2: none in one epoch)" :
+						"on (the iterates from epoch 2)", es);
 	ExplainPropertyInteger("Batch Size", NULL, s->params.batch_size, es);
 	/* parallel epochs train on each process's main thread (parallel.c) */
 	ExplainPropertyText("Double Buffering",

@@ -673,6 +673,7 @@ tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 
 	ExplainPropertyText("Tuple Order", ts->strategy->tuple_order, es);
 	ExplainPropertyInteger("Blocks per Buffer", NULL, ts->blocks_per_buffer, es);
+	ExplainPropertyText("Buffer", cp_buffer_choice(&ts->params, ts->child->sizing.n_pages), es);
 	ExplainPropertyText("Features", cp_layout_mode_name(ts->layout.mode), es);
 	if (ts->strategy->id == CP_SHUFFLE_GRAB)
 	{

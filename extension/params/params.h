@@ -97,11 +97,31 @@ typedef struct CpTrainParams
 	CpStandardize standardize;
 	int32		max_categories;
 	int32		workers;			/* processes that train, leader included */
+
+	/*
+	 * learning_rate => NULL: the default schedule (averaged SGD, the
+	 * implicit squared-loss step); see CP_DEFAULT_LEARNING_RATE.
+	 */
+	bool		default_rate;
+	bool		average;		/* averaged SGD: average => or its default */
+	bool		buffer_auto;	/* buffer_size => NULL: chosen by the table's size */
 } CpTrainParams;
 
-/* learning_rate => NULL: by the model's loss */
+/*
+ * learning_rate => NULL: 0.1 for every model, with the iterates averaged
+ * from the second epoch on and the squared loss's step taken implicitly
+ * (docs/real-datasets.md).  The rate a training without averaging had by
+ * default before 0.4.0 (0.01 for linear) is kept for average => false.
+ */
 #define CP_DEFAULT_LEARNING_RATE 0.1
 #define CP_DEFAULT_LEARNING_RATE_LINEAR 0.01
+
+/*
+ * buffer_size => NULL: the whole table when its heap fits
+ * maintenance_work_mem (the rows then shuffle as one buffer, as a full
+ * shuffle does), else this share of it.
+ */
+#define CP_DEFAULT_BUFFER_PERCENT 10.0
 
 /* How a table is cut into blocks and buffers. */
 typedef struct CpSizing
@@ -134,6 +154,8 @@ extern void cp_params_unpack(const Const *packed, CpTrainParams *p);
 extern List *cp_default_train_args(void);
 extern void cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages,
 							  CpSizing *out);
+extern bool cp_buffer_auto_whole(const CpTrainParams *p, BlockNumber n_pages);
+extern char *cp_buffer_choice(const CpTrainParams *p, BlockNumber n_pages);
 extern const char *cp_model_kind_name(CpModelKind kind);
 extern bool cp_parse_model_kind(const char *name, CpModelKind *kind);
 extern const char *cp_shuffle_name(CpShuffle shuffle);

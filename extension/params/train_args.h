@@ -36,7 +36,7 @@
 	X(BATCH_SIZE, batch_size, INT4OID, false, Int32GetDatum(1), "1") \
 	X(L2, l2, FLOAT8OID, false, Float8GetDatum(0.0), "0") \
 	X(BLOCK_SIZE, block_size, TEXTOID, true, (Datum) 0, "NULL::text") \
-	X(BUFFER_SIZE, buffer_size, TEXTOID, false, CStringGetTextDatum("10%"), "'10%'::text") \
+	X(BUFFER_SIZE, buffer_size, TEXTOID, true, (Datum) 0, "NULL::text") \
 	X(SEED, seed, INT8OID, true, (Datum) 0, "NULL::bigint") \
 	X(DOUBLE_BUFFER, double_buffer, BOOLOID, false, BoolGetDatum(true), "true") \
 	X(VALIDATION, validation, TEXTOID, true, (Datum) 0, "NULL::text") \
@@ -46,6 +46,7 @@
 	X(WARM_START, warm_start, TEXTOID, true, (Datum) 0, "NULL::text") \
 	X(STANDARDIZE, standardize, TEXTOID, false, CStringGetTextDatum("auto"), "'auto'::text") \
 	X(MAX_CATEGORIES, max_categories, INT4OID, false, Int32GetDatum(1000), "1000") \
-	X(WORKERS, workers, INT4OID, false, Int32GetDatum(1), "1")
+	X(WORKERS, workers, INT4OID, false, Int32GetDatum(1), "1") \
+	X(AVERAGE, average, BOOLOID, true, (Datum) 0, "NULL::boolean")
 
 #endif							/* CORGIPILE_TRAIN_ARGS_H */
