@@ -337,9 +337,9 @@ def table(results: list[dict], seeds: list[int], test_fraction: float, dsn_info:
     out += ["", "Time per training (median over the splits, seconds; wall clock from the "
             "client, and the backend's CPU seconds for corgipile):", "",
             "| data set | training rows | corgipile | corgipile CPU |"
-            + (" 0.3.0 defaults |" if has_old else "")
+            + (" 0.3.0 defaults | 0.3.0 defaults CPU |" if has_old else "")
             + " export (psycopg to pandas) | scikit-learn fit | export + fit |",
-            "|---|---|---|---|" + ("---|" if has_old else "") + "---|---|---|"]
+            "|---|---|---|---|" + ("---|---|" if has_old else "") + "---|---|---|"]
     for ds in datasets:
         rs = [r for r in results if r["dataset"] is ds and "seconds" in r["corgipile"]]
         if not rs:
@@ -349,7 +349,8 @@ def table(results: list[dict], seeds: list[int], test_fraction: float, dsn_info:
         old_cell = ""
         if has_old:
             os_ = [r["old"]["seconds"] for r in rs if "seconds" in r["old"]]
-            old_cell = f" {med(os_):.2f} |" if os_ else " - |"
+            oc = [r["old"]["cpu"] for r in rs if "cpu" in r["old"]]
+            old_cell = f" {med(os_):.2f} | {med(oc):.2f} |" if os_ else " - | - |"
         out.append(f"| {ds.name} | {rs[0]['train_rows']} | "
                    f"{med([r['corgipile']['seconds'] for r in rs]):.2f} | "
                    f"{med([r['corgipile']['cpu'] for r in rs]):.2f} |{old_cell} {exp:.2f} | "

@@ -102,6 +102,17 @@ typedef struct SgdState
 	int			n_procs;
 	CpParallel *par;
 
+	/*
+	 * The trivial baseline (issue 21): the first epoch's training labels,
+	 * counted per class (classifiers: class k of softmax, -1/+1 at 0/1), or
+	 * their sum and sum of squares (linear).
+	 */
+	int64	   *label_counts;
+	int			n_label_counts;
+	double		label_sum;
+	double		label_sum2;
+	int64		label_n;
+
 	Relation	vrel;			/* validation relation, or NULL */
 	CpHoldout  *holdout;		/* validation => 'N%', or NULL */
 	CpLayout	vlayout;
@@ -530,6 +541,115 @@ sgd_job_run(void *arg)
 	job->reached = cp_model_train(job->model, job->buf, 0, job->cancel);
 }
 
+/*
+ * Count the labels of a buffer the first epoch trains on, on the main
+ * thread, before the buffer is handed to the helper (which only permutes
+ * its order).
+ */
+static void
+note_labels(SgdState *s, const CpBuffer *buf)
+{
+	if (s->n_done > 0 || buf->n_rows == 0)
+		return;
+	if (s->label_counts == NULL && s->params.model != CP_MODEL_LINEAR)
+	{
+		s->n_label_counts = s->params.model == CP_MODEL_SOFTMAX && s->lo->classes ?
+			s->lo->classes->n_classes : 2;
+		s->label_counts = MemoryContextAllocZero(s->train_cxt,
+												 sizeof(int64) * s->n_label_counts);
+	}
+	for (int64 i = 0; i < buf->n_rows; i++)
+	{
+		double		y = buf->labels[i];
+
+		if (s->params.model == CP_MODEL_LINEAR)
+		{
+			s->label_sum += y;
+			s->label_sum2 += y * y;
+		}
+		else
+		{
+			int			k = s->params.model == CP_MODEL_SOFTMAX ? (int) y : (y > 0.0);
+
+			if (k >= 0 && k < s->n_label_counts)
+				s->label_counts[k]++;
+		}
+	}
+	s->label_n += buf->n_rows;
+}
+
+/*
+ * The trivial model's score on the training rows: the majority class's
+ * share, or R^2 = 0 for predicting the mean.  False when the labels were
+ * not counted (a parallel training).
+ */
+static bool
+baseline(SgdState *s, const char **kind, double *score)
+{
+	int64		best = 0;
+
+	if (s->label_n == 0)
+		return false;
+	if (s->params.model == CP_MODEL_LINEAR)
+	{
+		*kind = "mean";
+		*score = 0.0;
+		return true;
+	}
+	for (int k = 0; k < s->n_label_counts; k++)
+		best = Max(best, s->label_counts[k]);
+	*kind = "majority class";
+	*score = (double) best / (double) s->label_n;
+	return true;
+}
+
+/*
+ * "Well below" the trivial model: a point of accuracy, or 0.01 of R^2,
+ * under it, and for accuracy also three standard errors of the share of
+ * right answers on the rows scored (a model at chance level on 1500 rows of
+ * a 50/50 label lands within 4 points of 0.5 by chance alone).  A model
+ * that only matches the trivial one is not flagged: on a table whose
+ * features say little about the label that is the right answer.
+ */
+#define CP_BASELINE_MARGIN 0.01
+#define CP_BASELINE_SIGMAS 3.0
+
+static void
+warn_if_trivial(SgdState *s)
+{
+	const CpEpochResult *last = &s->results[s->n_done - 1];
+	const char *kind;
+	double		base;
+	double		score;
+	double		margin;
+	bool		held;
+
+	if (!baseline(s, &kind, &base))
+		return;
+	held = last->has_validation && !isnan(last->validation_score);
+	score = held ? last->validation_score : last->score;
+	margin = CP_BASELINE_MARGIN;
+	if (s->params.model != CP_MODEL_LINEAR)
+	{
+		int64		n = held ? last->validation_n : last->tuples;
+
+		margin = Max(margin, CP_BASELINE_SIGMAS *
+					 sqrt(base * (1.0 - base) / (double) Max(n, 1)));
+	}
+	if (isnan(score) || score >= base - margin)
+		return;
+	ereport(WARNING,
+			(errmsg("model \"%s\" scores %.4f %s, below the %.4f of always predicting the %s",
+					s->model_name, score,
+					held ? "on the validation rows" : "on its training rows in the last epoch",
+					base, kind),
+			 errdetail("The trivial model's figure is taken from the %lld training rows%s.",
+					   (long long) s->label_n,
+					   s->params.model == CP_MODEL_LINEAR ? " (R2 0 by definition)" : ""),
+			 held ? errhint("Check that the features carry information on the label; a full shuffle (shuffle => 'shuffle_once') tells a shuffling problem from a modelling one.") :
+			 errhint("Score it on rows it did not train on (validation => '20%%'), and check that the features carry information on the label.")));
+}
+
 static void
 train_single_buffered(SgdState *s)
 {
@@ -544,6 +664,7 @@ train_single_buffered(SgdState *s)
 
 		if (buf->n_rows == 0)
 			continue;
+		note_labels(s, buf);
 		ensure_model(s);
 		cp_tuple_shuffle_permute(s->ts, buf);
 
@@ -586,6 +707,8 @@ train_double_buffered(SgdState *s)
 	}
 
 	have = cp_tuple_shuffle_fill(s->ts, cur);
+	if (have)
+		note_labels(s, cur);
 	while (have)
 	{
 		bool		submitted = false;
@@ -607,6 +730,8 @@ train_double_buffered(SgdState *s)
 		have_next = cp_tuple_shuffle_fill(s->ts, next);
 		if (submitted)
 			wait_for_job(s);
+		if (have_next)
+			note_labels(s, next);
 		tmp = cur;
 		cur = next;
 		next = tmp;
@@ -915,6 +1040,7 @@ run_epoch(SgdState *s)
 		res->has_validation = true;
 		res->validation_score = cp_stats_score(&vst, s->model.kind);
 		res->validation_loss = cp_stats_loss(&vst);
+		res->validation_n = vst.n;
 	}
 	if (s->params.early_stopping)
 		track_best(s, res);
@@ -937,11 +1063,22 @@ run_epoch(SgdState *s)
 			snprintf(vbuf, sizeof(vbuf), "%.6f", res->validation_score);
 		else
 			strlcpy(vbuf, "null", sizeof(vbuf));
+		/*
+		 * The first epoch's notice says what the figures measure (the
+		 * message itself is the fixed form the client parses).
+		 */
 		ereport(NOTICE,
 				(errmsg("corgipile: model=%s epoch=%d/%d tuples=%lld loss=%.6f score=%.6f validation_score=%s seconds=%.3f",
 						s->model_name, res->epoch, s->params.max_epoch_num,
 						(long long) res->tuples, res->loss, res->score, vbuf,
-						res->seconds)));
+						res->seconds),
+				 res->epoch == 1 ?
+				 errdetail("loss and score (%s) are taken on the training rows, each predicted before its own update; validation_score is %s%s.",
+						   s->params.model == CP_MODEL_LINEAR ? "R2" : "accuracy",
+						   res->has_validation ? "the model's score on rows it does not train on" :
+						   "null: no validation rows (validation => '20%' holds some out)",
+						   s->params.average ?
+						   "; the stored model is the average of the iterates from epoch 2, scored by validation_score, not by score" : "") : 0));
 	}
 }
 
@@ -1044,6 +1181,8 @@ save_model(SgdState *s)
 	if (s->params.shuffle == CP_SHUFFLE_GRAB)
 		record_grab(s, &rec);
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
+	if (!baseline(s, &rec.baseline_kind, &rec.baseline_score))
+		rec.baseline_kind = NULL;
 	rec.held_rows = cp_tuple_shuffle_held_rows(s->ts, &rec.held_rows_key);
 	/* as in sgd_begin: the catalog's queries under a pinned search_path */
 	nest = cp_pin_search_path();
@@ -1082,6 +1221,7 @@ sgd_next(ScanState *node)
 			else
 			{
 				warn_if_worse(s);
+				warn_if_trivial(s);
 				save_model(s);
 			}
 		}
@@ -1091,6 +1231,7 @@ sgd_next(ScanState *node)
 	{
 		s->save_pending = false;
 		warn_if_worse(s);
+		warn_if_trivial(s);
 		save_model(s);
 	}
 
