@@ -274,11 +274,13 @@ class Runner:
             "FROM corgipile.train(%s::regclass, %s, model_name => %s, label => %s, "
             "shuffle => %s, learning_rate => %s, decay => %s, max_epoch_num => %s, "
             "buffer_size => %s, block_size => %s, seed => %s, validation => %s, "
-            # the study's figures are of raw features, as its exact solvers see them
-            "standardize => 'off')",
+            # the study's figures are of raw features, as its exact solvers see
+            # them (--standardize auto: the engine's default)
+            "standardize => %s)",
             (run["table"], run["model"], run["model_name"], run["label"], run["strategy"],
              run["learning_rate"], run["decay"], run["epochs"], run["buffer"],
-             run["block_size"], run["seed"], run["test_table"])).fetchall()
+             run["block_size"], run["seed"], run["test_table"],
+             run.get("standardize", "off"))).fetchall()
 
 
 def run_all(runner: Runner, runs: list[dict], jobs: int, log) -> list[dict]:
@@ -311,7 +313,8 @@ def make_run(task: str, spec: dict, ordering: str, buffer: str, block: str | Non
     return {"stage": stage, "task": task, "model": spec["model"], "label": spec["label"],
             "ordering": ordering, "table": table, "test_table": tinfo["test"]["table"],
             "buffer": buffer, "block_size": block, "strategy": strategy, "seed": seed,
-            "learning_rate": lr, "decay": args.decay, "epochs": args.epochs, "model_name": name}
+            "learning_rate": lr, "decay": args.decay, "epochs": args.epochs, "model_name": name,
+            "standardize": args.standardize}
 
 
 # ---------------------------------------------------------------- summaries
@@ -1317,7 +1320,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--buffers", type=csv_list, default=["10%", "2%"])
     p.add_argument("--binary-model", default="logistic", choices=["logistic", "svm"])
     p.add_argument("--learning-rate", action="append", default=[], metavar="MODEL=LR",
-                   help="override a model's learning rate, e.g. softmax=0.01 (repeatable)")
+                   help="override a model's learning rate, e.g. softmax=0.01 (repeatable); "
+                        "MODEL=default leaves it NULL: the engine's default schedule "
+                        "(averaged SGD, since 0.4.0)")
+    p.add_argument("--standardize", default="off", choices=["off", "auto"],
+                   help="standardize => of every training (default off: raw pixels, as the "
+                        "exact solvers see them; auto is the engine's default)")
     p.add_argument("--lr-search", action="store_true",
                    help=f"choose each model's learning rate from {LR_GRID} first: shuffle_once, "
                         "seed 1, label-clustered table, best final held-out accuracy")
@@ -1410,7 +1418,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         model, _, value = item.partition("=")
         if model not in lr or not value:
             p.error(f"--learning-rate: expected MODEL=LR with MODEL in {', '.join(lr)}")
-        lr[model] = float(value)
+        lr[model] = None if value == "default" else float(value)
     args.lr = lr
     if args.epochs < 1 or args.seeds < 1 or args.jobs < 1:
         p.error("--epochs, --seeds and --jobs must be positive")
