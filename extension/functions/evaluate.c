@@ -205,6 +205,7 @@ model_layout(const CpStoredModel *m, Relation rel, CpLayout *lo)
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("relation \"%s\" lays out the features of model \"%s\" differently",
 						RelationGetRelationName(rel), m->model_name)));
+	cp_layout_check_label_kind(lo, m->classes_are_text, m->model_name);
 	if (m->kind == CP_MODEL_SOFTMAX)
 		lo->classes = cp_class_map_from_names(lo->label_type, m->class_names, m->n_classes);
 	else if (lo->label_is_text)

@@ -99,8 +99,8 @@ change_usage(FunctionCallInfo fcinfo, bool grant)
 {
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	Oid			role = PG_GETARG_OID(1);
-	Oid			argtypes[2] = {TEXTOID, OIDOID};
-	Datum		args[2];
+	Oid			argtypes[3] = {TEXTOID, OIDOID, BOOLOID};
+	Datum		args[3];
 
 	SPI_connect();
 	cp_model_check_owner(name, grant ? "grant privileges on" : "revoke privileges on");
@@ -108,17 +108,23 @@ change_usage(FunctionCallInfo fcinfo, bool grant)
 		check_role_exists(role);
 	args[0] = CStringGetTextDatum(name);
 	args[1] = ObjectIdGetDatum(role);
-	if (grant)
-		cp_model_store_query("UPDATE corgipile.model_store AS s "
-					"SET usage_roles = pg_catalog.array_append(s.usage_roles, $2) "
-					"WHERE s.model_name OPERATOR(pg_catalog.=) $1 "
-					"AND NOT ($2 OPERATOR(pg_catalog.=) ANY (s.usage_roles))",
-					2, argtypes, args, NULL, false, SPI_OK_UPDATE);
-	else
-		cp_model_store_query("UPDATE corgipile.model_store AS s "
-					"SET usage_roles = pg_catalog.array_remove(s.usage_roles, $2) "
-					"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
-					2, argtypes, args, NULL, false, SPI_OK_UPDATE);
+	args[2] = BoolGetDatum(grant);
+
+	/*
+	 * The grantees are rewritten whole: the new list, less the roles dropped
+	 * since they were granted.  Roles are cluster-wide and a model row is
+	 * not an object PostgreSQL tracks dependencies of, so DROP ROLE leaves
+	 * their OIDs behind; each change of the list sweeps them out.
+	 */
+	cp_model_store_query("UPDATE corgipile.model_store AS s "
+				"SET usage_roles = ARRAY(SELECT g.r FROM pg_catalog.unnest("
+				"CASE WHEN NOT $3 THEN pg_catalog.array_remove(s.usage_roles, $2) "
+				"WHEN $2 OPERATOR(pg_catalog.=) ANY (s.usage_roles) THEN s.usage_roles "
+				"ELSE pg_catalog.array_append(s.usage_roles, $2) END) WITH ORDINALITY AS g(r, n) "
+				"WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS a "
+				"WHERE a.oid OPERATOR(pg_catalog.=) g.r) ORDER BY g.n) "
+				"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
+				3, argtypes, args, NULL, false, SPI_OK_UPDATE);
 	SPI_finish();
 	PG_RETURN_VOID();
 }

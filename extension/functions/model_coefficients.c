@@ -30,31 +30,6 @@
 
 PG_FUNCTION_INFO_V1(corgipile_model_coefficients);
 
-/*
- * What the models view checks before it shows preprocess: original-unit
- * weights reveal the means and stds, and the features' names the category
- * values of text columns (with or without a transform).
- */
-static void
-check_may_see_preprocess(const CpStoredModel *m)
-{
-	Oid			user = GetUserId();
-
-	if (m->prep == NULL)
-		return;
-	if (OidIsValid(m->relid) && get_rel_name(m->relid) != NULL &&
-		pg_class_aclcheck(m->relid, user, ACL_SELECT) == ACLCHECK_OK)
-		return;
-	if (has_privs_of_role(user, m->owner))
-		return;
-	ereport(ERROR,
-			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("permission denied for the preprocessing of model \"%s\"",
-					m->model_name),
-			 errdetail("Its original-unit weights and category names reveal the rows it was trained on."),
-			 errhint("Ask for SELECT on the relation the model was trained on.")));
-}
-
 static char *
 feature_label(const CpStoredModel *m, int32 j)
 {
@@ -101,7 +76,11 @@ corgipile_model_coefficients(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	m = cp_models_load(text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	check_may_see_preprocess(m);
+	/*
+	 * original-unit weights reveal the means and stds, and the features'
+	 * names the category values of text columns
+	 */
+	cp_models_check_may_see_data(m, "Its original-unit weights");
 	nf = m->n_features;
 	w = m->prep ? cp_prep_original_weights(m->prep, m->weights, m->n_outputs) :
 		m->weights;

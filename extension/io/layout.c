@@ -391,6 +391,41 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 	}
 }
 
+/*
+ * Whether a label column of this type holds text classes.  Labels are read
+ * with their own column's type and looked up in classes learnt elsewhere
+ * (the training table, a stored model), so both sides must agree on it.
+ */
+bool
+cp_is_text_label_type(Oid type)
+{
+	return type == TEXTOID || type == VARCHAROID;
+}
+
+/*
+ * Refuse a relation whose labels are not of the kind of a model's classes
+ * (text against numbers or booleans, or the reverse), before any row is
+ * read: its labels would be looked up in a map of the other type, which
+ * reads one type's datum as the other's.  Checked once here for every
+ * relation that is read against classes learnt elsewhere: a validation
+ * table and evaluate()'s relation.  A linear model has no classes.
+ */
+void
+cp_layout_check_label_kind(const CpLayout *lo, bool text_classes,
+						   const char *model_name)
+{
+	bool		text_labels = cp_is_text_label_type(lo->label_type);
+
+	if (lo->model == CP_MODEL_LINEAR || text_labels == text_classes)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("label column \"%s\" of relation \"%s\" has type %s, but the classes of model \"%s\" are %s",
+					lo->label_name, lo->relname, format_type_be(lo->label_type),
+					model_name, text_classes ? "text" : "numbers or booleans"),
+			 errhint("Labels must be of the same kind as those the model was trained on.")));
+}
+
 bool
 cp_is_class_label_type(Oid type)
 {
@@ -421,6 +456,14 @@ class_of(const CpLayout *lo, Datum d, const CpRowContext *where)
 	void	   *hit;
 	char	   *label_text = NULL;
 
+	/*
+	 * The datum is read with the layout's type: a map of the other kind
+	 * would read one type's datum as the other's (cp_layout_check_label_kind
+	 * refuses such a relation before its first row; this keeps it so).
+	 */
+	if (unlikely(cm->is_text != cp_is_text_label_type(lo->label_type)))
+		elog(ERROR, "corgipile: the labels of \"%s\" are not of the kind of the classes they are looked up in",
+			 lo->relname);
 	if (cm->is_text)
 	{
 		label_text = TextDatumGetCString(d);

@@ -117,6 +117,9 @@ extern void cp_layout_scan(CpLayout *lo, Relation rel, Snapshot snapshot,
 						   CpBatchFn fn, void *arg);
 extern CpClassMap *cp_class_map_from_names(Oid type, char **names, int n);
 extern bool cp_is_class_label_type(Oid type);
+extern bool cp_is_text_label_type(Oid type);
+extern void cp_layout_check_label_kind(const CpLayout *lo, bool text_classes,
+									   const char *model_name);
 extern void cp_layout_use_prep(CpLayout *lo, const CpPrep *prep,
 							   const char *model_name);
 extern void cp_layout_share_encoding(CpLayout *dst, const CpLayout *src,

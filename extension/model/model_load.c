@@ -322,3 +322,40 @@ cp_models_load(const char *model_name)
 }
 
 /* corgipile.drop_model(model_name text) */
+
+/*
+ * Whether the current role may see what a model holds of its training
+ * relation's rows (its preprocessing: means, stds, category values, row
+ * count; its history and relation-describing params).  The one rule of the
+ * corgipile.models view: SELECT on the training relation while it exists;
+ * otherwise (imported rows, arrays, a dropped relation) the rights of the
+ * model's owner.  A role granted USAGE sees the weights, not these.
+ */
+bool
+cp_models_may_see_data(const CpStoredModel *m)
+{
+	Oid			user = GetUserId();
+
+	if (OidIsValid(m->relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(m->relid)))
+		return pg_class_aclcheck(m->relid, user, ACL_SELECT) == ACLCHECK_OK;
+	return has_privs_of_role(user, m->owner);
+}
+
+/*
+ * Refuse a use of a model's preprocessing that would show it to a role the
+ * models view hides it from: its original-unit weights, or a new model that
+ * copies it (warm_start).  what says which use, for the message.
+ */
+void
+cp_models_check_may_see_data(const CpStoredModel *m, const char *what)
+{
+	if (m->prep == NULL || cp_models_may_see_data(m))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for the preprocessing of model \"%s\"", m->model_name),
+			 errdetail("%s would reveal the statistics and category values of the rows it was trained on.", what),
+			 OidIsValid(m->relid) ?
+			 errhint("Ask for SELECT on the relation the model was trained on.") :
+			 errhint("Only the model's owner may use the preprocessing of a model without a training relation.")));
+}

@@ -45,6 +45,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/memutils.h"
 #include "utils/syscache.h"
 
 #include "model/models.h"
@@ -290,4 +291,48 @@ void
 cp_models_check_absent(const char *model_name)
 {
 	cp_models_check_new_name(model_name);
+}
+
+/*
+ * The names of the models this backend is training now.  Two trainings in
+ * one statement both pass the catalog check above and would find out only
+ * at the insert, after all their epochs; the second one is refused at its
+ * start instead.  A claim lasts as long as its training's memory: its
+ * reset callback releases it, on errors too.
+ */
+static List *cp_training_names = NIL;
+
+void
+cp_models_claim_name(const char *model_name)
+{
+	ListCell   *lc;
+	MemoryContext old;
+
+	foreach(lc, cp_training_names)
+		if (strcmp(lfirst(lc), model_name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("model \"%s\" is already being trained in this session", model_name),
+					 errhint("Give each training of one statement its own model_name.")));
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	cp_training_names = lappend(cp_training_names, pstrdup(model_name));
+	MemoryContextSwitchTo(old);
+}
+
+void
+cp_models_release_name(const char *model_name)
+{
+	ListCell   *lc;
+
+	foreach(lc, cp_training_names)
+	{
+		char	   *name = lfirst(lc);
+
+		if (strcmp(name, model_name) == 0)
+		{
+			cp_training_names = foreach_delete_current(cp_training_names, lc);
+			pfree(name);
+			return;
+		}
+	}
 }

@@ -121,8 +121,12 @@ typedef struct CpStoredModel
 extern char *cp_models_new_name(Relation rel, CpModelKind kind);
 extern void cp_models_check_new_name(const char *model_name);
 extern void cp_models_check_absent(const char *model_name);
+extern void cp_models_claim_name(const char *model_name);
+extern void cp_models_release_name(const char *model_name);
 extern void cp_models_insert(const CpTrainRecord *rec);
 extern void cp_json_number(StringInfo buf, double v);
 extern CpStoredModel *cp_models_load(const char *model_name);
+extern bool cp_models_may_see_data(const CpStoredModel *m);
+extern void cp_models_check_may_see_data(const CpStoredModel *m, const char *what);
 
 #endif							/* CORGIPILE_MODELS_H */

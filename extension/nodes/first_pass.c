@@ -796,6 +796,9 @@ adopt_warm(PassState *ps)
 	CpLayout   *lo = ps->lo;
 	CpStoredModel *w = cp_models_load(ps->p->warm_start);
 
+	/* the new model would store it, readable by this role */
+	cp_models_check_may_see_data(w, "A warm start from it");
+
 	/* SGD's warm start checks say what does not fit */
 	if (w->mode != lo->mode ||
 		(w->prep != NULL && lo->n_features > 0 && w->prep->n_features != lo->n_features))

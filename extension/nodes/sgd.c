@@ -71,6 +71,7 @@ typedef struct SgdState
 	const CpLayout *lo;			/* the child's layout, read-only */
 	int64		seed;
 	char	   *model_name;
+	bool		name_claimed;	/* cp_models_claim_name's, until cleanup */
 	Datum		model_name_datum;
 
 	MemoryContext train_cxt;	/* buffers and weights */
@@ -181,6 +182,8 @@ sgd_cleanup(void *arg)
 	SgdState   *s = (SgdState *) arg;
 
 	cp_worker_stop(&s->worker);
+	if (s->name_claimed)
+		cp_models_release_name(s->model_name);
 }
 
 static void
@@ -235,6 +238,8 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	s->cleanup.func = sgd_cleanup;
 	s->cleanup.arg = s;
 	MemoryContextRegisterResetCallback(s->train_cxt, &s->cleanup);
+	cp_models_claim_name(s->model_name);
+	s->name_claimed = true;
 	s->val_row_cxt = AllocSetContextCreate(s->train_cxt,
 										   "corgipile validation row",
 										   ALLOCSET_DEFAULT_SIZES);
@@ -273,6 +278,9 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 					 errmsg("validation relation \"%s\" lays out its features differently from \"%s\"",
 							RelationGetRelationName(s->vrel),
 							s->lo->relname)));
+		cp_layout_check_label_kind(&s->vlayout,
+								   cp_is_text_label_type(s->lo->label_type),
+								   s->model_name);
 		cp_buffer_init(&s->vbuf, s->train_cxt, sparse);
 	}
 	s->holdout = cp_tuple_shuffle_holdout(s->ts);

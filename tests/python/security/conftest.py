@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -29,13 +31,43 @@ def postmaster_start(conn) -> object:
     ).fetchone()
 
 
+# What the postmaster logs when a backend dies of a signal or an abort
+# (postmaster.c's LogChildExit), or when the OOM killer takes one.
+_CRASH_LINES = re.compile(
+    r"(server process|background worker|parallel worker).*(was terminated by signal|"
+    r"exited with exit code [1-9]|was terminated by exception)|terminating any other active server processes"
+)
+
+
+def server_log() -> Path | None:
+    """The test cluster's log file (make test's cluster), if known."""
+    cluster = os.environ.get("CORGIPILE_TEST_CLUSTER")
+    path = Path(cluster, "server.log") if cluster else None
+    return path if path is not None and path.exists() else None
+
+
+def crash_lines(log: Path, offset: int) -> list[str]:
+    """Lines of the server log after offset that say a backend crashed."""
+    with log.open("rb") as f:
+        f.seek(offset)
+        text = f.read().decode("utf-8", "replace")
+    return [line for line in text.splitlines() if _CRASH_LINES.search(line)]
+
+
 @pytest.fixture(autouse=True)
 def postmaster_unchanged(conn):
-    """Fails the test if the server restarted while it ran (a crash)."""
+    """Fails the test if a backend crashed while it ran: read from the
+    server log (a crashed backend's exit, the postmaster's reset of every
+    session), and from the statistics reset that crash recovery stamps."""
+    log = server_log()
+    offset = log.stat().st_size if log is not None else 0
     before = postmaster_start(conn)
     yield
     with psycopg.connect(conn.info.dsn, autocommit=True) as check:
         after = postmaster_start(check)
+    if log is not None:
+        crashed = crash_lines(log, offset)
+        assert not crashed, "a backend crashed during the test:\n" + "\n".join(crashed)
     assert after == before, "the postmaster restarted during the test: a backend crashed"
 
 

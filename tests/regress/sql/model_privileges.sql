@@ -222,6 +222,74 @@ SELECT corgipile.predict('bad_sparse_no_indices', t) FROM points t LIMIT 1;
 SELECT * FROM corgipile.evaluate('bad_features_empty', 'points');
 SELECT count(corgipile.drop_model(model_name)) FROM corgipile.models WHERE model_name LIKE 'bad\_%';
 
+-- warm_start and model_coefficients follow the models view's rule for a
+-- model's preprocessing: SELECT on its training relation or, without one
+-- (imported rows), the owner's rights.  A grantee of an imported model may
+-- predict with it but not copy its statistics and category values into a
+-- model of its own, nor read them as original-unit weights.
+CREATE TABLE cats_data AS
+SELECT i AS id, i % 2 AS label, (ARRAY['red', 'green', 'blue'])[1 + i % 3] AS color,
+       i * 1.5 AS x
+FROM generate_series(1, 60) AS i;
+CREATE TABLE cats_other AS SELECT id, label, color, x + 1 AS x FROM cats_data;
+GRANT SELECT ON cats_data TO corgipile_alice;
+GRANT SELECT ON cats_other TO corgipile_bob;
+SET ROLE corgipile_alice;
+SET client_min_messages = warning;
+SELECT count(*) FROM corgipile.train('cats_data', 'logistic', features => 'color, x',
+                                     model_name => 'cats_src', max_epoch_num => 1, seed => 1);
+RESET client_min_messages;
+SELECT corgipile.import_model('cats_imp', model, '(imported)', label, features, feature_indices,
+                              n_features, weights, classes, params, history, created_at, preprocess)
+FROM corgipile.models WHERE model_name = 'cats_src';
+SELECT corgipile.grant_model('cats_imp', 'corgipile_bob');
+SELECT count(*) FROM corgipile.model_coefficients('cats_imp');
+RESET ROLE;
+SET ROLE corgipile_bob;
+SELECT preprocess IS NULL AS preprocess_hidden FROM corgipile.models WHERE model_name = 'cats_imp';
+SELECT count(*) FROM corgipile.train('cats_other', 'logistic', features => 'color, x',
+                                     model_name => 'bob_warm', warm_start => 'cats_imp',
+                                     max_epoch_num => 1, seed => 1);
+SELECT count(*) FROM corgipile.model_coefficients('cats_imp');
+SELECT count(corgipile.predict('cats_imp', c)) FROM cats_other AS c;
+RESET ROLE;
+-- The owner who may no longer read the training relation: hidden by the
+-- view, refused by model_coefficients alike.
+REVOKE SELECT ON cats_data FROM corgipile_alice;
+SET ROLE corgipile_alice;
+SELECT preprocess IS NULL AS preprocess_hidden FROM corgipile.models WHERE model_name = 'cats_src';
+SELECT count(*) FROM corgipile.model_coefficients('cats_src');
+RESET ROLE;
+SELECT corgipile.drop_model(model_name) FROM corgipile.models
+WHERE model_name IN ('cats_src', 'cats_imp');
+DROP TABLE cats_data, cats_other;
+
+-- A grantee dropped since: gone from usage_roles in the view at once, and
+-- from the stored list at the next grant or revoke.
+CREATE ROLE corgipile_gone;
+SET client_min_messages = warning;
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'granted_gone', max_epoch_num => 1, seed => 1);
+RESET client_min_messages;
+SELECT corgipile.grant_model('granted_gone', 'corgipile_gone'), corgipile.grant_model('granted_gone', 'corgipile_bob');
+DROP ROLE corgipile_gone;
+SELECT usage_roles FROM corgipile.models WHERE model_name = 'granted_gone';
+SELECT pg_catalog.cardinality(usage_roles) FROM corgipile.model_store WHERE model_name = 'granted_gone';
+SELECT corgipile.revoke_model('granted_gone', 'corgipile_bob');
+SELECT pg_catalog.cardinality(usage_roles) FROM corgipile.model_store WHERE model_name = 'granted_gone';
+SELECT corgipile.drop_model('granted_gone');
+
+-- Two trainings of one statement with one new model name: the second is
+-- refused at its start, not after both have trained; the name is free again
+-- for the next statement.
+SELECT count(*) FROM (
+    SELECT * FROM corgipile.train('points', 'svm', model_name => 'twice', max_epoch_num => 1, seed => 1)
+    UNION ALL
+    SELECT * FROM corgipile.train('points', 'svm', model_name => 'twice', max_epoch_num => 1, seed => 2)) AS s;
+SET client_min_messages = warning;
+SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'twice', max_epoch_num => 1, seed => 1);
+RESET client_min_messages;
+SELECT corgipile.drop_model('twice');
+
 SELECT corgipile.drop_model(model_name) FROM corgipile.models
 WHERE model_name IN ('alice_private', 'alice_shared', 'prod_model', 'good_sm');
 DROP TABLE alice_data;

@@ -210,3 +210,36 @@ EXPLAIN (COSTS OFF)
 SELECT * FROM corgipile.train('points_sparse', 'svm', features => 'vals', feature_indices => 'label');
 
 SELECT count(*) FROM corgipile.models WHERE model_name LIKE 'hold%';
+
+-- A validation table or an evaluated relation whose labels are not of the
+-- kind of the model's classes (text against numbers, either way) is
+-- refused before any row is read: it used to crash the server (softmax
+-- with text classes against integer labels) or to score silently.
+CREATE TABLE hold_kind_text AS
+SELECT i AS id, (ARRAY['a', 'b', 'c'])[1 + i % 3] AS lab,
+       ARRAY[i % 3, (i * 7) % 5]::float8[] AS f FROM generate_series(1, 90) AS i;
+CREATE TABLE hold_kind_num AS
+SELECT id, 1 + id % 3 AS lab, f FROM hold_kind_text;
+CREATE TABLE hold_kind_bin AS
+SELECT id, id % 2 AS lab, f FROM hold_kind_text;
+CREATE TABLE hold_kind_bintext AS
+SELECT id, (ARRAY['x', 'y'])[1 + id % 2] AS lab, f FROM hold_kind_text;
+SELECT count(*) FROM corgipile.train('hold_kind_text', 'softmax', label => 'lab', features => 'f',
+                                     validation => 'hold_kind_num', model_name => 'hold_kind_1', max_epoch_num => 1, seed => 1);
+SELECT count(*) FROM corgipile.train('hold_kind_num', 'softmax', label => 'lab', features => 'f',
+                                     validation => 'hold_kind_text', model_name => 'hold_kind_2', max_epoch_num => 1, seed => 1);
+SELECT count(*) FROM corgipile.train('hold_kind_bin', 'svm', label => 'lab', features => 'f',
+                                     validation => 'hold_kind_bintext', model_name => 'hold_kind_3', max_epoch_num => 1, seed => 1);
+SELECT count(*) FROM corgipile.train('hold_kind_bintext', 'logistic', label => 'lab', features => 'f',
+                                     validation => 'hold_kind_bin', model_name => 'hold_kind_4', max_epoch_num => 1, seed => 1);
+SET client_min_messages = warning;
+SELECT count(*) FROM corgipile.train('hold_kind_text', 'softmax', label => 'lab', features => 'f',
+                                     model_name => 'hold_kind_soft', max_epoch_num => 1, seed => 1);
+SELECT count(*) FROM corgipile.train('hold_kind_bintext', 'logistic', label => 'lab', features => 'f',
+                                     model_name => 'hold_kind_log', max_epoch_num => 1, seed => 1);
+RESET client_min_messages;
+SELECT metric FROM corgipile.evaluate('hold_kind_soft', 'hold_kind_num');
+SELECT metric FROM corgipile.evaluate('hold_kind_log', 'hold_kind_bin');
+-- the training table itself is scored
+SELECT metric FROM corgipile.evaluate('hold_kind_soft', 'hold_kind_text') WHERE metric = 'accuracy';
+SELECT corgipile.drop_model('hold_kind_soft'), corgipile.drop_model('hold_kind_log');
