@@ -1056,6 +1056,17 @@ run_epoch(SgdState *s)
 	INSTR_TIME_SUBTRACT(elapsed, start);
 	res->seconds = INSTR_TIME_GET_DOUBLE(elapsed);
 	s->n_done++;
+
+	/*
+	 * max_epoch_num => NULL: once the first epoch has counted the rows, as
+	 * many epochs as make CP_DEFAULT_MIN_ROW_STEPS row steps, at least
+	 * CP_DEFAULT_EPOCHS and at most CP_DEFAULT_MAX_EPOCHS.
+	 */
+	if (s->params.epochs_auto && s->n_done == 1 && res->tuples > 0)
+		s->params.max_epoch_num = (int32)
+			Max((int64) CP_DEFAULT_EPOCHS,
+				Min((int64) CP_DEFAULT_MAX_EPOCHS,
+					(CP_DEFAULT_MIN_ROW_STEPS + res->tuples - 1) / res->tuples));
 	if (s->n_done >= s->params.max_epoch_num)
 		s->finished = true;
 
@@ -1295,7 +1306,14 @@ sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 
 	ExplainPropertyText("Model", cp_model_kind_name(s->params.model), es);
 	ExplainPropertyText("Shuffle", cp_shuffle_name(s->params.shuffle), es);
-	ExplainPropertyInteger("Epochs", NULL, s->params.max_epoch_num, es);
+	if (s->params.epochs_auto && !(es->analyze && s->n_done > 0))
+		ExplainPropertyText("Epochs",
+							psprintf("%d; below %d rows, enough for %d row steps (at most %d)",
+									 CP_DEFAULT_EPOCHS,
+									 CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS,
+									 CP_DEFAULT_MIN_ROW_STEPS, CP_DEFAULT_MAX_EPOCHS), es);
+	else
+		ExplainPropertyInteger("Epochs", NULL, s->params.max_epoch_num, es);
 	ExplainPropertyFloat("Learning Rate", NULL, s->params.learning_rate, 4, es);
 	ExplainPropertyText("Averaging",
 						!s->params.average ? "off" :

@@ -393,7 +393,9 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("corgipile.train: decay must be in (0, 1], got %g", p->decay),
 				 errhint("The learning rate is multiplied by decay after each epoch; use 1 for a constant rate.")));
-	p->max_epoch_num = positive_int(values, nulls, CP_ARG_MAX_EPOCH_NUM);
+	p->epochs_auto = nulls[CP_ARG_MAX_EPOCH_NUM];
+	p->max_epoch_num = p->epochs_auto ? CP_DEFAULT_EPOCHS :
+		positive_int(values, nulls, CP_ARG_MAX_EPOCH_NUM);
 	p->batch_size = positive_int(values, nulls, CP_ARG_BATCH_SIZE);
 
 	require_not_null(nulls, CP_ARG_L2);

@@ -32,7 +32,7 @@
 	X(SHUFFLE, shuffle, TEXTOID, false, CStringGetTextDatum("corgipile"), "'corgipile'::text") \
 	X(LEARNING_RATE, learning_rate, FLOAT8OID, true, (Datum) 0, "NULL::double precision") \
 	X(DECAY, decay, FLOAT8OID, false, Float8GetDatum(0.95), "0.95") \
-	X(MAX_EPOCH_NUM, max_epoch_num, INT4OID, false, Int32GetDatum(20), "20") \
+	X(MAX_EPOCH_NUM, max_epoch_num, INT4OID, true, (Datum) 0, "NULL::integer") \
 	X(BATCH_SIZE, batch_size, INT4OID, false, Int32GetDatum(1), "1") \
 	X(L2, l2, FLOAT8OID, false, Float8GetDatum(0.0), "0") \
 	X(BLOCK_SIZE, block_size, TEXTOID, true, (Datum) 0, "NULL::text") \
