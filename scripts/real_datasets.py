@@ -151,7 +151,7 @@ def load(conn: psycopg.Connection, name: str, frame: pd.DataFrame) -> None:
 
 # 0.3.0's defaults, for the comparison (--baseline): no averaging (so
 # learning_rate NULL is 0.01 for linear, 0.1 else) and a 10% buffer
-OLD_DEFAULTS = {"average": "false", "buffer_size": "10%"}
+OLD_DEFAULTS = {"average": "false", "buffer_size": "10%", "max_epoch_num": "20"}
 
 
 def cpu_seconds(conn) -> float:
@@ -378,7 +378,7 @@ def main() -> None:
     ap.add_argument("--order", choices=("label", "random"), default="label",
                     help="how the training table is stored (default: sorted by its label)")
     ap.add_argument("--baseline", action="store_true",
-                    help="also train with 0.3.0's defaults (average => false, "
+                    help="also train with 0.3.0's defaults (average => false, max_epoch_num => 20, "
                          "buffer_size => '10%%') on the same tables")
     ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                     help="a corgipile.train argument on top of the defaults (diagnosis only: "
