@@ -8,8 +8,10 @@
 --   * Defaults that converge: train() takes average (NULL: averaged SGD
 --     when learning_rate is left to its default), and buffer_size
 --     defaults to NULL (the whole table when its heap fits
---     maintenance_work_mem, else 10%), and max_epoch_num to NULL (20, or
---     up to 200 on a small table: at least 50,000 row steps).
+--     maintenance_work_mem, else 10%), max_epoch_num to NULL (20, or up
+--     to 200 on a small table: at least 50,000 row steps), and l2 to NULL
+--     (scikit-learn's C = 1 per row, 1/rows, with the default schedule;
+--     else 0).
 
 \echo Use "ALTER EXTENSION corgipile UPDATE TO '0.4.0'" to load this file. \quit
 
@@ -72,8 +74,8 @@ COMMENT ON VIEW corgipile.models IS 'The models the current role owns or was gra
 GRANT SELECT ON corgipile.models TO PUBLIC;
 
 -- Defaults that converge (issue 21) -------------------------------------
--- A new parameter, average, and the defaults NULL of buffer_size and
--- max_epoch_num: the signature
+-- A new parameter, average, and the defaults NULL of buffer_size,
+-- max_epoch_num and l2: the signature
 -- changes, so the function is dropped and created (as 0.3.0 did).
 DROP FUNCTION corgipile.train(regclass, text, text, text, text, text, integer, text,
                               float8, float8, integer, integer, float8, text, text,
@@ -93,7 +95,7 @@ CREATE FUNCTION corgipile.train(
     decay           float8 DEFAULT 0.95,
     max_epoch_num   integer DEFAULT NULL,
     batch_size      integer DEFAULT 1,
-    l2              float8 DEFAULT 0,
+    l2              float8 DEFAULT NULL,
     block_size      text DEFAULT NULL,
     buffer_size     text DEFAULT NULL,
     seed            bigint DEFAULT NULL,
@@ -117,10 +119,10 @@ RETURNS TABLE (
     seconds          float8)
 AS 'MODULE_PATHNAME', 'corgipile_train'
 -- not STRICT: NULL means "the default" for model_name, n_features,
--- feature_indices, learning_rate, max_epoch_num, block_size, buffer_size, seed,
+-- feature_indices, learning_rate, max_epoch_num, l2, block_size, buffer_size, seed,
 -- validation, tolerance, warm_start and average; other NULLs are errors.
 LANGUAGE C VOLATILE PARALLEL UNSAFE
 ROWS 20
 SUPPORT corgipile.train_support;
 
-COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. learning_rate NULL: the default schedule (rate 0.1, iterates averaged from epoch 2, implicit steps for linear). average: averaged SGD on or off (NULL: on with the default rate). buffer_size NULL: the whole table when its heap fits maintenance_work_mem, else 10%. max_epoch_num NULL: 20, or up to 200 on a small table (50,000 row steps). validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';
+COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. learning_rate NULL: the default schedule (rate 0.1, iterates averaged from epoch 2, implicit steps for linear). average: averaged SGD on or off (NULL: on with the default rate). buffer_size NULL: the whole table when its heap fits maintenance_work_mem, else 10%. max_epoch_num NULL: 20, or up to 200 on a small table (50,000 row steps). l2 NULL: 1/rows with the default schedule (scikit-learn''s C = 1), else 0. validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';

@@ -105,13 +105,11 @@ typedef struct SgdState
 
 	/*
 	 * The trivial baseline (issue 21): the first epoch's training labels,
-	 * counted per class (classifiers: class k of softmax, -1/+1 at 0/1), or
-	 * their sum and sum of squares (linear).
+	 * counted per class (class k of softmax; -1/+1 at 0/1), and in all
+	 * (linear: the mean's R2 is 0 whatever the labels).
 	 */
 	int64	   *label_counts;
 	int			n_label_counts;
-	double		label_sum;
-	double		label_sum2;
 	int64		label_n;
 
 	Relation	vrel;			/* validation relation, or NULL */
@@ -566,22 +564,13 @@ note_labels(SgdState *s, const CpBuffer *buf)
 		s->label_counts = MemoryContextAllocZero(s->train_cxt,
 												 sizeof(int64) * s->n_label_counts);
 	}
-	for (int64 i = 0; i < buf->n_rows; i++)
+	for (int64 i = 0; s->label_counts != NULL && i < buf->n_rows; i++)
 	{
 		double		y = buf->labels[i];
+		int			k = s->params.model == CP_MODEL_SOFTMAX ? (int) y : (y > 0.0);
 
-		if (s->params.model == CP_MODEL_LINEAR)
-		{
-			s->label_sum += y;
-			s->label_sum2 += y * y;
-		}
-		else
-		{
-			int			k = s->params.model == CP_MODEL_SOFTMAX ? (int) y : (y > 0.0);
-
-			if (k >= 0 && k < s->n_label_counts)
-				s->label_counts[k]++;
-		}
+		if (k >= 0 && k < s->n_label_counts)
+			s->label_counts[k]++;
 	}
 	s->label_n += buf->n_rows;
 }
@@ -1067,6 +1056,17 @@ run_epoch(SgdState *s)
 			Max((int64) CP_DEFAULT_EPOCHS,
 				Min((int64) CP_DEFAULT_MAX_EPOCHS,
 					(CP_DEFAULT_MIN_ROW_STEPS + res->tuples - 1) / res->tuples));
+
+	/*
+	 * l2 => NULL with the default schedule: scikit-learn's C = 1 per row,
+	 * 1/rows, from epoch 2 on (params.h).  Workers keep their own copies of
+	 * the settings: a parallel training stays unpenalised.
+	 */
+	if (s->params.l2_auto && s->n_done == 1 && res->tuples > 0 && s->par == NULL)
+	{
+		s->params.l2 = 1.0 / (double) res->tuples;
+		s->model.l2 = s->params.l2;
+	}
 	if (s->n_done >= s->params.max_epoch_num)
 		s->finished = true;
 
@@ -1315,6 +1315,8 @@ sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	else
 		ExplainPropertyInteger("Epochs", NULL, s->params.max_epoch_num, es);
 	ExplainPropertyFloat("Learning Rate", NULL, s->params.learning_rate, 4, es);
+	if (s->params.l2_auto)
+		ExplainPropertyText("L2", "1 / the rows trained on, from epoch 2", es);
 	ExplainPropertyText("Averaging",
 						!s->params.average ? "off" :
 						s->params.max_epoch_num < 2 ? "on (from epoch 2: none in one epoch)" :

@@ -398,8 +398,9 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 		positive_int(values, nulls, CP_ARG_MAX_EPOCH_NUM);
 	p->batch_size = positive_int(values, nulls, CP_ARG_BATCH_SIZE);
 
-	require_not_null(nulls, CP_ARG_L2);
-	p->l2 = DatumGetFloat8(values[CP_ARG_L2]);
+	/* NULL: 0, or 1/rows with the default schedule (CP_DEFAULT_EPOCHS' note) */
+	p->l2_auto = nulls[CP_ARG_L2] && p->default_rate && p->average;
+	p->l2 = nulls[CP_ARG_L2] ? 0.0 : DatumGetFloat8(values[CP_ARG_L2]);
 	if (!(p->l2 >= 0.0) || isinf(p->l2))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

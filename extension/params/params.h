@@ -106,6 +106,8 @@ typedef struct CpTrainParams
 	bool		average;		/* averaged SGD: average => or its default */
 	bool		buffer_auto;	/* buffer_size => NULL: chosen by the table's size */
 	bool		epochs_auto;	/* max_epoch_num => NULL: chosen after epoch 1 */
+	bool		l2_auto;		/* l2 => NULL with the default schedule: 1/rows
+								 * from epoch 2 on */
 } CpTrainParams;
 
 /*
@@ -133,6 +135,17 @@ typedef struct CpTrainParams
  * (docs/real-datasets.md).  50,000 steps take milliseconds.
  */
 #define CP_DEFAULT_EPOCHS 20
+
+/*
+ * l2 => NULL: with the default schedule (learning_rate NULL, averaging
+ * on), 1 / the rows the first epoch trained on, from epoch 2 on; else 0,
+ * as before 0.4.0.  It is scikit-learn's default penalty written per row:
+ * LogisticRegression's C = 1 (C times the summed losses plus |w|^2 / 2)
+ * and Ridge's alpha = 1, divided by the rows, are the mean loss plus
+ * |w|^2 / (2 n).  The exact solvers' answer is that objective's minimum;
+ * without it a nearly separable table has none, and more epochs only grow
+ * the weights.
+ */
 #define CP_DEFAULT_MIN_ROW_STEPS 50000
 #define CP_DEFAULT_MAX_EPOCHS 200
 

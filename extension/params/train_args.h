@@ -34,7 +34,7 @@
 	X(DECAY, decay, FLOAT8OID, false, Float8GetDatum(0.95), "0.95") \
 	X(MAX_EPOCH_NUM, max_epoch_num, INT4OID, true, (Datum) 0, "NULL::integer") \
 	X(BATCH_SIZE, batch_size, INT4OID, false, Int32GetDatum(1), "1") \
-	X(L2, l2, FLOAT8OID, false, Float8GetDatum(0.0), "0") \
+	X(L2, l2, FLOAT8OID, true, (Datum) 0, "NULL::double precision") \
 	X(BLOCK_SIZE, block_size, TEXTOID, true, (Datum) 0, "NULL::text") \
 	X(BUFFER_SIZE, buffer_size, TEXTOID, true, (Datum) 0, "NULL::text") \
 	X(SEED, seed, INT8OID, true, (Datum) 0, "NULL::bigint") \

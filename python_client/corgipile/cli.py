@@ -80,7 +80,8 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
     (["--epochs", "--max-epoch-num"], "max_epoch_num", int,
      "number of epochs (default: 20, or up to 200 on a small table)"),
     (["--batch-size"], "batch_size", int, "mini-batch size (1)"),
-    (["--l2"], "l2", float, "L2 penalty (0)"),
+    (["--l2"], "l2", float,
+     "L2 penalty (default: 1/rows with the default rate, as scikit-learn's C=1; else 0)"),
     (["--block-size"], "block_size", str, "block size, e.g. 10MB or a number of pages"),
     (["--buffer-size"], "buffer_size", str, "buffer size: a percentage of the table, a "
                                             "size, or pages (default: the whole table "
