@@ -131,8 +131,9 @@ typedef struct CpTrainParams
  * CP_DEFAULT_MIN_ROW_STEPS row steps, at most CP_DEFAULT_MAX_EPOCHS.  An
  * averaged SGD's distance to the optimum shrinks with the number of steps,
  * and 20 epochs of a 300-row table are 6,000 steps: one test row in 80 off
- * scikit-learn's answer on such a table, none at 100 epochs
- * (docs/real-datasets.md).  50,000 steps take milliseconds.
+ * scikit-learn's answer on such a table, none at 100 epochs; a nearly
+ * separable 1,077-row table needed about 200 (docs/real-datasets.md).
+ * 200,000 steps of a small row take tens of milliseconds.
  */
 #define CP_DEFAULT_EPOCHS 20
 
@@ -146,7 +147,7 @@ typedef struct CpTrainParams
  * without it a nearly separable table has none, and more epochs only grow
  * the weights.
  */
-#define CP_DEFAULT_MIN_ROW_STEPS 50000
+#define CP_DEFAULT_MIN_ROW_STEPS 200000
 #define CP_DEFAULT_MAX_EPOCHS 200
 
 /* How a table is cut into blocks and buffers. */
