@@ -38,6 +38,16 @@ typedef struct CpBuffer
 	int64		nnz;			/* sparse only: values used */
 	int64		cap_nnz;		/* sparse only: values allocated */
 
+	/*
+	 * The most bytes the arrays may take (0: no limit), and what to say
+	 * when a row does not fit: the buffer's name and the setting to raise
+	 * (cp_buffer_set_budget).  Checked by cp_buffer_reserve, on the main
+	 * thread.
+	 */
+	Size		budget;
+	const char *budget_what;
+	const char *budget_hint;
+
 	uint32	   *order;			/* visiting order: a permutation of rows */
 	bool		order_is_identity;	/* order[i] == i: rows already in order */
 	void	   *memcxt;			/* owner of the arrays; opaque to the core */

@@ -501,7 +501,27 @@ step_output(CpModel *m, double *w, const CpBuffer *buf, int64 row, double g)
 	double		shrink = 1.0 - lr * m->l2;
 	double		t = lr * m->l1;
 
-	if (buf->sparse)
+	if (buf->sparse && m->reg_all && (m->l2 > 0.0 || t > 0.0))
+	{
+		int64		end = buf->offsets[row + 1];
+		int			n = m->n_features;
+		double		lg = lr * g;
+
+		/*
+		 * The dense step's arithmetic, weight by weight: w * shrink (a
+		 * weight the row does not touch gets w * shrink - lg * 0, the same
+		 * double), then - lg * x where x is not 0, then the threshold.
+		 */
+		if (m->l2 > 0.0)
+			for (int j = 0; j < n; j++)
+				w[j] *= shrink;
+		for (int64 k = buf->offsets[row]; k < end; k++)
+			w[buf->indices[k]] -= lg * buf->values[k];
+		if (t > 0.0)
+			for (int j = 0; j < n; j++)
+				w[j] = soft_threshold(w[j], t);
+	}
+	else if (buf->sparse)
 	{
 		int64		end = buf->offsets[row + 1];
 
@@ -637,6 +657,9 @@ cp_model_flush(CpModel *m)
 	double		shrink;
 	double		t;
 
+	/* lazily: only the weights the batch touched (not with reg_all) */
+	bool		lazy = m->sparse && !m->reg_all;
+
 	if (m->batch_fill == 0)
 		return;
 	scale = m->learning_rate / (double) m->batch_fill;
@@ -647,11 +670,11 @@ cp_model_flush(CpModel *m)
 	{
 		double	   *w = m->w + (int64) o * m->stride;
 		double	   *grad = m->grad + (int64) o * m->stride;
-		int			n = m->sparse ? m->n_touched : m->n_features;
+		int			n = lazy ? m->n_touched : m->n_features;
 
 		for (int i = 0; i < n; i++)
 		{
-			int32		j = m->sparse ? m->touched[i] : i;
+			int32		j = lazy ? m->touched[i] : i;
 
 			w[j] = w[j] * shrink - scale * grad[j];
 			if (t > 0.0)
@@ -993,6 +1016,113 @@ train_gathered(CpModel *m, const CpBuffer *buf, int64 start,
 }
 
 /*
+ * l2 on sparse rows whose weights must all shrink at every step (reg_all:
+ * one-hot columns), in O(nnz) a step instead of O(n_features): the feature
+ * weights are kept as w = scale * v, so the shrink of every weight is one
+ * multiplication of scale, and a step adds - lr g x / scale to v where x is
+ * not 0.  That is the dense step w <- w * shrink - lr g x but for rounding.
+ * The weights are folded back (v *= scale) when the buffer is done, so
+ * that between buffers m->w holds the weights as always, and whenever
+ * scale gets so small that v could lose range (both at row positions that
+ * do not depend on timing: a call stopped by a cancel keeps the scale in
+ * m->l2_scale for the call that resumes it).  Biases are not shrunk (as ever).  Not
+ * with l1 (a soft threshold of every weight is not a scaling), mini-
+ * batches or GraB (their own paths).
+ */
+#define CP_SCALE_FOLD_BELOW 1e-100
+
+static bool
+scaled_l2(const CpModel *m, const CpBuffer *buf)
+{
+	double		shrink = 1.0 - m->learning_rate * m->l2;
+
+	return buf->sparse && m->reg_all && m->l2 > 0.0 && m->l1 == 0.0 &&
+		m->batch_size <= 1 && m->grab == NULL && shrink > 0.0 && shrink < 1.0;
+}
+
+static void
+fold_scale(CpModel *m, double scale)
+{
+	for (int o = 0; o < m->n_outputs; o++)
+	{
+		double	   *w = m->w + (int64) o * m->stride;
+
+		for (int j = 0; j < m->n_features; j++)
+			w[j] *= scale;
+	}
+}
+
+static int64
+train_scaled_l2(CpModel *m, const CpBuffer *buf, int64 start, CpCancel *cancel)
+{
+	double		lr = m->learning_rate;
+	double		shrink = 1.0 - lr * m->l2;
+
+	/* a resumed call carries on with the scale where the last one stopped */
+	double		scale = m->l2_scale > 0.0 ? m->l2_scale : 1.0;
+
+	for (int64 i = start; i < buf->n_rows; i++)
+	{
+		int64		row = buf->order[i];
+		int64		begin = buf->offsets[row];
+		int64		end = buf->offsets[row + 1];
+		double		y = buf->labels[row];
+
+		if (i > start && ((i - start) % CP_CANCEL_CHECK_ROWS) == 0 &&
+			cp_cancel_requested(cancel))
+		{
+			/* not folded: the resumed call gives what one call would */
+			m->l2_scale = scale;
+			return i;
+		}
+		/* every output's margin with the weights before the step */
+		for (int o = 0; o < m->n_outputs; o++)
+		{
+			const double *v = m->w + (int64) o * m->stride;
+			double		z = 0.0;
+
+			for (int64 k = begin; k < end; k++)
+				z += v[buf->indices[k]] * buf->values[k];
+			m->z[o] = scale * z + v[m->n_features];
+		}
+		if (m->kind == CP_MODEL_SOFTMAX)
+		{
+			int			cls = (int) y;
+
+			cp_stats_add_outputs(&m->stats, m, m->z, y);
+			for (int o = 0; o < m->n_outputs; o++)
+				m->g[o] = m->z[o] - (o == cls ? 1.0 : 0.0);
+		}
+		else
+		{
+			cp_stats_add(&m->stats, m->kind, m->z[0], y);
+			m->g[0] = cp_dloss(m->kind, m->z[0], y);
+		}
+		/* w <- w * shrink - lr g x, as scale and v */
+		scale *= shrink;
+		for (int o = 0; o < m->n_outputs; o++)
+		{
+			double	   *v = m->w + (int64) o * m->stride;
+			double		lg = lr * m->g[o];
+			double		step = lg / scale;
+
+			if (lg != 0.0)
+				for (int64 k = begin; k < end; k++)
+					v[buf->indices[k]] -= step * buf->values[k];
+			v[m->n_features] -= lg;
+		}
+		if (scale < CP_SCALE_FOLD_BELOW)
+		{
+			fold_scale(m, scale);
+			scale = 1.0;
+		}
+	}
+	fold_scale(m, scale);
+	m->l2_scale = 0.0;
+	return buf->n_rows;
+}
+
+/*
  * Train on the rows of the buffer in buf->order, from position start on.
  * Loss and accuracy are taken from each row's prediction before its update,
  * like the progressive figures of scikit-learn's SGD.
@@ -1023,6 +1153,8 @@ cp_model_train(CpModel *m, const CpBuffer *buf, int64 start,
 	}
 	if (grab_by_blocks(m, buf))
 		return train_by_blocks(m, buf, start, cancel);
+	if (scaled_l2(m, buf))
+		return train_scaled_l2(m, buf, start, cancel);
 	/* GraB's rows carry their block: gathered only with room for it */
 	if (!buf->sparse && !buf->order_is_identity && m->gather_rows > 0 &&
 		(m->grab == NULL || m->gather_blocks != NULL))

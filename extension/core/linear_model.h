@@ -67,6 +67,25 @@ typedef struct CpModel
 	int			stride;			/* n_features + 1 */
 	int			n_weights;		/* n_outputs * stride */
 	bool		sparse;			/* rows come in the sparse layout */
+
+	/*
+	 * With sparse rows: apply l2 and l1 to every weight at every step, as
+	 * for dense rows, instead of lazily to the weights a row touches.  Set
+	 * for one-hot encoded columns, whose rows are sparse only to save
+	 * memory: the weights are then those of the dense rows, but for the
+	 * summation order of the margin.  A step with l2 or l1 costs
+	 * O(n_features) then, as a dense step does; without them O(nnz).
+	 */
+	bool		reg_all;
+
+	/*
+	 * reg_all with l2: the feature weights are l2_scale * w while a
+	 * buffer trains in O(nnz) steps (linear_model.c, train_scaled_l2), 0
+	 * when they are w itself.  It is non-zero only between a call stopped
+	 * by a cancel and the call that resumes it, so the weights do not
+	 * depend on where interrupts arrived.
+	 */
+	double		l2_scale;
 	double	   *w;
 
 	/* hyper-parameters in force; learning_rate changes per epoch */

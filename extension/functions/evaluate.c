@@ -241,10 +241,10 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 	cp_check_select(rel, cp_layout_columns(&lo));
 
 	cp_check_model_size(ev.stored->kind, ev.stored->n_features,
-						ev.stored->n_outputs, lo.mode == CP_FEATURES_SPARSE, 1,
+						ev.stored->n_outputs, cp_layout_sparse_rows(&lo), 1,
 						ev.stored->model_name);
 	if (!cp_model_init(&ev.model, ev.stored->kind, ev.stored->n_features,
-					   ev.stored->n_outputs, lo.mode == CP_FEATURES_SPARSE, 1,
+					   ev.stored->n_outputs, cp_layout_sparse_rows(&lo), 1,
 					   0.0, 0.0, alloc_zero))
 		elog(ERROR, "corgipile: could not size model \"%s\"", ev.stored->model_name);
 	ev.model.w = ev.stored->weights;
@@ -255,7 +255,10 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 		ev.class_fn = palloc0(sizeof(int64) * ev.model.n_outputs);
 	}
 
-	cp_buffer_init(&buf, CurrentMemoryContext, lo.mode == CP_FEATURES_SPARSE);
+	cp_buffer_init(&buf, CurrentMemoryContext, cp_layout_sparse_rows(&lo));
+	/* batches of at most half of work_mem (cp_layout_scan) */
+	cp_buffer_set_budget(&buf, mul_size((Size) work_mem, 1024), "a batch of evaluate()",
+						 "Raise work_mem: a batch of rows evaluate() scores takes at most work_mem.");
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile evaluate row",
 									ALLOCSET_DEFAULT_SIZES);
 	cp_layout_scan(&lo, rel, GetActiveSnapshot(), &buf, CP_EVAL_BATCH, row_cxt,

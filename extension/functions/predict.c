@@ -120,6 +120,7 @@ load_entry(FunctionCallInfo fcinfo, text *name, Oid userid)
 	MemoryContext old;
 	CpPredictCache *cache;
 	CpStoredModel *m;
+	bool		sparse_rows;
 
 	cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "corgipile predict model",
 								ALLOCSET_DEFAULT_SIZES);
@@ -130,10 +131,11 @@ load_entry(FunctionCallInfo fcinfo, text *name, Oid userid)
 	cache->name = (text *) PG_DETOAST_DATUM_COPY(PointerGetDatum(name));
 	cache->stored = m = cp_models_load(text_to_cstring(name));
 	/* the loader checked the weights' length; this also bounds the scratch */
-	cp_check_model_size(m->kind, m->n_features, m->n_outputs, false, 1,
+	sparse_rows = m->mode == CP_FEATURES_SPARSE || cp_prep_has_onehot(m->prep);
+	cp_check_model_size(m->kind, m->n_features, m->n_outputs, sparse_rows, 1,
 						m->model_name);
 	if (!cp_model_init(&cache->model, m->kind, m->n_features, m->n_outputs,
-					   false, 1, 0.0, 0.0, alloc_zero))
+					   sparse_rows, 1, 0.0, 0.0, alloc_zero))
 		elog(ERROR, "corgipile: could not size model \"%s\"", m->model_name);
 	cache->model.w = m->weights;
 	cache->z = palloc(sizeof(double) * m->n_outputs);
@@ -371,35 +373,54 @@ resolve_row(CpPredictCache *cache, Oid type, int32 typmod)
 }
 
 /*
- * The columns of a row through the model's preprocessing: numbers (NULL:
- * no prediction, as without preprocessing), category indicators (NULL or
- * unseen: all zeros, counted and reported once per query), the transform.
+ * The columns of a row through the model's preprocessing, as a sparse row
+ * (one entry per column, as training holds it: layout.c): numbers (NULL:
+ * no prediction, as without preprocessing) transformed, each category's
+ * indicator (NULL or unseen: none, i.e. all zeros, reported once per query
+ * when it counts as unseen: cp_prep_column_code).
  */
 static bool
 load_encoded(CpPredictCache *cache)
 {
 	const CpPrep *prep = cache->stored->prep;
-	double	   *x = cache->row.values;
+	const CpPrepTransform *t = prep->transform;
 	int64		before = cache->n_unseen;
+	int			n = 0;
 
+	ensure_row_cap(cache, prep->n_columns);
+	cache->row.sparse = true;
 	for (int i = 0; i < prep->n_columns; i++)
 	{
 		const CpPrepColumn *col = &prep->columns[i];
 		AttrNumber	a = cache->attnos[i];
 
 		if (col->onehot)
-			cp_prep_encode_column(col, cache->values[a - 1], cache->nulls[a - 1],
-								  cache->atttypes[i], x + col->offset,
-								  &cache->n_unseen);
+		{
+			int32		code = cp_prep_column_code(col, cache->values[a - 1],
+												   cache->nulls[a - 1],
+												   cache->atttypes[i],
+												   &cache->n_unseen);
+
+			if (code == CP_PREP_NO_CODE)
+				continue;
+			cache->row.indices[n] = col->offset + code;
+			cache->row.values[n++] = 1.0;
+		}
 		else
 		{
+			double		x;
+
 			if (cache->nulls[a - 1])
 				return false;
-			x[col->offset] = cp_datum_to_double(cache->values[a - 1],
-												cache->atttypes[i]);
-			cp_check_finite(x[col->offset], NULL);
+			x = cp_datum_to_double(cache->values[a - 1], cache->atttypes[i]);
+			cp_check_finite(x, NULL);
+			if (t != NULL)
+				x = x * t->scale[col->offset] + t->offset[col->offset];
+			cache->row.indices[n] = col->offset;
+			cache->row.values[n++] = x;
 		}
 	}
+	cache->row.offsets[1] = n;
 	if (cache->n_unseen > before && !cache->unseen_noticed)
 	{
 		cache->unseen_noticed = true;
@@ -408,8 +429,6 @@ load_encoded(CpPredictCache *cache)
 						cache->stored->model_name),
 				 errdetail("This notice is given once per query.")));
 	}
-	if (prep->transform)
-		cp_prep_apply_dense(prep->transform, x);
 	return true;
 }
 
@@ -437,10 +456,10 @@ load_row(CpPredictCache *cache, HeapTupleHeader td)
 				return false;
 			return load_dense(cache, DatumGetArrayTypeP(cache->values[cache->attnos[0] - 1]));
 		case CP_FEATURES_COLUMNS:
+			if (cp_prep_has_onehot(m->prep))
+				return load_encoded(cache);
 			ensure_row_cap(cache, m->n_features);
 			cache->row.sparse = false;
-			if (m->prep != NULL)
-				return load_encoded(cache);
 			for (int i = 0; i < m->n_features; i++)
 			{
 				AttrNumber	a = cache->attnos[i];
@@ -451,6 +470,8 @@ load_row(CpPredictCache *cache, HeapTupleHeader td)
 														  cache->atttypes[i]);
 				cp_check_finite(cache->row.values[i], NULL);
 			}
+			if (m->prep != NULL && m->prep->transform != NULL)
+				cp_prep_apply_dense(m->prep->transform, cache->row.values);
 			return true;
 		case CP_FEATURES_SPARSE:
 			if (cache->nulls[cache->indices_attno - 1] ||

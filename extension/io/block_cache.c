@@ -222,10 +222,11 @@ cp_block_cache_add(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 	if (cache->full || block >= cache->n_blocks || cache->blocks[block] != NULL)
 		return;
 	nnz = src->sparse ? src->nnz - src->offsets[first_row] : n * (int64) src->n_features;
-	bytes = sizeof(CpCachedBlock) + sizeof(double) * (Size) (n + nnz);
+	/* labels and values, and a sparse block's indices and row lengths */
+	bytes = add_size(sizeof(CpCachedBlock), mul_size(sizeof(double), add_size(n, nnz)));
 	if (src->sparse)
-		bytes += (sizeof(int32) * (Size) (nnz + n));
-	if (cache->used + bytes > cache->budget)
+		bytes = add_size(bytes, mul_size(sizeof(int32), add_size(nnz, n)));
+	if (cache->used > cache->budget || bytes > cache->budget - cache->used)
 	{
 		cache->full = true;
 		return;

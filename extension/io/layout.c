@@ -13,9 +13,11 @@
 
 #include <math.h>
 
+#include "access/relation.h"
 #include "access/sysattr.h"
 #include "access/tableam.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/memutils.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
@@ -340,13 +342,152 @@ grow(MemoryContext cxt, void *ptr, Size size)
 	return repalloc_huge(ptr, size);
 }
 
+/*
+ * The bytes of buf's arrays for rows rows and values values (doubles, and
+ * their indices when sparse).  mul_size and add_size raise an ERROR, not a
+ * wrong figure, on overflow.
+ */
+Size
+cp_buffer_bytes(const CpBuffer *buf, int64 rows, int64 values)
+{
+	Size		per_row = sizeof(double) + sizeof(uint32);	/* label, order */
+	Size		per_value = sizeof(double);
+
+	if (buf->with_ids)
+		per_row += sizeof(uint64) + sizeof(int64);
+	if (buf->with_blocks)
+		per_row += sizeof(uint32);
+	if (buf->row_ptr_store != NULL)
+		per_row += sizeof(double *);
+	if (buf->sparse)
+	{
+		per_row += sizeof(int64);	/* offsets */
+		per_value += sizeof(int32);
+	}
+	return add_size(mul_size(per_row, (Size) Max(rows, 0)),
+					mul_size(per_value, (Size) Max(values, 0)));
+}
+
+/* The bytes the rows held take (not the room reserved beyond them). */
+Size
+cp_buffer_used_bytes(const CpBuffer *buf)
+{
+	int64		values = buf->sparse ? buf->nnz :
+		(buf->row_ptrs != NULL ? 0 : buf->n_rows * (int64) buf->n_features);
+
+	return cp_buffer_bytes(buf, buf->n_rows, values);
+}
+
+/*
+ * Hold buf's arrays to budget bytes.  what names the buffer and hint the
+ * setting to raise, in the ERROR a row that does not fit raises.
+ */
+void
+cp_buffer_set_budget(CpBuffer *buf, Size budget, const char *what, const char *hint)
+{
+	buf->budget = budget;
+	buf->budget_what = what;
+	buf->budget_hint = hint;
+}
+
+/*
+ * The budget of each buffer of a training (TupleShuffle's, SGD's two, a
+ * window strategy's store): the larger of work_mem and
+ * CP_BUFFER_BUDGET_FACTOR times the buffer's share of the table's bytes,
+ * heap and TOAST.  The share is the buffer's pages (sizing), but at least
+ * the pages of CP_BUFFER_BUDGET_MIN_ROWS rows, as the statistics count
+ * rows a page (the whole table without statistics): a window strategy's
+ * store keeps up to 2 x 1024 rows however small the window (window.c).
+ */
+Size
+cp_training_buffer_budget(const CpSizing *sizing, Relation rel)
+{
+	Size		n_pages = (Size) Max(sizing->n_pages, 1);
+	Size		pages = mul_size(sizing->blocks_per_buffer, sizing->pages_per_block);
+	Size		floor_pages = n_pages;
+	Size		table_bytes;
+	Oid			toast = rel->rd_rel->reltoastrelid;
+	float4		tuples = rel->rd_rel->reltuples;
+	int32		rel_pages = rel->rd_rel->relpages;
+
+	if (tuples >= 1 && rel_pages > 0)
+		floor_pages = (Size) ceil(CP_BUFFER_BUDGET_MIN_ROWS * (double) rel_pages / tuples);
+	pages = Min(Max(pages, floor_pages), n_pages);
+	table_bytes = mul_size(pages, BLCKSZ);
+	if (OidIsValid(toast))
+	{
+		Relation	trel = relation_open(toast, AccessShareLock);
+		Size		toast_pages = RelationGetNumberOfBlocks(trel);
+
+		relation_close(trel, AccessShareLock);
+		/* the buffer's share of the TOAST pages, as of the heap's */
+		table_bytes = add_size(table_bytes,
+							   mul_size(toast_pages / n_pages + 1, mul_size(pages, BLCKSZ)));
+	}
+	return Max(mul_size(table_bytes, CP_BUFFER_BUDGET_FACTOR),
+			   mul_size((Size) work_mem, 1024));
+}
+
+static void
+over_budget(const CpBuffer *buf, int64 rows, int64 values)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("corgipile: %s would take more than its budget of %zu kB",
+					buf->budget_what ? buf->budget_what : "a buffer of rows",
+					buf->budget / 1024),
+			 errdetail("Its " INT64_FORMAT " rows with " INT64_FORMAT " values need %zu kB.",
+					   rows, values, cp_buffer_bytes(buf, rows, values) / 1024),
+			 errhint("%s", buf->budget_hint ? buf->budget_hint : "Raise work_mem.")));
+}
+
+/*
+ * New capacities for rows rows and values values: doubled (amortised
+ * growth), but within the budget, by smaller steps near it and exactly
+ * what is needed at the last; an ERROR when that does not fit either.
+ */
+static void
+grow_caps(const CpBuffer *buf, int64 rows, int64 values, int64 *cap_rows,
+		  int64 *cap_values)
+{
+	int64		r = buf->cap_rows;
+	int64		v = buf->cap_nnz;
+
+	if (rows > r)
+		r = Max(rows, Max(1024, r * 2));
+	if (values > v)
+		v = Max(values, Max(4096, v * 2));
+	if (buf->budget > 0 && cp_buffer_bytes(buf, r, v) > buf->budget)
+	{
+		if (rows > buf->cap_rows)
+			r = Max(rows, buf->cap_rows + buf->cap_rows / 8);
+		if (values > buf->cap_nnz)
+			v = Max(values, buf->cap_nnz + buf->cap_nnz / 8);
+		if (cp_buffer_bytes(buf, r, v) > buf->budget)
+		{
+			r = Max(rows, buf->cap_rows);
+			v = Max(values, buf->cap_nnz);
+			if (cp_buffer_bytes(buf, r, v) > buf->budget)
+				over_budget(buf, rows, values);
+		}
+	}
+	*cap_rows = r;
+	*cap_values = v;
+}
+
 /* Make room for rows rows and values values (doubles). */
 void
 cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 {
-	if (rows > buf->cap_rows)
+	int64		cap_rows;
+	int64		cap_values;
+
+	if (rows <= buf->cap_rows && values <= buf->cap_nnz)
+		return;
+	grow_caps(buf, rows, values, &cap_rows, &cap_values);
+	if (cap_rows > buf->cap_rows)
 	{
-		int64		cap = Max(rows, Max(1024, buf->cap_rows * 2));
+		int64		cap = cap_rows;
 
 		if (cap > (int64) PG_UINT32_MAX)
 			ereport(ERROR,
@@ -380,9 +521,9 @@ cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values)
 		}
 		buf->cap_rows = cap;
 	}
-	if (values > buf->cap_nnz)
+	if (cap_values > buf->cap_nnz)
 	{
-		int64		cap = Max(values, Max(4096, buf->cap_nnz * 2));
+		int64		cap = cap_values;
 
 		buf->values = grow(buf->memcxt, buf->values, mul_size(sizeof(double), cap));
 		if (buf->sparse)
@@ -636,42 +777,67 @@ ragged(const CpLayout *lo, int len, const CpRowContext *where)
 }
 
 /*
- * A row of the columns layout with category columns: numbers at their
- * positions, each category column's indicators, then the transform (which
- * leaves indicators alone).  A NULL number skips the row; a NULL or unseen
- * category is all zeros, counted in n_unseen.
+ * A row of the columns layout with category columns, as a sparse row
+ * (issue 19 §3): each number at its position, transformed, and each
+ * category column's one indicator (value 1 at offset + code), so a row
+ * takes one entry per feature column whatever the number of categories.
+ * The entries are in position order, the numbers explicit even when 0
+ * (centring needs them).  A NULL number skips the row; a NULL or unseen
+ * category has no entry (all its indicators 0), counted in n_unseen as
+ * cp_prep_column_code says.
  */
 static bool
 append_encoded(CpLayout *lo, Datum *vals, bool *isnull, CpBuffer *buf,
 			   int64 row, const CpRowContext *where)
 {
 	const CpPrep *prep = lo->prep;
-	double	   *x;
+	const CpPrepTransform *t;
+	int32	   *idx;
+	double	   *val;
+	int			n = 0;
 
 	if (prep == NULL)
 		elog(ERROR, "corgipile: the categories of \"%s\" were not learnt", lo->relname);
+	Assert(buf->sparse);
 	for (int i = 0; i < lo->n_columns; i++)
 		if (!lo->column_onehot[i] && isnull[lo->column_attnos[i] - 1])
 			return false;
+	t = prep->transform;
 	buf->n_features = lo->n_features;
-	cp_buffer_reserve(buf, row + 1, (row + 1) * lo->n_features);
-	x = buf->values + row * lo->n_features;
+	cp_buffer_reserve(buf, row + 1, buf->nnz + lo->n_columns);
+	idx = buf->indices + buf->nnz;
+	val = buf->values + buf->nnz;
 	for (int i = 0; i < lo->n_columns; i++)
 	{
 		const CpPrepColumn *col = &prep->columns[i];
 		int			a = lo->column_attnos[i] - 1;
 
 		if (col->onehot)
-			cp_prep_encode_column(col, vals[a], isnull[a], lo->column_types[i],
-								  x + col->offset, &lo->n_unseen);
+		{
+			int32		code = cp_prep_column_code(col, vals[a], isnull[a],
+												   lo->column_types[i],
+												   &lo->n_unseen);
+
+			if (code == CP_PREP_NO_CODE)
+				continue;
+			/* an indicator is not scaled (its transform is x * 1 + 0) */
+			idx[n] = col->offset + code;
+			val[n++] = 1.0;
+		}
 		else
 		{
-			x[col->offset] = cp_datum_to_double(vals[a], lo->column_types[i]);
-			cp_check_finite(x[col->offset], where);
+			double		x = cp_datum_to_double(vals[a], lo->column_types[i]);
+
+			cp_check_finite(x, where);
+			/* the arithmetic of cp_prep_apply_dense, value by value */
+			if (t != NULL)
+				x = x * t->scale[col->offset] + t->offset[col->offset];
+			idx[n] = col->offset;
+			val[n++] = x;
 		}
 	}
-	if (prep->transform)
-		cp_prep_apply_dense(prep->transform, x);
+	buf->nnz += n;
+	buf->offsets[row + 1] = buf->nnz;
 	return true;
 }
 
@@ -921,7 +1087,8 @@ cp_buffer_free(CpBuffer *buf)
 
 /*
  * Read every row of rel that snapshot sees into buf, handing each batch of
- * batch rows (and the last, shorter one) to fn.  For scoring a whole table
+ * batch rows (fewer when buf has a budget and they reach half of it; and
+ * the last, shorter one) to fn.  For scoring a whole table
  * (validation, evaluate()); detoasting happens in row_cxt, reset per row.
  */
 void
@@ -940,7 +1107,9 @@ cp_layout_scan(CpLayout *lo, Relation rel, Snapshot snapshot, CpBuffer *buf,
 		cp_layout_append(lo, slot, buf);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(row_cxt);
-		if (buf->n_rows >= batch)
+		/* a batch is at most batch rows, and half its budget's bytes */
+		if (buf->n_rows >= batch ||
+			(buf->budget > 0 && cp_buffer_used_bytes(buf) >= buf->budget / 2))
 		{
 			fn(buf, arg);
 			cp_buffer_reset(buf, lo->n_features);

@@ -95,6 +95,18 @@ typedef struct CpLayout
 	int64		n_skipped;		/* rows with a NULL label or features */
 } CpLayout;
 
+/*
+ * Rows are held sparse (CSR) in buffers: the sparse layout, and the
+ * columns layout with category columns, whose one-hot indicators would
+ * otherwise take rows x categories doubles (issue 19 §3).
+ */
+static inline bool
+cp_layout_sparse_rows(const CpLayout *lo)
+{
+	return lo->mode == CP_FEATURES_SPARSE ||
+		(lo->mode == CP_FEATURES_COLUMNS && lo->has_onehot);
+}
+
 extern void cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc,
 							  const char *relname, const CpTrainParams *p);
 extern void cp_layout_ids_only(CpLayout *lo, TupleDesc tupdesc, const char *relname);
@@ -104,6 +116,23 @@ extern void cp_buffer_init(CpBuffer *buf, MemoryContext cxt, bool sparse);
 extern void cp_buffer_init_with_ids(CpBuffer *buf, MemoryContext cxt, bool sparse);
 extern void cp_buffer_reset(CpBuffer *buf, int n_features);
 extern void cp_buffer_reserve(CpBuffer *buf, int64 rows, int64 values);
+extern void cp_buffer_set_budget(CpBuffer *buf, Size budget, const char *what,
+								 const char *hint);
+extern Size cp_buffer_bytes(const CpBuffer *buf, int64 rows, int64 values);
+extern Size cp_buffer_used_bytes(const CpBuffer *buf);
+extern Size cp_training_buffer_budget(const CpSizing *sizing, Relation rel);
+
+/*
+ * A training buffer may take the larger of work_mem and this many times
+ * the bytes of the table it holds (heap and TOAST pages, buffer_size's
+ * share): converted rows take at most ~12 times their heap bytes (a
+ * boolean or one-byte text becomes a 12-byte sparse entry), and a window
+ * strategy's store holds a few buffers' rows.  Only values that pack much
+ * denser on disk than in memory (compressed arrays) can reach it.
+ */
+#define CP_BUFFER_BUDGET_FACTOR 32
+/* ... and that share is at least this many rows' pages (a window's store) */
+#define CP_BUFFER_BUDGET_MIN_ROWS 4096
 extern void cp_buffer_reserve_borrowed(CpBuffer *buf, int64 rows);
 extern void cp_buffer_free(CpBuffer *buf);
 extern bool cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf);

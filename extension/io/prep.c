@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
@@ -76,30 +77,31 @@ cp_prep_category_bytes(Datum d, Oid type, int32 *len)
 }
 
 /*
- * Write a category column's indicators at x (col->width of them): all 0,
- * and a 1 at the value's code.  NULL and values the dictionary does not
- * know stay all zeros and count in *unseen.
+ * The code of a category column's value (its one indicator is at
+ * col->offset + code), or CP_PREP_NO_CODE for NULL and values the
+ * dictionary does not know: all indicators 0.  Unknown values count in
+ * *unseen, and NULL too unless the training rows had NULLs in the column
+ * (a learnt level, not a surprise).
  */
-void
-cp_prep_encode_column(const CpPrepColumn *col, Datum d, bool isnull, Oid type,
-					  double *x, int64 *unseen)
+int32
+cp_prep_column_code(const CpPrepColumn *col, Datum d, bool isnull, Oid type,
+					int64 *unseen)
 {
 	int32		len;
 	const char *s;
 	int32		code;
 
-	memset(x, 0, sizeof(double) * col->width);
 	if (isnull)
 	{
-		(*unseen)++;
-		return;
+		if (!col->nulls_seen)
+			(*unseen)++;
+		return CP_PREP_NO_CODE;
 	}
 	s = cp_prep_category_bytes(d, type, &len);
 	code = cp_prep_dict_code(col->dict, s, len);
 	if (code == CP_PREP_NO_CODE)
 		(*unseen)++;
-	else
-		x[code] = 1.0;
+	return code;
 }
 
 /* ---------------------------------------------------------------------
@@ -157,6 +159,9 @@ cp_prep_to_json(const CpPrep *prep, StringInfo buf, List *feature_names,
 					escape_json(buf, pnstrdup(s, len));
 				}
 				appendStringInfoChar(buf, ']');
+				/* since 0.4.0, only when true: absent reads as false */
+				if (col->nulls_seen)
+					appendStringInfoString(buf, ", \"nulls\": true");
 			}
 			else
 			{
@@ -325,35 +330,76 @@ read_moments(CpPrep *prep, JsonbContainer *f, int32 at, int32 n,
 	}
 }
 
+/*
+ * A onehot column's categories, element by element: add each to the
+ * dictionary (check_order false), or check that each has its position as
+ * code (true).  Streamed from the jsonb rather than copied into an array
+ * of JsonbValues first: a model may have 2^20 categories.
+ */
+static void
+walk_categories(CpPrepColumn *col, JsonbContainer *cats, int n, bool check_order,
+				const char *model_name)
+{
+	JsonbIterator *it = JsonbIteratorInit(cats);
+	JsonbValue	elem;
+	JsonbIteratorToken tok;
+	int			i = 0;
+
+	while ((tok = JsonbIteratorNext(&it, &elem, true)) != WJB_DONE)
+	{
+		if (tok != WJB_ELEM)
+			continue;
+		if (i >= n)
+			damaged(model_name, "The categories of \"%s\" has more elements than it says.",
+					col->name);
+		if (elem.type != jbvString)
+			damaged(model_name, "Category %d of \"%s\" is not a string.", i + 1, col->name);
+		if (!check_order)
+		{
+			if (cp_prep_dict_add(col->dict, elem.val.string.val,
+								 elem.val.string.len) != CP_PREP_DICT_ADDED)
+				damaged(model_name, "Category %d of \"%s\" repeats an earlier one.", i + 1, col->name);
+		}
+		/* codes are positions only if the list is in bytewise order */
+		else if (cp_prep_dict_code(col->dict, elem.val.string.val,
+								   elem.val.string.len) != i)
+			damaged(model_name, "The categories of \"%s\" are not in byte order.", col->name);
+		i++;
+		if ((i & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
 /* A onehot column's dictionary, rebuilt so that code i is categories[i]. */
 static void
 read_categories(CpPrepColumn *col, JsonbContainer *f, const char *model_name)
 {
-	JsonbValue *cats;
+	JsonbValue *cats = get_key(f, "categories");
+	JsonbValue *nulls;
 	int			n;
 
-	cats = array_elements(get_key(f, "categories"), model_name,
-						  psprintf("The categories of \"%s\"", col->name), &n);
+	if (cats == NULL || cats->type != jbvBinary ||
+		!JsonContainerIsArray(cats->val.binary.data) ||
+		JsonContainerIsScalar(cats->val.binary.data))
+		damaged(model_name, "The categories of \"%s\" is not a JSON array.", col->name);
+	n = JsonContainerSize(cats->val.binary.data);
 	if (n < 1 || n > CP_PREP_MAX_CATEGORIES)
 		damaged(model_name, "Column \"%s\" has %d categories; expected 1 to %d.",
 				col->name, n, CP_PREP_MAX_CATEGORIES);
 	col->dict = palloc0(sizeof(CpPrepDict));
 	if (!cp_prep_dict_init(col->dict, n, cp_prep_palloc0))
 		elog(ERROR, "corgipile: could not size a dictionary of %d categories", n);
-	for (int i = 0; i < n; i++)
-	{
-		if (cats[i].type != jbvString)
-			damaged(model_name, "Category %d of \"%s\" is not a string.", i + 1, col->name);
-		if (cp_prep_dict_add(col->dict, cats[i].val.string.val,
-							 cats[i].val.string.len) != CP_PREP_DICT_ADDED)
-			damaged(model_name, "Category %d of \"%s\" repeats an earlier one.", i + 1, col->name);
-	}
+	walk_categories(col, cats->val.binary.data, n, false, model_name);
+	if (col->dict->n_entries != n)
+		damaged(model_name, "Column \"%s\" has %d categories; expected %d.",
+				col->name, col->dict->n_entries, n);
 	cp_prep_dict_finish(col->dict);
-	/* codes are positions only if the list is in bytewise order */
-	for (int i = 0; i < n; i++)
-		if (cp_prep_dict_code(col->dict, cats[i].val.string.val,
-							  cats[i].val.string.len) != i)
-			damaged(model_name, "The categories of \"%s\" are not in byte order.", col->name);
+	/* whether training met NULLs: a boolean since 0.4.0, absent before */
+	nulls = get_key(f, "nulls");
+	if (nulls != NULL && nulls->type != jbvBool)
+		damaged(model_name, "\"nulls\" of \"%s\" is not a boolean.", col->name);
+	col->nulls_seen = nulls != NULL && nulls->val.boolean;
+	walk_categories(col, cats->val.binary.data, n, true, model_name);
 	col->width = n;
 }
 

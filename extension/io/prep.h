@@ -31,6 +31,14 @@ typedef struct CpPrepColumn
 	CpPrepDict *dict;			/* onehot: its categories */
 	int32		offset;			/* its first position in the model's vector */
 	int32		width;			/* 1, or the number of categories */
+
+	/*
+	 * onehot: the training rows had NULLs in this column.  A NULL is
+	 * encoded as all zeros either way (the column's reference level); it
+	 * counts as an unseen value only when training never met one (and in
+	 * models stored before 0.4.0, whose preprocess does not say).
+	 */
+	bool		nulls_seen;
 } CpPrepColumn;
 
 struct CpPrep
@@ -55,8 +63,8 @@ extern bool cp_prep_is_category_type(Oid type);
 extern void *cp_prep_palloc0(Size size);
 extern const char *cp_prep_category_bytes(Datum d, Oid type, int32 *len);
 extern bool cp_prep_has_onehot(const CpPrep *prep);
-extern void cp_prep_encode_column(const CpPrepColumn *col, Datum d, bool isnull,
-								  Oid type, double *x, int64 *unseen);
+extern int32 cp_prep_column_code(const CpPrepColumn *col, Datum d, bool isnull,
+								 Oid type, int64 *unseen);
 extern CpPrep *cp_prep_from_jsonb(Jsonb *jb, const char *model_name,
 								  int32 n_features, List *feature_names,
 								  CpFeatureMode mode);

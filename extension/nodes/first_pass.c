@@ -62,6 +62,7 @@ typedef struct PassState
 	CpPrepDict *classes;		/* softmax: every label's text */
 	CpPrepDict *labels;			/* a binary classifier's text label */
 	CpPrepDict **dicts;			/* per column, category columns only */
+	bool	   *nulls_seen;		/* per column: a category column had NULLs */
 	int		   *numeric_index;	/* per column: its statistics slot, or -1 */
 	int			n_numeric;
 	CpPrepStats stats;
@@ -369,6 +370,8 @@ learn_features(PassState *ps, Datum *vals, bool *isnull,
 				{
 					if (!isnull[a])
 						learn_category(ps, i, vals[a]);
+					else
+						ps->nulls_seen[i] = true;
 				}
 				else if (ps->want_stats)
 				{
@@ -712,6 +715,7 @@ build_prep(PassState *ps)
 			{
 				col->onehot = true;
 				col->dict = ps->dicts[i];
+				col->nulls_seen = ps->nulls_seen[i];
 				cp_prep_dict_finish(col->dict);
 				/* a column with only NULLs still takes one (always 0) slot */
 				col->width = Max(col->dict->n_entries, 1);
@@ -858,6 +862,7 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 	if (lo->mode == CP_FEATURES_COLUMNS)
 	{
 		ps.dicts = palloc0_array(CpPrepDict *, lo->n_columns);
+		ps.nulls_seen = palloc0_array(bool, lo->n_columns);
 		ps.numeric_index = palloc_array(int, lo->n_columns);
 		for (int i = 0; i < lo->n_columns; i++)
 		{

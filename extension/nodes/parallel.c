@@ -1225,9 +1225,10 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 		unpack_prep(&ts->layout, prep, sh->n_features);
 	cp_tuple_shuffle_init_buffer(ts, &buf, CurrentMemoryContext);
 	if (!cp_model_init(&model, ts->params.model, sh->n_features, sh->n_outputs,
-					   ts->layout.mode == CP_FEATURES_SPARSE, ts->params.batch_size,
+					   cp_layout_sparse_rows(&ts->layout), ts->params.batch_size,
 					   ts->params.l2, ts->params.l1, palloc0))
 		elog(ERROR, "corgipile: model sizes do not fit");	/* the leader's did */
+	model.reg_all = ts->layout.has_onehot;	/* as the leader's (sgd.c) */
 
 	pt.sh = sh;
 	pt.order = shm_toc_lookup(toc, CP_KEY_ORDER, false);

@@ -152,7 +152,7 @@ check_training_relation(Oid relid, const CpTrainParams *p, bool ids_only,
 		/* a model too big to allocate is refused before any page is read */
 		if (layout.n_features > 0)
 			cp_check_model_size(p->model, layout.n_features, 2,
-								layout.mode == CP_FEATURES_SPARSE,
+								cp_layout_sparse_rows(&layout),
 								p->batch_size, RelationGetRelationName(rel));
 	}
 	cp_check_select(rel, cols);

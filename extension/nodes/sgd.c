@@ -226,7 +226,7 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	cp_restore_search_path(nest);
 	if (s->params.n_features > 0)
 		cp_check_model_size(s->params.model, s->params.n_features, 2,
-							s->lo->mode == CP_FEATURES_SPARSE,
+							cp_layout_sparse_rows(s->lo),
 							s->params.batch_size, s->lo->relname);
 	s->model_name_datum = CStringGetTextDatum(s->model_name);
 
@@ -242,7 +242,7 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 										   "corgipile validation row",
 										   ALLOCSET_DEFAULT_SIZES);
 
-	sparse = (s->lo->mode == CP_FEATURES_SPARSE);
+	sparse = (cp_layout_sparse_rows(s->lo));
 	cp_tuple_shuffle_init_buffer(s->ts, &s->bufs[0], s->train_cxt);
 	cp_tuple_shuffle_init_buffer(s->ts, &s->bufs[1], s->train_cxt);
 	/*
@@ -512,7 +512,7 @@ ensure_model(SgdState *s)
 	if (s->model_ready)
 		return;
 	n_outputs = s->lo->classes ? s->lo->classes->n_classes : 1;
-	sparse = s->lo->mode == CP_FEATURES_SPARSE;
+	sparse = cp_layout_sparse_rows(s->lo);
 	cp_check_model_size(s->params.model, s->lo->n_features, n_outputs,
 						sparse, s->params.batch_size, s->lo->relname);
 	old = MemoryContextSwitchTo(s->train_cxt);
@@ -520,6 +520,8 @@ ensure_model(SgdState *s)
 					   n_outputs, sparse, s->params.batch_size, s->params.l2,
 					   s->params.l1, palloc0))
 		elog(ERROR, "corgipile: model sizes do not fit");	/* checked above */
+	/* one-hot rows are sparse to save memory, regularised as dense ones */
+	s->model.reg_all = s->lo->has_onehot;
 	if (s->params.early_stopping)
 		s->best_w = palloc(mul_size(sizeof(double), s->model.n_weights));
 	if (s->params.average)
@@ -952,7 +954,7 @@ run_epoch(SgdState *s)
 		if (s->lo->n_features > 0)
 			cp_check_model_size(s->params.model, s->lo->n_features,
 								s->lo->classes ? s->lo->classes->n_classes : 1,
-								s->lo->mode == CP_FEATURES_SPARSE,
+								cp_layout_sparse_rows(s->lo),
 								s->params.batch_size, s->lo->relname);
 	}
 

@@ -177,6 +177,8 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->env.read_group = read_group;
 	ts->env.reader = ts;
 	ts->env.rel = rel;
+	/* every buffer of the training is held to it (issue 19 §3) */
+	ts->env.buffer_budget = cp_training_buffer_budget(&ts->child->sizing, rel);
 	ts->strategy_state = ts->strategy->begin(&ts->env);
 	ts->permute = ts->strategy->permutes ?
 		ts->strategy->permutes(ts->strategy_state) : ts->strategy->permute_buffers;
@@ -188,7 +190,7 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	{
 		ts->holdout = MemoryContextAlloc(ts->buf_cxt, sizeof(CpHoldout));
 		cp_holdout_init(ts->holdout, ts->params.validation_fraction,
-						ts->layout.mode == CP_FEATURES_SPARSE, ts->buf_cxt);
+						cp_layout_sparse_rows(&ts->layout), ts->buf_cxt);
 		/* with workers, each process reads some blocks: the leader re-reads */
 		if (ts->params.workers > 1)
 			ts->holdout->reread = true;
@@ -212,7 +214,7 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	 * move rows between buffers of their own, and keep copies.
 	 */
 	ts->borrow_rows = ts->cache != NULL &&
-		ts->layout.mode != CP_FEATURES_SPARSE &&
+		!cp_layout_sparse_rows(&ts->layout) &&
 		ts->strategy->borrow_cached_rows;
 
 	/*

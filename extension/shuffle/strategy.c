@@ -52,12 +52,16 @@ cp_strategy_lookup(const char *name, CpShuffle *id)
 void
 cp_strategy_init_buffer(const CpStrategyEnv *env, CpBuffer *buf)
 {
-	bool		sparse = (env->layout->mode == CP_FEATURES_SPARSE);
+	bool		sparse = cp_layout_sparse_rows(env->layout);
 
 	if (env->with_ids)
 		cp_buffer_init_with_ids(buf, env->cxt, sparse);
 	else
 		cp_buffer_init(buf, env->cxt, sparse);
+	if (env->buffer_budget > 0)
+		cp_buffer_set_budget(buf, env->buffer_budget, "a training buffer",
+							 "Raise work_mem: a training buffer may take the larger of work_mem and "
+							 CppAsString2(CP_BUFFER_BUDGET_FACTOR) " times the bytes of the table it holds (buffer_size's share of its heap and TOAST pages).");
 }
 
 /*

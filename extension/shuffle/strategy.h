@@ -53,6 +53,8 @@ typedef struct CpStrategyEnv
 	CpReadGroupFn read_group;
 	void	   *reader;
 	Relation	rel;			/* the table read (its statistics) */
+	Size		buffer_budget;	/* bytes each buffer may take (0: no limit;
+								 * cp_training_buffer_budget) */
 } CpStrategyEnv;
 
 typedef struct CpStrategy

@@ -382,6 +382,93 @@ test_sparse_equals_dense(void)
 	}
 }
 
+/*
+ * One-hot rows held sparse (reg_all): l2 and l1 on every weight at every
+ * step, as on the dense rows of the same values, with only the margin's
+ * summation order (and, for l2 alone, the O(nnz) scaled step's rounding)
+ * apart.  A large lr * l2 makes the scaled step fold its scale mid-buffer;
+ * a cancel and resume gives exactly the uninterrupted weights.
+ */
+static void
+test_reg_all_equals_dense(void)
+{
+	const double l2s[] = {0.01, 0.0, 0.01, 1.0};
+	const double l1s[] = {0.0, 0.002, 0.001, 0.0};
+	const double lrs[] = {0.1, 0.1, 0.1, 0.9};
+
+	for (int c = 0; c < 4; c++)
+	{
+		int			d = 12;
+		CpBuffer	dn = blobs(3000, d, 1.0, 31 + c);
+		CpBuffer	sp;
+		CpModel		md,
+					ms,
+					mr;
+		double		maxdiff = 0.0;
+		double		maxw = 0.0;
+		int64		nnz = 0;
+		int64		pos = 0;
+		int			stops = 0;
+		volatile sig_atomic_t flag = 1;
+		CpCancel	cancel;
+		pg_prng_state rng;
+
+		/* one-hot like: each row keeps feature 0 and one indicator of the rest */
+		for (int64 i = 0; i < dn.n_rows; i++)
+			for (int j = 1; j < d; j++)
+				dn.values[i * d + j] = (j == 1 + (int) (i * 7 % (d - 1))) ? 1.0 : 0.0;
+		sp = dn;
+		sp.sparse = true;
+		sp.values = tracked_calloc(2 * dn.n_rows, sizeof(double));
+		sp.indices = tracked_calloc(2 * dn.n_rows, sizeof(int32));
+		sp.offsets = tracked_calloc(dn.n_rows + 1, sizeof(int64));
+		for (int64 i = 0; i < dn.n_rows; i++)
+		{
+			for (int j = 0; j < d; j++)
+				if (dn.values[i * d + j] != 0.0 || j == 0)
+				{
+					sp.values[nnz] = dn.values[i * d + j];
+					sp.indices[nnz++] = j;
+				}
+			sp.offsets[i + 1] = nnz;
+		}
+		sp.nnz = nnz;
+		pg_prng_seed(&rng, 9);
+		cp_shuffle_uint32(dn.order, dn.n_rows, &rng);
+		sp.order = dn.order;
+		cp_model_init(&md, CP_MODEL_LOGISTIC, d, 1, false, 1, l2s[c], l1s[c], alloc_zero);
+		cp_model_init(&ms, CP_MODEL_LOGISTIC, d, 1, true, 1, l2s[c], l1s[c], alloc_zero);
+		cp_model_init(&mr, CP_MODEL_LOGISTIC, d, 1, true, 1, l2s[c], l1s[c], alloc_zero);
+		ms.reg_all = mr.reg_all = true;
+		md.learning_rate = ms.learning_rate = mr.learning_rate = lrs[c];
+		for (int epoch = 0; epoch < 2; epoch++)
+		{
+			cp_model_train(&md, &dn, 0, NULL);
+			cp_model_train(&ms, &sp, 0, NULL);
+		}
+		for (int j = 0; j <= d; j++)
+		{
+			maxdiff = Max(maxdiff, fabs(md.w[j] - ms.w[j]));
+			maxw = Max(maxw, fabs(md.w[j]));
+		}
+		CHECK(maxw > 1e-3 && maxdiff <= 1e-12 * Max(maxw, 1.0),
+			  "case %d: one-hot sparse rows differ from dense by %g (weights up to %g)",
+			  c, maxdiff, maxw);
+		CHECK(ms.l2_scale == 0.0, "case %d: the scale was left unfolded", c);
+		/* stopped at every check and resumed: the same doubles */
+		cp_cancel_init(&cancel, &flag);
+		for (int epoch = 0; epoch < 2; epoch++)
+		{
+			pos = 0;
+			while ((pos = cp_model_train(&mr, &sp, pos, &cancel)) < sp.n_rows)
+				stops++;
+		}
+		CHECK(stops >= 10, "case %d: the flag did not stop training", c);
+		CHECK(memcmp(ms.w, mr.w, sizeof(double) * (d + 1)) == 0,
+			  "case %d: resumed training differs", c);
+	}
+}
+
 /* Stopping at a cancel point and resuming gives the same weights, on the
  * dense (gathered) and the sparse training paths. */
 static void
@@ -903,6 +990,7 @@ main(void)
 	test_numerics();
 	test_training();
 	test_sparse_equals_dense();
+	test_reg_all_equals_dense();
 	test_resume();
 	test_gather_matches_direct();
 	test_grab_block_sums();

@@ -31,11 +31,14 @@ def postmaster_start(conn) -> object:
     ).fetchone()
 
 
-# What the postmaster logs when a backend dies of a signal or an abort
-# (postmaster.c's LogChildExit), or when the OOM killer takes one.
+# What the postmaster logs when a child dies of a signal (the OOM killer's
+# SIGKILL included) or exits with a code it treats as a crash (above 1:
+# exit code 1 is a parallel worker's ERROR, logged too), then resets every
+# session (postmaster.c's LogChildExit and HandleChildCrash).
 _CRASH_LINES = re.compile(
     r"(server process|background worker|parallel worker).*(was terminated by signal|"
-    r"exited with exit code [1-9]|was terminated by exception)|terminating any other active server processes"
+    r"exited with exit code ([2-9]|\d\d+)|was terminated by exception)"
+    r"|terminating any other active server processes"
 )
 
 
