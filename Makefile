@@ -1,7 +1,14 @@
 # corgipile: PGXS build of the PostgreSQL extension, plus the project's
 # test and demo entry points.  PG_CONFIG selects the server to build for.
 
-MODULE_big = corgipile
+# The engine's library.  PGXS's MODULE_big would link it as corgipile.so
+# in the checkout root, where it shadows the Python package for anything
+# run from there (python -c "import corgipile" loads the .so): so it is
+# linked into build/ by the rules after the PGXS include, and installed
+# as $(pkglibdir)/corgipile.so, which module_pathname ('$libdir/corgipile')
+# names.
+MODULE_name = corgipile
+SHLIB = build/$(MODULE_name)$(DLSUFFIX)
 OBJS = \
 	extension/corgipile.o \
 	extension/util/datum_convert.o \
@@ -38,6 +45,8 @@ OBJS = \
 	extension/functions/model_coefficients.o \
 	extension/functions/predict.o \
 	extension/functions/shuffle_table.o \
+	extension/functions/sizing.o \
+	extension/functions/block_rows.o \
 	extension/core/linear_model.o \
 	extension/core/shuffle.o \
 	extension/core/worker.o \
@@ -48,7 +57,7 @@ OBJS = \
 MODULEDIR = extension
 DATA = extension/corgipile.control $(wildcard sql/corgipile--*.sql)
 
-REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel validation divergence
+REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel validation divergence torch_io
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
 PG_CPPFLAGS = -I$(srcdir)/extension
@@ -60,11 +69,38 @@ extension/core/grab.o: CFLAGS += -ftree-vectorize
 SHLIB_LINK = -pthread -lm
 
 EXTRA_CLEAN = tests/regress/results tests/regress/regression.diffs \
-	tests/regress/regression.out $(UNIT_TESTS)
+	tests/regress/regression.out $(UNIT_TESTS) build $(OBJS) $(OBJS:.o=.bc) \
+	$(MODULE_name)$(DLSUFFIX)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# What PGXS does for MODULE_big (Makefile.shlib's position-independent
+# code and link line, install-lib, the LLVM bitcode for JIT inlining), with
+# the library in build/.
+override CFLAGS += $(CFLAGS_SL)
+all: $(SHLIB)
+$(SHLIB): $(OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -o $@ $(OBJS) $(LDFLAGS) $(LDFLAGS_SL) $(SHLIB_LINK) $(BE_DLLLIBS)
+
+install: install-module
+installdirs: installdirs-module
+.PHONY: install-module installdirs-module uninstall-module
+installdirs-module:
+	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)'
+install-module: $(SHLIB) installdirs-module
+	$(INSTALL_SHLIB) $(SHLIB) '$(DESTDIR)$(pkglibdir)/$(MODULE_name)$(DLSUFFIX)'
+ifeq ($(with_llvm), yes)
+	$(call install_llvm_module,$(MODULE_name),$(OBJS))
+endif
+uninstall: uninstall-module
+uninstall-module:
+	rm -f '$(DESTDIR)$(pkglibdir)/$(MODULE_name)$(DLSUFFIX)'
+ifeq ($(with_llvm), yes)
+	$(call uninstall_llvm_module,$(MODULE_name))
+endif
 
 # PGXS tracks no header dependencies; the headers are few and shared, so
 # any change to one rebuilds every object (stale struct layouts crash).
@@ -81,7 +117,7 @@ tests/unit/test_%: tests/unit/test_%.c $(CORE_SRCS) $(wildcard extension/core/*.
 		-o $@ $< $(CORE_SRCS) \
 		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -pthread -lm
 
-.PHONY: unittest memcheck test demo bench
+.PHONY: unittest memcheck test demo bench docker-smoke
 unittest: $(UNIT_TESTS)
 	for t in $^; do $$t || exit 1; done
 
@@ -100,4 +136,11 @@ demo:
 	scripts/with_demo_cluster.sh .venv/bin/python scripts/demo.py $(ARGS)
 
 bench:
-	scripts/with_demo_cluster.sh .venv/bin/python scripts/bench_epochs.py $(ARGS)
+	CORGIPILE_DEPS=test scripts/with_demo_cluster.sh .venv/bin/python scripts/bench_epochs.py $(ARGS)
+
+# Opt-in, not part of `make test`: build both Docker images and run them for
+# real (first start, a training, the client CLI, a restart, the preload
+# switch) with Docker, or podman where Docker is absent; without a registry,
+# on local stand-ins for the base images.  docker/README.md.
+docker-smoke:
+	scripts/docker_smoke.sh $(ARGS)

@@ -3,18 +3,25 @@
 # The corgipile Python client and the Fashion-MNIST demo, to run against the
 # database image (docker/Dockerfile).  Build from the repository root:
 #
-#   docker build -f docker/client.Dockerfile -t corgipile-client:0.1.0 .
+#   docker build --pull -f docker/client.Dockerfile -t corgipile-client:0.4.0 .
 #
 # The default command runs scripts/demo.py with the connection taken from
 # libpq's PG* environment variables (PGHOST, PGUSER, PGPASSWORD, ...), which
-# docker/docker-compose.yml sets to the db service.  CI does not build this
-# image; the test suite lints it (docker/README.md).
-FROM python:3.11-slim-bookworm
+# docker/docker-compose.yml sets to the db service; the demo waits for a
+# database that is still starting.  `make docker-smoke` builds and runs it;
+# the test suite lints it (docker/README.md).
 
+# The official image, or a local stand-in (scripts/docker_local_base.sh).
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
+
+# One version for the extension, the client and the images.
+ARG CORGIPILE_VERSION=0.4.0
+ARG BASE_IMAGE
 LABEL org.opencontainers.image.title="corgipile-client" \
       org.opencontainers.image.description="corgipile Python client and the Fashion-MNIST demo" \
-      org.opencontainers.image.version="0.3.0" \
-      org.opencontainers.image.base.name="docker.io/library/python:3.11-slim-bookworm"
+      org.opencontainers.image.version="${CORGIPILE_VERSION}" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}"
 
 # Fashion-MNIST as Debian packages it, where the demo reads it
 # (/usr/share/datasets/fashion-mnist), the same package the project's

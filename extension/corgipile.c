@@ -12,6 +12,7 @@
 #include "utils/guc.h"
 
 #include "io/block_cache.h"
+#include "io/prep.h"
 #include "nodes/block_shuffle.h"
 #include "corgipile.h"
 #include "nodes/parallel.h"
@@ -51,6 +52,14 @@ _PG_init(void)
 							512 * 1024, 0, MAX_KILOBYTES,
 							PGC_SUSET,
 							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("corgipile.stats_sample_size",
+							"Table size above which a training learns its standardizing statistics from a random sample of blocks of about this size.",
+							"Smaller tables are read whole before epoch 1; a larger one is sampled, and the sampled blocks are kept in the block cache for epoch 1, so that the table is read once.  0 reads every row.",
+							&cp_stats_sample_pages,
+							8192, 0, INT_MAX / 2,
+							PGC_USERSET,
+							GUC_UNIT_BLOCKS,
 							NULL, NULL, NULL);
 	cp_grab_define_gucs();
 	MarkGUCPrefixReserved("corgipile");

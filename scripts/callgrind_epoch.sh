@@ -76,6 +76,18 @@ for shuffle in no_shuffle block_only corgipile; do
     first=$(( two - epoch ))
     echo "| epoch, \`$shuffle\` (first epoch of a longer training; a training of one epoch) | $(per_row "$epoch") ($(per_row "$first"); $(per_row "$one")) | $(echo "scale=2; $epoch / $scan" | bc) ($(echo "scale=2; $first / $scan" | bc); $(echo "scale=2; $one / $scan" | bc)) |"
 done
+# the loop's last strategy is corgipile: $epoch is its later epoch.  The
+# standardizing statistics from a sample of blocks (first_pass.c), as a table
+# above corgipile.stats_sample_size (64MB) learns them: forced here with 1MB.
+sampled=$(count "SET corgipile.stats_sample_size = '1MB';
+SELECT count(*) FROM corgipile.train('$T', 'svm', model_name => 'cg_sampled', shuffle => 'corgipile', double_buffer => false, seed => 1, max_epoch_num => 2);")
+sampled=$(( sampled - epoch ))
+echo "| first epoch of a longer training, \`corgipile\`, statistics from a sample (stats_sample_size 1MB) | $(per_row "$sampled") | $(echo "scale=2; $sampled / $scan" | bc) |"
+sampled1=$(count "SET corgipile.stats_sample_size = '1MB';
+SELECT count(*) FROM corgipile.train('$T', 'svm', model_name => 'cg_sampled1', shuffle => 'corgipile', double_buffer => false, seed => 1, max_epoch_num => 1);")
+echo "| a training of one epoch, \`corgipile\`, statistics from a sample (stats_sample_size 1MB) | $(per_row "$sampled1") | $(echo "scale=2; $sampled1 / $scan" | bc) |"
+count_q=$(count "SELECT count(*) FROM $T;")
+echo "| \`count(*)\` | $(per_row "$count_q") | $(echo "scale=2; $count_q / $scan" | bc) |"
 off=$(count "SELECT count(*) FROM corgipile.train('$T', 'svm', model_name => 'cg_off', shuffle => 'corgipile', standardize => 'off', double_buffer => false, seed => 1, max_epoch_num => 1);")
 echo "| first epoch, \`corgipile\`, standardize => 'off' (no first pass) | $(per_row "$off") | $(echo "scale=2; $off / $scan" | bc) |"
 pred=$(count "SELECT count(corgipile.predict('cg_model', features)) FROM $T;")

@@ -100,6 +100,39 @@ def on_notice(diag: psycopg.errors.Diagnostic) -> None:
         print(f"NOTICE: {diag.message_primary}")
 
 
+def connect(dsn: str, wait: float) -> psycopg.Connection:
+    """Connect, retrying for up to `wait` seconds while the server is not
+    there yet: no answer from a server at all (not started, its host name
+    not resolvable yet, or a container's first start, when only a temporary
+    server on the Unix socket runs while the database is initialised), or
+    its FATAL "the database system is starting up" (or shutting down, or in
+    recovery).  Any other answer, such as a wrong password or database,
+    fails at once.  libpq reports no SQLSTATE for a failed connection, so
+    the two cases are told apart by its message: a server's answer is a
+    FATAL."""
+    deadline = time.monotonic() + wait
+    attempts, said = 0, False
+    while True:
+        attempts += 1
+        try:
+            return psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+        except psycopg.OperationalError as e:
+            message = str(e)
+            transient = "FATAL:" not in message or "the database system is" in message
+            left = deadline - time.monotonic()
+            if not transient or left <= 0:
+                if transient and wait > 0:
+                    sys.exit(f"demo: could not connect to the database in {wait:g} s "
+                             f"({attempts} attempts): {message.strip()}\n"
+                             "Is the server running, and do --dsn or PGHOST/PGPORT point at it? "
+                             "(--wait SECONDS waits longer)")
+                raise
+            if not said:
+                print(f"Waiting for the database (up to {wait:g} s): {message.strip()}", flush=True)
+                said = True
+            time.sleep(min(2.0, max(left, 0.1)))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dsn", default="", help="libpq connection string (default: PG* variables)")
@@ -107,9 +140,14 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--learning-rate", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--wait", type=float, default=120.0, metavar="SECONDS",
+                        help="keep trying to connect this long while the database starts "
+                             "(default: 120; 0: one attempt)")
     args = parser.parse_args()
+    if args.wait < 0:
+        parser.error("--wait must be 0 or more seconds")
 
-    with psycopg.connect(args.dsn, autocommit=True) as conn:
+    with connect(args.dsn, args.wait) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
         # a demo cluster kept from an earlier checkout has that version's
         # catalog: update it, or, if that checkout's scripts predate the

@@ -1,10 +1,28 @@
 #!/usr/bin/env bash
-# Install what building, testing and the demo need, on a fresh Debian
-# machine with PostgreSQL 15: the server headers (PGXS), the Fashion-MNIST
-# dataset package, valgrind (make memcheck), and a Python virtual environment in .venv with the test
-# requirements and the client.  Safe to run again; it skips what is there.
+# Install what building and running corgipile need, on a fresh Debian
+# machine with PostgreSQL 15, and say what is being installed.
+#
+#   scripts/install_deps.sh [test]   everything: make test, make bench, the
+#                                    linters and the PyTorch suites
+#                                    (requirements-dev.txt, ~1.6 GB with torch)
+#   scripts/install_deps.sh demo     what make demo needs: the server headers,
+#                                    the Fashion-MNIST package, and a small
+#                                    venv (requirements-demo.txt + the client)
+#
+# The Python packages go into the virtual environment .venv of this
+# checkout.  Safe to run again; it skips what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+what=${1:-test}
+case "$what" in
+demo) requirements="requirements-demo.txt" ;;
+test) requirements="requirements-dev.txt" ;;
+*)
+    echo "install_deps: unknown set '$what' (demo or test)" >&2
+    exit 2
+    ;;
+esac
 
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 apt_needed=()
@@ -15,7 +33,9 @@ fi
 [ -d /usr/share/datasets/fashion-mnist ] || apt_needed+=(dataset-fashion-mnist)
 command -v python3 >/dev/null || apt_needed+=(python3 python3-venv)
 # make test runs the C core under valgrind (make memcheck)
-command -v valgrind >/dev/null || apt_needed+=(valgrind)
+if [ "$what" = test ]; then
+    command -v valgrind >/dev/null || apt_needed+=(valgrind)
+fi
 
 if [ ${#apt_needed[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
@@ -27,14 +47,28 @@ if [ ${#apt_needed[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_needed[@]}" >/dev/null
 fi
 
-# Python: one venv for the tests, the demo, the benchmarks and the client.
-stamp=.venv/.deps-stamp
-want=$({ cat requirements-dev.txt; cat python_client/pyproject.toml 2>/dev/null || true; } | sha256sum | cut -c1-16)
+# Python: one venv per checkout; the test set includes the demo's.
+stamp_of() {
+    { cat "$1"; cat python_client/pyproject.toml 2>/dev/null || true; } | sha256sum | cut -c1-16
+}
+want=$(stamp_of "$requirements")
+if [ "$what" = demo ] && [ -f .venv/.deps-stamp-test ] \
+    && [ "$(cat .venv/.deps-stamp-test)" = "$(stamp_of requirements-dev.txt)" ]; then
+    exit 0  # the full set is there, and it holds the demo's
+fi
+stamp=.venv/.deps-stamp-$what
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    [ -x .venv/bin/python ] || python3 -m venv .venv
-    .venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+    if [ ! -x .venv/bin/python ]; then
+        echo "install_deps: creating the Python environment .venv"
+        python3 -m venv .venv
+    fi
+    echo "install_deps: pip install -r $requirements ($(grep -c '==' "$requirements") pinned" \
+        "packages$([ "$what" = test ] && echo ', torch among them: a few minutes and ~1.6 GB'))"
+    .venv/bin/pip install -q --disable-pip-version-check -r "$requirements"
     if [ -f python_client/pyproject.toml ]; then
-        .venv/bin/pip install -q --disable-pip-version-check -e "./python_client[sqlalchemy]"
+        extras=$([ "$what" = test ] && echo "[sqlalchemy]" || true)
+        echo "install_deps: pip install -e ./python_client$extras (the corgipile client and command)"
+        .venv/bin/pip install -q --disable-pip-version-check -e "./python_client$extras"
     fi
     echo "$want" >"$stamp"
 fi

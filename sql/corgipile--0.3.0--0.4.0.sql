@@ -5,6 +5,8 @@
 --     longer shows in corgipile.models.usage_roles, and the stored lists
 --     are swept of such roles now (grant_model and revoke_model sweep
 --     them on every change from now on).
+--   * corgipile.sizing() and corgipile.block_rows(): block sizing and packed
+--     block rows for corgipile.torch (issues 20 and 23).
 --   * Defaults that converge: train() takes average (NULL: averaged SGD
 --     when learning_rate is left to its default), and buffer_size
 --     defaults to NULL (the whole table when its heap fits
@@ -72,6 +74,54 @@ SELECT s.model_name,
 
 COMMENT ON VIEW corgipile.models IS 'The models the current role owns or was granted USAGE on (superusers: all); relation, history, preprocessing and dataset figures only where the role may read the training relation.';
 GRANT SELECT ON corgipile.models TO PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Sizing and block rows for corgipile.torch (issue 23; issue 20 item 4)
+--
+-- corgipile.sizing(): how train() cuts a relation into blocks and buffers,
+-- computed by the engine's own cp_resolve_sizing, so clients ask instead of
+-- restating the rules.  corgipile.block_rows(): the rows of whole blocks,
+-- converted as training converts them (optionally with a stored model's
+-- label encoding and preprocessing), as packed little-endian floats.
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION corgipile.sizing(
+    relation regclass,
+    block_size text DEFAULT NULL,
+    buffer_size text DEFAULT '10%',
+    pages bigint DEFAULT NULL,
+    OUT n_pages bigint,
+    OUT page_size integer,
+    OUT pages_per_block bigint,
+    OUT n_blocks bigint,
+    OUT blocks_per_buffer bigint)
+AS 'MODULE_PATHNAME', 'corgipile_sizing'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION corgipile.sizing IS 'How corgipile.train() would cut the relation (or pages heap pages, when given) into blocks and buffers for these block_size and buffer_size.';
+
+CREATE FUNCTION corgipile.block_rows(
+    relation regclass,
+    first_pages bigint[],
+    pages_per_block integer,
+    label text DEFAULT NULL,
+    features text DEFAULT NULL,
+    feature_indices text DEFAULT NULL,
+    model text DEFAULT NULL,
+    id_column text DEFAULT NULL,
+    n_features integer DEFAULT NULL,
+    dtype text DEFAULT 'float4',
+    OUT page bigint,
+    OUT n_rows integer,
+    OUT dim integer,
+    OUT y bytea,
+    OUT x bytea,
+    OUT ids bytea)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'corgipile_block_rows'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 16;
+
+COMMENT ON FUNCTION corgipile.block_rows IS 'The visible rows of the blocks of pages_per_block pages starting at first_pages, one output row per block (or per chunk of a large one): n_rows, dim, y (float8 labels), x (n_rows x dim float4 or float8 features, little-endian), ids (int8, with id_column). label defaults to ''label'', features to ''features''; with model the model''s columns, label encoding and preprocessing apply.';
 
 -- Defaults that converge (issue 21) -------------------------------------
 -- A new parameter, average, and the defaults NULL of buffer_size,

@@ -45,5 +45,4 @@ fi
 echo "== pytest"
 export CORGIPILE_TEST_CLUSTER="$cluster"
 export PYTHONDONTWRITEBYTECODE=1
-# -P: the PGXS build leaves corgipile.so here, which would shadow the package
-.venv/bin/python -P -m pytest -p no:cacheprovider -q tests/python "$@"
+.venv/bin/python -m pytest -p no:cacheprovider -q tests/python "$@"

@@ -181,9 +181,12 @@ put(void *arg, const char *metric, double value)
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
-/* A layout for the relation from the columns the model was trained on. */
-static void
-model_layout(const CpStoredModel *m, Relation rel, CpLayout *lo)
+/*
+ * A layout for the relation from the columns the model was trained on,
+ * with the model's label encoding and preprocessing (also block_rows.c).
+ */
+void
+cp_model_layout(const CpStoredModel *m, Relation rel, CpLayout *lo)
 {
 	CpTrainParams p;
 	StringInfoData features;
@@ -237,7 +240,7 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 
 	rel = cp_open_relation(PG_GETARG_OID(1), AccessShareLock, "relation");
 	cp_check_relation(rel, "relation");
-	model_layout(ev.stored, rel, &lo);
+	cp_model_layout(ev.stored, rel, &lo);
 	cp_check_select(rel, cp_layout_columns(&lo));
 
 	cp_check_model_size(ev.stored->kind, ev.stored->n_features,

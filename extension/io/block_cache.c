@@ -40,6 +40,16 @@ struct CpCachedBlock
 	double	   *values;			/* dense: n_rows * n_features; sparse: nnz */
 	int32	   *indices;		/* sparse: nnz */
 	int32	   *lengths;		/* sparse: values per row */
+
+	/*
+	 * validation => 'N%', blocks the first pass cached: the block's held-out
+	 * rows (dense, converted as epoch 1 keeps them), which epoch 1 hands to
+	 * the holdout when it takes the block from here (cp_block_cache_held).
+	 */
+	int64		held_seen;		/* held-out rows met, NULLs included */
+	int64		held_rows;		/* of them, the rows kept */
+	double	   *held_labels;
+	double	   *held_values;	/* held_rows * n_features */
 };
 
 CpBlockCache *
@@ -146,6 +156,25 @@ cp_block_cache_read(CpBlockCache *cache, uint32 block, CpBuffer *dst)
 	return append_labels(cb, block, dst);
 }
 
+/*
+ * The held-out rows the first pass kept with block (cp_block_cache_has
+ * must be true): returns how many held-out rows it met (0 for a block
+ * cached by an epoch); *rows of them were kept, at *labels and *values
+ * (rows of *n_features doubles).
+ */
+int64
+cp_block_cache_held(const CpBlockCache *cache, uint32 block, int64 *rows,
+					int *n_features, const double **labels, const double **values)
+{
+	const CpCachedBlock *cb = cache->blocks[block];
+
+	*rows = cb->held_rows;
+	*n_features = cb->n_features;
+	*labels = cb->held_labels;
+	*values = cb->held_values;
+	return cb->held_seen;
+}
+
 /* The rows cached for block (cp_block_cache_has must be true). */
 int64
 cp_block_cache_rows(const CpBlockCache *cache, uint32 block)
@@ -200,6 +229,8 @@ cp_block_cache_map_dense(CpBlockCache *cache,
 		Assert(cb->indices == NULL);
 		for (int64 i = 0; i < cb->n_rows; i++)
 			fn(cb->values + i * cb->n_features, arg);
+		for (int64 i = 0; i < cb->held_rows; i++)
+			fn(cb->held_values + i * cb->n_features, arg);
 		if ((b % 1024) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
@@ -214,8 +245,23 @@ void
 cp_block_cache_add(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 				   int64 first_row)
 {
+	cp_block_cache_add_held(cache, block, src, first_row, NULL, 0);
+}
+
+/*
+ * cp_block_cache_add, with the block's held-out rows (held: dense rows of
+ * the same width, NULL for none) and the number of held-out rows met
+ * (held_seen, the rows skipped for NULLs included): for the first pass,
+ * which reads the held-out rows of the blocks it caches once, so that
+ * epoch 1 need not read those blocks again.  Both are kept, or neither.
+ */
+void
+cp_block_cache_add_held(CpBlockCache *cache, uint32 block, const CpBuffer *src,
+						int64 first_row, const CpBuffer *held, int64 held_seen)
+{
 	int64		n = src->n_rows - first_row;
 	int64		nnz;
+	int64		held_n = held != NULL ? held->n_rows : 0;
 	Size		bytes;
 	CpCachedBlock *cb;
 
@@ -226,6 +272,9 @@ cp_block_cache_add(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 	bytes = add_size(sizeof(CpCachedBlock), mul_size(sizeof(double), add_size(n, nnz)));
 	if (src->sparse)
 		bytes = add_size(bytes, mul_size(sizeof(int32), add_size(nnz, n)));
+	Assert(held_n == 0 || (!src->sparse && held->n_features == src->n_features));
+	bytes = add_size(bytes, mul_size(sizeof(double),
+									 mul_size((Size) held_n, (Size) (1 + src->n_features))));
 	if (cache->used > cache->budget || bytes > cache->budget - cache->used)
 	{
 		cache->full = true;
@@ -241,6 +290,20 @@ cp_block_cache_add(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 	cb->values = MemoryContextAllocHuge(cache->cxt, sizeof(double) * Max(nnz, 1));
 	cb->indices = NULL;
 	cb->lengths = NULL;
+	cb->held_seen = held_seen;
+	cb->held_rows = held_n;
+	cb->held_labels = NULL;
+	cb->held_values = NULL;
+	if (held_n > 0)
+	{
+		Size		vals = mul_size(sizeof(double),
+									mul_size((Size) held_n, (Size) src->n_features));
+
+		cb->held_labels = MemoryContextAllocHuge(cache->cxt, sizeof(double) * held_n);
+		memcpy(cb->held_labels, held->labels, sizeof(double) * held_n);
+		cb->held_values = MemoryContextAllocHuge(cache->cxt, Max(vals, 1));
+		memcpy(cb->held_values, held->values, vals);
+	}
 	if (src->sparse)
 	{
 		int64		start = src->offsets[first_row];

@@ -45,5 +45,11 @@ extern void cp_block_cache_map_dense(CpBlockCache *cache,
 									 const void *arg);
 extern void cp_block_cache_add(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 							   int64 first_row);
+extern void cp_block_cache_add_held(CpBlockCache *cache, uint32 block,
+									const CpBuffer *src, int64 first_row,
+									const CpBuffer *held, int64 held_seen);
+extern int64 cp_block_cache_held(const CpBlockCache *cache, uint32 block, int64 *rows,
+								 int *n_features, const double **labels,
+								 const double **values);
 
 #endif							/* CORGIPILE_BLOCK_CACHE_H */

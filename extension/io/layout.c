@@ -1014,6 +1014,44 @@ cp_layout_append_converted(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf,
 	buf->n_rows = row + 1;
 }
 
+/*
+ * cp_layout_append for the row epochs read most: a float8[] features
+ * column (arr, in the page, uncompressed) and a label (label, not NULL),
+ * read by the caller straight from a tuple without NULLs, into a buffer
+ * without ids.  The same label mapping, the same doubles (with the same
+ * transform) and the same errors as cp_layout_append, without a slot, a
+ * deformed row or a look at what the layout's mode is per row.  Returns
+ * false, having appended and counted nothing, for a row it does not handle
+ * (another dimension or element type, NULL elements, the first row when
+ * the dimension is not known yet): the caller hands that row to
+ * cp_layout_append, which converts it or reports what is wrong.
+ */
+bool
+cp_layout_append_float8(CpLayout *lo, Datum label, const ArrayType *arr,
+						ItemPointer tid, CpBuffer *buf)
+{
+	int			d = lo->n_features;
+	int64		row = buf->n_rows;
+	const CpPrepTransform *t = lo->prep ? lo->prep->transform : NULL;
+	CpRowContext where = {lo->relname, tid};
+	double		y;
+
+	Assert(lo->mode == CP_FEATURES_ARRAY && !buf->with_ids && !buf->sparse);
+	if (d <= 0 || ARR_NDIM(arr) != 1 || ARR_HASNULL(arr) ||
+		ARR_ELEMTYPE(arr) != FLOAT8OID || ARR_DIMS(arr)[0] != d ||
+		(t != NULL && t->n_features != d))
+		return false;
+	y = map_label(lo, label, &where);
+	if (unlikely(row + 1 > buf->cap_rows || (row + 1) * d > buf->cap_nnz))
+		cp_buffer_reserve(buf, row + 1, (row + 1) * d);
+	buf->n_features = d;
+	cp_float8_data_to_doubles(ARR_DATA_PTR(arr), buf->values + row * d, d,
+							  t ? t->scale : NULL, t ? t->offset : NULL, &where);
+	buf->labels[row] = y;
+	buf->n_rows = row + 1;
+	return true;
+}
+
 /* Append row of src to dst (same layout); the main thread's row copy. */
 void
 cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row)

@@ -13,6 +13,7 @@
 
 #include "access/tupdesc.h"
 #include "executor/tuptable.h"
+#include "utils/array.h"
 #include "nodes/bitmapset.h"
 #include "utils/palloc.h"
 #include "utils/rel.h"
@@ -136,6 +137,8 @@ extern Size cp_training_buffer_budget(const CpSizing *sizing, Relation rel);
 extern void cp_buffer_reserve_borrowed(CpBuffer *buf, int64 rows);
 extern void cp_buffer_free(CpBuffer *buf);
 extern bool cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf);
+extern bool cp_layout_append_float8(CpLayout *lo, Datum label, const ArrayType *arr,
+									ItemPointer tid, CpBuffer *buf);
 extern void cp_layout_append_converted(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf,
 									   const double *x);
 extern void cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row);

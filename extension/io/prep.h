@@ -74,7 +74,8 @@ struct CpBlockCache;
 extern void cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 							   const CpTrainParams *p, uint64 seed,
 							   MemoryContext cxt, struct CpBlockCache *cache,
-							   uint32 pages_per_block);
+							   uint32 pages_per_block, uint32 n_blocks);
+extern int	cp_stats_sample_pages;
 extern double *cp_prep_original_weights(const CpPrep *prep, const double *w,
 										int32 n_outputs);
 

@@ -295,6 +295,40 @@ cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup)
 }
 
 /*
+ * The next page of the current block, read as cp_block_shuffle_next_tuple
+ * reads it (heapgetpage), with its visible tuples all at once: *offsets[0
+ * .. *n) are their line pointers on *page (page number *blkno), valid
+ * until the next call.  False at the block's end.  For a caller that walks
+ * a page's tuples itself (TupleShuffle): no call per tuple.  The tuples
+ * handed over are consumed: cp_block_shuffle_next_tuple moves on to the
+ * next page.
+ */
+bool
+cp_block_shuffle_next_page(BlockShuffleState *bs, Page *page, BlockNumber *blkno,
+						   const OffsetNumber **offsets, int *n)
+{
+	HeapScanDesc hscan = (HeapScanDesc) bs->scan;
+
+	if (bs->page_loaded)
+	{
+		if (bs->page + 1 >= bs->page_end)
+			return false;
+		bs->page++;
+	}
+	else if (bs->page >= bs->page_end)
+		return false;			/* an empty block: past the table's last page */
+	CHECK_FOR_INTERRUPTS();
+	heapgetpage(bs->scan, bs->page);
+	bs->page_loaded = true;
+	bs->tuple_idx = hscan->rs_ntuples;
+	*page = BufferGetPage(hscan->rs_cbuf);
+	*blkno = bs->page;
+	*offsets = hscan->rs_vistuples;
+	*n = hscan->rs_ntuples;
+	return true;
+}
+
+/*
  * Parallel training (parallel.c): draw the epoch's block order now, for
  * the leader to copy into shared memory.
  */

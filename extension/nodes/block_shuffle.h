@@ -15,6 +15,7 @@
 #include "access/tableam.h"
 #include "common/pg_prng.h"
 #include "nodes/extensible.h"
+#include "storage/bufpage.h"
 
 #include "params/params.h"
 
@@ -63,6 +64,9 @@ extern void cp_block_shuffle_set_order_source(BlockShuffleState *bs,
 /* TupleShuffle's read path: a block at a time, a tuple at a time */
 extern bool cp_block_shuffle_next_block(BlockShuffleState *bs, int64 limit,
 										uint32 *block);
+extern bool cp_block_shuffle_next_page(BlockShuffleState *bs, Page *page,
+									   BlockNumber *blkno,
+									   const OffsetNumber **offsets, int *n);
 extern bool cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup);
 extern const uint32 *cp_block_shuffle_upcoming(BlockShuffleState *bs, int64 limit,
 											   int64 *from, int64 *to);

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * preprocess_pass.c
+ * first_pass.c
  *	  The first pass before epoch 1 (issue 13 §1, docs/preprocessing.md):
- *	  one sequential read of the table that learns what the weights' shape
+ *	  one read of the table (or of a sample of its blocks) that learns what the weights' shape
  *	  and the features' encoding need before the first gradient step.
  *
  *	  - per-feature mean and standard deviation (dense) or scale (sparse),
@@ -19,7 +19,12 @@
  * what 0.2.0 computed, bit for bit.
  *
  * Rows are read in physical order (the order does not matter to any of
- * these, and sequential reading is fastest).  Rows that validation => 'N%'
+ * these, and sequential reading is fastest).  When the standardizing
+ * statistics of dense rows are all there is to learn and the table is
+ * larger than corgipile.stats_sample_size, only a seeded random sample of
+ * its blocks is read, and kept in the block cache for epoch 1, so that the
+ * first epoch reads the table once (issue 24: sample_plan, read_sample;
+ * what a sample does to accuracy is in docs/engine-benchmark.md).  Rows that validation => 'N%'
  * holds out are left out of the statistics and dictionaries, so the
  * held-out score does not see them; the class and label sets, which are
  * the label's domain rather than a feature statistic, come from every row
@@ -42,8 +47,13 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/spccache.h"
+#include "storage/bufmgr.h"
+#include "access/relscan.h"
+#include "common/pg_prng.h"
 
 #include "io/block_cache.h"
+#include "core/shuffle.h"
 #include "util/datum_convert.h"
 #include "model/models.h"
 #include "io/prep.h"
@@ -86,7 +96,25 @@ typedef struct PassState
 	int64		skipped_at_block;	/* ... before the current block */
 	bool		row_ready;		/* learn_features converted the row's
 								 * float8[] features into row */
+	CpBuffer	block_held;		/* validation: the block's held-out rows */
+	int64		held_seen;		/* ... and the held-out rows it met */
+
+	/* statistics from a sample of blocks (sample_plan) */
+	uint32		n_blocks;		/* BlockShuffle's blocks */
+	int64		sampled_blocks; /* 0: every row was read */
 } PassState;
+
+/*
+ * corgipile.stats_sample_size, in heap pages: a table larger than this
+ * learns its standardizing statistics from a random sample of its blocks
+ * of about this size (sample_plan); 0 reads every row.
+ */
+int			cp_stats_sample_pages = 8192;
+
+/* at least this many blocks in a sample: a block may hold a single label */
+#define CP_SAMPLE_MIN_BLOCKS 32
+/* the sample's own random stream of the training's seed (core/shuffle.c) */
+#define CP_SAMPLE_STREAM 9
 
 /* What cp_prep_dict_init allocates for max_categories, before any value. */
 static uint64
@@ -470,8 +498,10 @@ learn_features(PassState *ps, Datum *vals, bool *isnull,
  *
  * Only when nothing else the pass learns changes how a row converts: no
  * text label, softmax classes, one-hot dictionary or sparse dimension,
- * dense rows only.  Not with validation => 'N%': epoch 1 must meet the
- * held-out rows to keep them (holdout.c), in its own order.
+ * dense rows only.  With validation => 'N%', the held-out rows of a cached
+ * block are kept with it (cp_block_cache_add_held), and epoch 1 hands them
+ * to the holdout when it takes the block from the cache, in its own order
+ * (cp_holdout_keep_cached), as it would have kept them reading the heap.
  */
 static bool
 fill_cache_wanted(const PassState *ps, const CpBlockCache *cache)
@@ -481,7 +511,6 @@ fill_cache_wanted(const PassState *ps, const CpBlockCache *cache)
 	return cache != NULL && cache->n_cached == 0 && !cache->full &&
 		ps->want_stats && !ps->want_dicts && !ps->want_classes &&
 		!ps->want_dim && !lo->label_is_text &&
-		ps->p->validation_fraction <= 0.0 &&
 		(lo->mode == CP_FEATURES_ARRAY ||
 		 (lo->mode == CP_FEATURES_COLUMNS && !lo->has_onehot));
 }
@@ -505,7 +534,11 @@ flush_block(PassState *ps)
 	if (!ps->in_block)
 		return;
 	ps->in_block = false;
-	cp_block_cache_add(ps->cache, ps->block, &ps->block_rows, 0);
+	/* a block of held-out rows only: its width is theirs */
+	if (ps->block_rows.n_rows == 0 && ps->block_held.n_rows > 0)
+		ps->block_rows.n_features = ps->block_held.n_features;
+	cp_block_cache_add_held(ps->cache, ps->block, &ps->block_rows, 0,
+							&ps->block_held, ps->held_seen);
 	if (!cp_block_cache_has(ps->cache, ps->block))
 	{
 		/* epoch 1 reads this block, and those after it, from the heap */
@@ -515,41 +548,77 @@ flush_block(PassState *ps)
 }
 
 /*
+ * Make block the one rows are cached for, handing the previous one to the
+ * cache; false once the cache takes no more.
+ */
+static bool
+enter_block(PassState *ps, uint32 block)
+{
+	if (!ps->in_block || block != ps->block)
+	{
+		flush_block(ps);
+		if (ps->cache == NULL)
+			return false;
+		cp_buffer_reset(&ps->block_rows, ps->lo->n_features);
+		cp_buffer_reset(&ps->block_held, ps->lo->n_features);
+		ps->held_seen = 0;
+		ps->block = block;
+		ps->in_block = true;
+		ps->skipped_at_block = ps->lo->n_skipped;
+	}
+	return true;
+}
+
+/*
  * Append the row in slot to its block's rows, as epoch 1 would before the
  * transform.  A row whose length the pass did not check (n_features given
  * and the first rows ragged) is left to epoch 1 to report, in its order:
  * the cache is given up.
  */
 static void
-cache_row(PassState *ps, TupleTableSlot *slot)
+cache_row(PassState *ps, TupleTableSlot *slot, bool held_out)
 {
 	CpLayout   *lo = ps->lo;
 	uint32		block = ItemPointerGetBlockNumber(&slot->tts_tid) / ps->pages_per_block;
 	int			n_features = lo->n_features;
 
-	if (!ps->in_block || block != ps->block)
-	{
-		flush_block(ps);
-		if (ps->cache == NULL)
-			return;
-		cp_buffer_reset(&ps->block_rows, lo->n_features);
-		ps->block = block;
-		ps->in_block = true;
-		ps->skipped_at_block = lo->n_skipped;
-	}
+	if (!enter_block(ps, block))
+		return;
 	if (lo->mode == CP_FEATURES_ARRAY &&
 		!slot->tts_isnull[lo->label_attno - 1] &&
 		!slot->tts_isnull[lo->values_attno - 1])
 	{
 		ArrayType  *arr = DatumGetArrayTypeP(slot->tts_values[lo->values_attno - 1]);
+		int			len = ARR_NDIM(arr) == 1 ?
+			ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr)) : -1;
 		int			want = n_features > 0 ? n_features :
 			(ps->stats_ready ? ps->stats.n_features : -1);
 
-		if (ARR_NDIM(arr) != 1 || ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr)) != want)
+		/*
+		 * A held-out row before any learnt one sets the width, as it would
+		 * in epoch 1 (which reads it first)
+		 */
+		if (want < 0 && held_out && len > 0)
+		{
+			ensure_stats(ps, len);
+			ensure_row(ps, len);
+			want = ps->stats.n_features;
+		}
+		if (len != want)
 		{
 			abandon_cache(ps);
 			return;
 		}
+	}
+	if (held_out)
+	{
+		/* as cp_holdout_take and cp_holdout_keep count and convert it */
+		ps->held_seen++;
+		if (lo->mode == CP_FEATURES_ARRAY && n_features == 0 && ps->stats_ready)
+			lo->n_features = ps->stats.n_features;
+		cp_layout_append(lo, slot, &ps->block_held);
+		lo->n_features = n_features;
+		return;
 	}
 	if (ps->row_ready)
 	{
@@ -563,84 +632,303 @@ cache_row(PassState *ps, TupleTableSlot *slot)
 	lo->n_features = n_features;
 }
 
+/* What read_pages needs besides the pass's state. */
+typedef struct PassReader
+{
+	TableScanDesc scan;
+	TupleDesc	desc;			/* the table's, cut at the layout's last column */
+	TupleTableSlot *slot;		/* a virtual slot over desc, for cache_row */
+	MemoryContext row_cxt;		/* reset per row */
+	uint64		seed;
+	BlockNumber n_pages;		/* the scan's */
+	bool		prefetch;		/* effective_io_concurrency > 0 */
+	bool		offsets_known;	/* desc's attcacheoff have been set */
+	bool		offsets_fixed;	/* every column read has one */
+	int64		seen;
+} PassReader;
+
 /*
- * Read every row in physical order.  Like the epochs' read path
- * (tupleshuffle.c), each tuple is deformed straight from the page the scan
- * holds pinned (heap_getnext: visibility is checked a page at a time),
- * over the table's descriptor cut at the last column the layout reads,
- * instead of being stored in a slot (a pin and unpin per row) and deformed
- * there: the same rows in the same order, so the same statistics.  The
- * descriptor keeps the table's constraints, so a row written before ADD
- * COLUMN ... DEFAULT reads the column's default.  corgipile reads heap
- * tables only (relation.c).
+ * The row a training caches most, read straight from the page: float8[]
+ * features and a label at fixed offsets in a tuple without NULLs, the
+ * array uncompressed, of the statistics' width, not held out, while the
+ * pass fills the cache.  It is converted once, into its block's rows
+ * (cp_layout_append_float8: the label mapped, the values checked, no
+ * transform yet), and the statistics take it from there: the same doubles
+ * in the same order as learn_features and cache_row give, without
+ * deforming the tuple or storing it in a slot.  False, having done
+ * nothing, for any other row.
+ */
+static bool
+pass_row_direct(PassState *ps, PassReader *rd, HeapTuple tup)
+{
+	CpLayout   *lo = ps->lo;
+	char	   *tp;
+	Form_pg_attribute la;
+	Form_pg_attribute fa;
+	ArrayType  *arr;
+	int			d;
+	int			n_features = lo->n_features;
+	bool		ok;
+
+	if (!rd->offsets_fixed || ps->cache == NULL || lo->mode != CP_FEATURES_ARRAY ||
+		!ps->stats_ready || ps->want_dicts || HeapTupleHasNulls(tup) ||
+		HeapTupleHeaderGetNatts(tup->t_data) < rd->desc->natts)
+		return false;
+	d = ps->stats.n_features;
+	if (n_features > 0 && n_features != d)
+		return false;
+	tp = (char *) tup->t_data + tup->t_data->t_hoff;
+	la = TupleDescAttr(rd->desc, lo->label_attno - 1);
+	fa = TupleDescAttr(rd->desc, lo->values_attno - 1);
+	arr = (ArrayType *) (tp + fa->attcacheoff);
+	if (!VARATT_IS_4B_U(arr) || ARR_NDIM(arr) != 1 || ARR_HASNULL(arr) ||
+		ARR_ELEMTYPE(arr) != FLOAT8OID || ARR_DIMS(arr)[0] != d)
+		return false;
+	if (ps->p->validation_fraction > 0.0 &&
+		cp_prep_holdout(rd->seed, ItemPointerGetBlockNumber(&tup->t_self),
+						ItemPointerGetOffsetNumber(&tup->t_self),
+						ps->p->validation_fraction))
+		return false;
+	if (!enter_block(ps, ItemPointerGetBlockNumber(&tup->t_self) / ps->pages_per_block))
+		return false;			/* the cache is full: the slow path learns it */
+	lo->n_features = d;
+	ok = cp_layout_append_float8(lo, fetchatt(la, tp + la->attcacheoff), arr,
+								 &tup->t_self, &ps->block_rows);
+	lo->n_features = n_features;
+	if (!ok)
+		return false;
+	if (ps->want_stats)
+	{
+		cp_prep_stats_add_dense(&ps->stats,
+								ps->block_rows.values + (ps->block_rows.n_rows - 1) * d);
+		ps->n_rows++;
+	}
+	return true;
+}
+
+/* One visible row: into what the pass learns, and into the cache. */
+static void
+pass_row(PassState *ps, PassReader *rd, HeapTuple tup)
+{
+	CpLayout   *lo = ps->lo;
+	CpRowContext where = {lo->relname, &tup->t_self};
+	MemoryContext old = MemoryContextSwitchTo(rd->row_cxt);
+	Datum	   *vals = rd->slot->tts_values;
+	bool	   *isnull = rd->slot->tts_isnull;
+	double		fraction = ps->p->validation_fraction;
+	bool		has_label;
+	bool		held_out;
+
+	if (pass_row_direct(ps, rd, tup))
+	{
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	heap_deform_tuple(tup, rd->desc, vals, isnull);
+	if (!rd->offsets_known && !HeapTupleHasNulls(tup) &&
+		HeapTupleHeaderGetNatts(tup->t_data) >= rd->desc->natts)
+	{
+		/* heap_deform_tuple has cached the offsets it could */
+		rd->offsets_known = true;
+		rd->offsets_fixed = true;
+		for (int i = 0; i < rd->desc->natts; i++)
+			if (TupleDescAttr(rd->desc, i)->attcacheoff < 0)
+				rd->offsets_fixed = false;
+	}
+	has_label = !isnull[lo->label_attno - 1];
+	ps->row_ready = false;
+	held_out = fraction > 0.0 &&
+		cp_prep_holdout(rd->seed, ItemPointerGetBlockNumber(&tup->t_self),
+						ItemPointerGetOffsetNumber(&tup->t_self), fraction);
+
+	/* as the max(index) query did: every row's indices */
+	if (ps->want_dim && !isnull[lo->indices_attno - 1])
+		learn_indices(ps, vals[lo->indices_attno - 1], &where);
+	/* as the DISTINCT query did: every row's label */
+	if (has_label && (ps->want_classes || lo->label_is_text))
+		learn_label(ps, vals[lo->label_attno - 1], &where);
+	if ((ps->want_stats || ps->want_dicts) && has_label && !held_out)
+		learn_features(ps, vals, isnull, &where);
+	if (ps->cache != NULL)
+	{
+		ExecStoreVirtualTuple(rd->slot);
+		rd->slot->tts_tid = tup->t_self;
+		cache_row(ps, rd->slot, held_out);
+		ExecClearTuple(rd->slot);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(rd->row_cxt);
+}
+
+/*
+ * The visible rows of heap pages [first, end), in page and line pointer
+ * order: heapgetpage() prunes, checks visibility against the snapshot a
+ * page at a time and records serializable reads, as a sequential scan
+ * (heap_getnext) does, and each tuple is deformed straight from the pinned
+ * page (heap_deform_tuple over the cut descriptor) rather than stored in a
+ * slot: the same rows in the same order as heap_getnext gives, so the same
+ * statistics.  The descriptor keeps the table's constraints, so a row
+ * written before ADD COLUMN ... DEFAULT reads the column's default.
+ */
+static void
+read_pages(PassState *ps, PassReader *rd, BlockNumber first, BlockNumber end)
+{
+	HeapScanDesc hscan = (HeapScanDesc) rd->scan;
+	HeapTupleData tup;
+
+	tup.t_tableOid = RelationGetRelid(rd->scan->rs_rd);
+	for (BlockNumber page = first; page < Min(end, rd->n_pages); page++)
+	{
+		Page		dp;
+
+		CHECK_FOR_INTERRUPTS();
+		heapgetpage(rd->scan, page);
+		dp = BufferGetPage(hscan->rs_cbuf);
+		for (int i = 0; i < hscan->rs_ntuples; i++)
+		{
+			OffsetNumber off = hscan->rs_vistuples[i];
+			ItemId		lpp = PageGetItemId(dp, off);
+
+			tup.t_data = (HeapTupleHeader) PageGetItem(dp, lpp);
+			tup.t_len = ItemIdGetLength(lpp);
+			ItemPointerSet(&tup.t_self, page, off);
+			pass_row(ps, rd, &tup);
+		}
+		rd->seen += hscan->rs_ntuples;
+	}
+}
+
+static void
+prefetch_pages(PassReader *rd, BlockNumber first, BlockNumber end)
+{
+#ifdef USE_PREFETCH
+	if (!rd->prefetch)
+		return;
+	for (BlockNumber p = first; p < Min(end, rd->n_pages); p++)
+		PrefetchBuffer(rd->scan->rs_rd, MAIN_FORKNUM, p);
+#endif
+}
+
+/*
+ * How many blocks the statistics sample, or 0 to read every row.
+ *
+ * Only the standardizing statistics may come from a sample: when the pass
+ * learns anything else (a dictionary, the classes, a text label's values,
+ * the sparse dimension: all of which a single unsampled row may change),
+ * or reads sparse rows, it reads every row.  A table of at most
+ * corgipile.stats_sample_size pages is read whole, in physical order, as
+ * before (the same statistics, bit for bit); a larger one samples blocks
+ * (BlockShuffle's runs of pages, so that the sample's blocks can be cached
+ * as whole blocks and epoch 1 reads them from memory) totalling about that
+ * many pages, and at least CP_SAMPLE_MIN_BLOCKS blocks.
+ */
+static int64
+sample_plan(const PassState *ps, BlockNumber n_pages)
+{
+	const CpLayout *lo = ps->lo;
+	int64		k;
+
+	if (cp_stats_sample_pages <= 0 || !ps->want_stats || ps->want_dicts ||
+		ps->want_classes || ps->want_dim || lo->label_is_text ||
+		!(lo->mode == CP_FEATURES_ARRAY ||
+		  (lo->mode == CP_FEATURES_COLUMNS && !lo->has_onehot)) ||
+		n_pages <= (BlockNumber) cp_stats_sample_pages || ps->n_blocks == 0)
+		return 0;
+	k = ((int64) cp_stats_sample_pages + ps->pages_per_block - 1) / ps->pages_per_block;
+	k = Max(k, CP_SAMPLE_MIN_BLOCKS);
+	return k < (int64) ps->n_blocks ? k : 0;
+}
+
+/*
+ * A sample of k of the n_blocks blocks, each chosen with the same
+ * probability (Knuth's selection sampling, algorithm S: block b is taken
+ * with probability (k - taken) / (n_blocks - b)), drawn from the training's
+ * seed and read in ascending order, each block's successor prefetched.  The
+ * sampled blocks go into the block cache while it has room, so that epoch
+ * 1 reads them from memory: the table is read once in all.  Should the
+ * sample hold no row to learn from (every sampled row NULL or held out),
+ * the other blocks are read too.
+ */
+static void
+read_sample(PassState *ps, PassReader *rd, int64 k)
+{
+	pg_prng_state rng;
+	uint32	   *blocks = palloc_array(uint32, k);
+	int64		taken = 0;
+	uint32		ppb = ps->pages_per_block;
+
+	pg_prng_seed(&rng, cp_derive_seed(rd->seed, CP_SAMPLE_STREAM));
+	for (uint32 b = 0; b < ps->n_blocks && taken < k; b++)
+		if (pg_prng_double(&rng) * (double) (ps->n_blocks - b) < (double) (k - taken))
+			blocks[taken++] = b;
+	for (int64 i = 0; i < taken; i++)
+	{
+		if (i + 1 < taken)
+			prefetch_pages(rd, (BlockNumber) blocks[i + 1] * ppb,
+						   (BlockNumber) blocks[i + 1] * ppb + ppb);
+		read_pages(ps, rd, (BlockNumber) blocks[i] * ppb,
+				   (BlockNumber) blocks[i] * ppb + ppb);
+	}
+	ps->sampled_blocks = taken;
+	if (ps->n_rows == 0)
+	{
+		/* nothing to learn from in the sample: every block, then */
+		int64		next = 0;
+
+		for (uint32 b = 0; b < ps->n_blocks; b++)
+		{
+			if (next < taken && blocks[next] == b)
+			{
+				next++;
+				continue;
+			}
+			read_pages(ps, rd, (BlockNumber) b * ppb, (BlockNumber) b * ppb + ppb);
+		}
+		ps->sampled_blocks = 0;
+	}
+	pfree(blocks);
+}
+
+/*
+ * Read every row in physical order, or a sample of blocks (sample_plan).
  */
 static void
 read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 {
 	CpLayout   *lo = ps->lo;
+	PassReader	rd;
+	int64		k;
+
 	/*
 	 * From the first page, never joining a synchronized scan mid-table: the
 	 * statistics' last bits depend on the order rows are added in, and a
 	 * seed must give the same model whatever else reads the table.
 	 */
-	TableScanDesc scan = table_beginscan_strat(rel, snapshot, 0, NULL, true, false);
-	TupleDesc	desc = CreateTupleDescCopyConstr(RelationGetDescr(rel));
-	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext,
-												  "corgipile first pass row",
-												  ALLOCSET_DEFAULT_SIZES);
-	double		fraction = ps->p->validation_fraction;
-	bool		features = ps->want_stats || ps->want_dicts;
-	int64		seen = 0;
-	Datum	   *vals;
-	bool	   *isnull;
-	HeapTuple	tup;
-	TupleTableSlot *slot;
+	rd.scan = table_beginscan_strat(rel, snapshot, 0, NULL, true, false);
+	rd.desc = CreateTupleDescCopyConstr(RelationGetDescr(rel));
+	rd.desc->natts = Min(rd.desc->natts, lo->max_attno);
+	rd.slot = MakeSingleTupleTableSlot(rd.desc, &TTSOpsVirtual);
+	rd.row_cxt = AllocSetContextCreate(CurrentMemoryContext,
+									   "corgipile first pass row",
+									   ALLOCSET_DEFAULT_SIZES);
+	rd.seed = seed;
+	rd.n_pages = ((HeapScanDesc) rd.scan)->rs_nblocks;
+	rd.prefetch = get_tablespace_io_concurrency(rel->rd_rel->reltablespace) > 0;
+	rd.seen = 0;
+	rd.offsets_known = false;
+	rd.offsets_fixed = false;
 
-	desc->natts = Min(desc->natts, lo->max_attno);
-	/* a virtual slot, for cache_row's cp_layout_append */
-	slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
-	vals = slot->tts_values;
-	isnull = slot->tts_isnull;
-	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
-	{
-		CpRowContext where = {lo->relname, &tup->t_self};
-		MemoryContext old = MemoryContextSwitchTo(row_cxt);
-		bool		has_label;
-
-		heap_deform_tuple(tup, desc, vals, isnull);
-		has_label = !isnull[lo->label_attno - 1];
-		ps->row_ready = false;
-
-		/* as the max(index) query did: every row's indices */
-		if (ps->want_dim && !isnull[lo->indices_attno - 1])
-			learn_indices(ps, vals[lo->indices_attno - 1], &where);
-		/* as the DISTINCT query did: every row's label */
-		if (has_label && (ps->want_classes || lo->label_is_text))
-			learn_label(ps, vals[lo->label_attno - 1], &where);
-		if (features && has_label &&
-			!(fraction > 0.0 &&
-			  cp_prep_holdout(seed, ItemPointerGetBlockNumber(&tup->t_self),
-							  ItemPointerGetOffsetNumber(&tup->t_self), fraction)))
-			learn_features(ps, vals, isnull, &where);
-		if (ps->cache != NULL)
-		{
-			ExecStoreVirtualTuple(slot);
-			slot->tts_tid = tup->t_self;
-			cache_row(ps, slot);
-			ExecClearTuple(slot);
-		}
-
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(row_cxt);
-		if ((++seen % 256) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
+	k = sample_plan(ps, rd.n_pages);
+	if (k > 0)
+		read_sample(ps, &rd, k);
+	else
+		read_pages(ps, &rd, 0, rd.n_pages);
 	if (ps->cache != NULL)
 		flush_block(ps);
-	table_endscan(scan);
-	MemoryContextDelete(row_cxt);
-	ExecDropSingleTupleTableSlot(slot);
-	FreeTupleDesc(desc);
+	table_endscan(rd.scan);
+	MemoryContextDelete(rd.row_cxt);
+	ExecDropSingleTupleTableSlot(rd.slot);
+	FreeTupleDesc(rd.desc);
 }
 
 /* The classes of softmax, from the labels' text, in class order. */
@@ -828,7 +1116,7 @@ transform_row(double *row, const void *arg)
 void
 cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 				   const CpTrainParams *p, uint64 seed, MemoryContext cxt,
-				   CpBlockCache *cache, uint32 pages_per_block)
+				   CpBlockCache *cache, uint32 pages_per_block, uint32 n_blocks)
 {
 	PassState	ps;
 	MemoryContext old;
@@ -845,6 +1133,8 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 	ps.want_dim = lo->mode == CP_FEATURES_SPARSE && lo->n_features == 0;
 	ps.max_index = -1;
 	ps.byte_budget = (uint64) work_mem * 1024;
+	ps.pages_per_block = Max(pages_per_block, 1);
+	ps.n_blocks = n_blocks;
 
 	old = MemoryContextSwitchTo(cxt);
 	if (ps.want_classes)
@@ -909,9 +1199,9 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 	if (fill_cache_wanted(&ps, cache))
 	{
 		ps.cache = cache;
-		ps.pages_per_block = Max(pages_per_block, 1);
 		ps.skipped_at_start = lo->n_skipped;
 		cp_buffer_init(&ps.block_rows, cxt, false);
+		cp_buffer_init(&ps.block_held, cxt, false);
 	}
 	if (ps.want_stats || ps.want_dicts || ps.want_classes || ps.want_dim ||
 		lo->label_is_text)
@@ -925,8 +1215,9 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 		INSTR_TIME_SUBTRACT(elapsed, start);
 		/* scripts/bench_first_pass.py reads this */
 		ereport(DEBUG1,
-				(errmsg_internal("corgipile: first pass over \"%s\": %.6f s, " INT64_FORMAT " rows learnt from",
-								 lo->relname, INSTR_TIME_GET_DOUBLE(elapsed), ps.n_rows)));
+				(errmsg_internal("corgipile: first pass over \"%s\": %.6f s, " INT64_FORMAT " rows learnt from, " INT64_FORMAT " of %u blocks sampled (0: every row read)",
+								 lo->relname, INSTR_TIME_GET_DOUBLE(elapsed), ps.n_rows,
+								 ps.sampled_blocks, ps.n_blocks)));
 	}
 
 	if (ps.want_dim)
@@ -973,6 +1264,9 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 		}
 	}
 	if (ps.block_rows.memcxt != NULL)
+	{
 		cp_buffer_free(&ps.block_rows);
+		cp_buffer_free(&ps.block_held);
+	}
 	MemoryContextSwitchTo(old);
 }

@@ -22,6 +22,7 @@
 #include "utils/memutils.h"
 
 #include "core/preprocess.h"
+#include "io/block_cache.h"
 #include "functions/evaluate.h"
 #include "nodes/holdout.h"
 #include "model/models.h"
@@ -83,6 +84,41 @@ void
 cp_holdout_keep(CpHoldout *h, CpLayout *lo, TupleTableSlot *slot)
 {
 	cp_layout_append(lo, slot, &h->rows);
+	if (kept_bytes(&h->rows) > h->budget)
+	{
+		cp_buffer_free(&h->rows);
+		h->reread = true;
+	}
+}
+
+/*
+ * Epoch 1 takes a block from the block cache that the first pass filled:
+ * the block's held-out rows, which the pass met and converted as
+ * cp_holdout_keep would (cp_block_cache_add_held), are counted and kept
+ * here, in epoch 1's order, as if the block had been read from the heap.
+ */
+void
+cp_holdout_keep_cached(CpHoldout *h, const CpBlockCache *cache, uint32 block)
+{
+	int64		rows;
+	int			d;
+	const double *labels;
+	const double *values;
+	int64		seen;
+	int64		at;
+
+	if (h->complete)
+		return;
+	seen = cp_block_cache_held(cache, block, &rows, &d, &labels, &values);
+	h->n_seen += seen;
+	if (h->reread || rows == 0)
+		return;
+	at = h->rows.n_rows;
+	h->rows.n_features = d;
+	cp_buffer_reserve(&h->rows, at + rows, (at + rows) * d);
+	memcpy(h->rows.labels + at, labels, sizeof(double) * rows);
+	memcpy(h->rows.values + at * d, values, sizeof(double) * rows * d);
+	h->rows.n_rows = at + rows;
 	if (kept_bytes(&h->rows) > h->budget)
 	{
 		cp_buffer_free(&h->rows);

@@ -52,6 +52,9 @@ extern bool cp_holdout_is_held_out(const CpHoldout *h, ItemPointer tid);
 extern bool cp_holdout_take(CpHoldout *h, ItemPointer tid, bool *keep);
 extern void cp_holdout_keep(CpHoldout *h, CpLayout *lo, TupleTableSlot *slot);
 extern void cp_holdout_epoch_done(CpHoldout *h);
+struct CpBlockCache;
+extern void cp_holdout_keep_cached(CpHoldout *h, const struct CpBlockCache *cache,
+								   uint32 block);
 extern char *cp_holdout_report(CpHoldout *h, const CpLayout *lo, Relation rel,
 							   Snapshot snapshot, CpBuffer *batch,
 							   MemoryContext row_cxt, const CpModel *model,

@@ -200,9 +200,13 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	 * Later epochs take the blocks the first one converted from memory
 	 * (block_cache.c), unless the strategy reads the table only once or
 	 * this is shuffled_scan(), whose rows carry ids the cache does not keep.
+	 * A training of one epoch has a cache too, for the first pass alone
+	 * (cp_tuple_shuffle_find_shape): the blocks it read, epoch 1 need not
+	 * read again.
 	 */
 	if (!ts->scan_mode && !ts->strategy->reads_table_once &&
-		ts->params.max_epoch_num > 1 && cp_block_cache_kb > 0 &&
+		(ts->params.max_epoch_num > 1 || ts->params.workers <= 1) &&
+		cp_block_cache_kb > 0 &&
 		!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
 		ts->cache = cp_block_cache_create(ts->buf_cxt, ts->child->sizing.n_blocks,
 										  (Size) cp_block_cache_kb * 1024);
@@ -216,6 +220,8 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->borrow_rows = ts->cache != NULL &&
 		!cp_layout_sparse_rows(&ts->layout) &&
 		ts->strategy->borrow_cached_rows;
+	if (ts->borrow_rows)
+		cp_buffer_init(&ts->block_rows, ts->buf_cxt, false);
 
 	/*
 	 * The top operator seeds the run, once: this node under shuffled_scan(),
@@ -268,50 +274,97 @@ deform_row(TupleShuffleState *ts, HeapTuple tup, Datum *values, bool *isnull)
 }
 
 /*
+ * Whether rows may be read straight from the page (read_block): float8[]
+ * features in a buffer without ids, read over a descriptor whose columns
+ * up to the features lie at fixed offsets in a tuple without NULLs (known
+ * once deform_row has walked such a tuple).
+ */
+static inline bool
+direct_rows(const TupleShuffleState *ts, const CpBuffer *dst)
+{
+	return ts->offsets_fixed && ts->layout.mode == CP_FEATURES_ARRAY &&
+		!dst->with_ids && !dst->sparse;
+}
+
+/*
  * Append the rows of the block BlockShuffle has just started to dst.
  *
- * Each tuple is deformed straight from its pinned page into the read
- * slot's arrays (deform_row, over a descriptor cut at the last column
- * the layout reads), so there is no executor call, buffer pin or
- * slot store per row.  The slot is virtual: cp_layout_append reads it as
- * it would any slot, and detoasts only what is toasted or compressed.
+ * BlockShuffle hands over a page at a time (heapgetpage's visible tuples).
+ * The common row, float8[] features and a label in a tuple without NULLs
+ * whose columns lie at fixed offsets, is converted straight from the page
+ * (cp_layout_append_float8: no slot, no deformed row, no memory to
+ * reset).  Any other row is deformed straight from its pinned page into
+ * the read slot's arrays (deform_row, over a descriptor cut at the last
+ * column the layout reads), and cp_layout_append reads the slot, which is
+ * virtual, as it would any slot, and detoasts only what is toasted or
+ * compressed.  No executor call, buffer pin or slot store per row.
  */
 static int64
 read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
 {
 	TupleTableSlot *slot = ts->read_slot;
+	TupleDesc	desc = ts->read_desc;
 	HeapTupleData tup;
 	int64		n = 0;
+	Page		page;
+	BlockNumber blkno;
+	const OffsetNumber *offsets;
+	int			n_tuples;
 
-	while (cp_block_shuffle_next_tuple(ts->child, &tup))
+	tup.t_tableOid = RelationGetRelid(cp_tuple_shuffle_relation(ts));
+	while (cp_block_shuffle_next_page(ts->child, &page, &blkno, &offsets, &n_tuples))
 	{
-		bool		keep = false;
-		bool		held_out;
-
-		n++;
-
-		/*
-		 * validation => 'N%': held-out rows are never trained on (nor
-		 * cached).  The ctid decides, so a row that is not kept (every
-		 * epoch after the first) is not even deformed.
-		 */
-		held_out = ts->holdout != NULL && cp_holdout_take(ts->holdout, &tup.t_self, &keep);
-		if (held_out && !keep)
-			continue;
-		deform_row(ts, &tup, slot->tts_values, slot->tts_isnull);
-		ExecStoreVirtualTuple(slot);
-		slot->tts_tid = tup.t_self;
-		if (held_out)
+		n += n_tuples;
+		for (int i = 0; i < n_tuples; i++)
 		{
-			cp_holdout_keep(ts->holdout, &ts->layout, slot);
+			ItemId		lpp = PageGetItemId(page, offsets[i]);
+			bool		keep = false;
+			bool		held_out;
+
+			tup.t_data = (HeapTupleHeader) PageGetItem(page, lpp);
+			tup.t_len = ItemIdGetLength(lpp);
+			ItemPointerSet(&tup.t_self, blkno, offsets[i]);
+
+			/*
+			 * validation => 'N%': held-out rows are never trained on (nor
+			 * cached).  The ctid decides, so a row that is not kept (every
+			 * epoch after the first) is not even deformed.
+			 */
+			held_out = ts->holdout != NULL && cp_holdout_take(ts->holdout, &tup.t_self, &keep);
+			if (held_out && !keep)
+				continue;
+			if (!held_out && direct_rows(ts, dst) && !HeapTupleHasNulls(&tup) &&
+				HeapTupleHeaderGetNatts(tup.t_data) >= desc->natts)
+			{
+				char	   *tp = (char *) tup.t_data + tup.t_data->t_hoff;
+				Form_pg_attribute la = TupleDescAttr(desc, ts->layout.label_attno - 1);
+				Form_pg_attribute fa = TupleDescAttr(desc, ts->layout.values_attno - 1);
+				struct varlena *v = (struct varlena *) (tp + fa->attcacheoff);
+
+				if (VARATT_IS_4B_U(v) &&
+					cp_layout_append_float8(&ts->layout, fetchatt(la, tp + la->attcacheoff),
+											(ArrayType *) v, &tup.t_self, dst))
+				{
+					if (dst->with_blocks)
+						dst->row_blocks[dst->n_rows - 1] = block;
+					continue;
+				}
+			}
+			deform_row(ts, &tup, slot->tts_values, slot->tts_isnull);
+			ExecStoreVirtualTuple(slot);
+			slot->tts_tid = tup.t_self;
+			if (held_out)
+			{
+				cp_holdout_keep(ts->holdout, &ts->layout, slot);
+				ExecClearTuple(slot);
+				MemoryContextReset(ts->row_cxt);
+				continue;
+			}
+			if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)
+				dst->row_blocks[dst->n_rows - 1] = block;
 			ExecClearTuple(slot);
 			MemoryContextReset(ts->row_cxt);
-			continue;
 		}
-		if (cp_layout_append(&ts->layout, slot, dst) && dst->with_blocks)
-			dst->row_blocks[dst->n_rows - 1] = block;
-		ExecClearTuple(slot);
-		MemoryContextReset(ts->row_cxt);
 	}
 	return n;
 }
@@ -337,6 +390,8 @@ read_blocks(TupleShuffleState *ts, int64 limit, CpBuffer *dst)
 		if (ts->cache != NULL && cp_block_cache_has(ts->cache, block))
 		{
 			n_read += cp_block_cache_read(ts->cache, block, dst);
+			if (ts->holdout != NULL)
+				cp_holdout_keep_cached(ts->holdout, ts->cache, block);
 			continue;
 		}
 		/* the OS reads the next block's pages while we convert this one */
@@ -346,6 +401,91 @@ read_blocks(TupleShuffleState *ts, int64 limit, CpBuffer *dst)
 		n_read += read_block(ts, block, dst);
 		if (ts->cache != NULL)
 			cp_block_cache_add(ts->cache, block, dst, first_row);
+	}
+	MemoryContextSwitchTo(old);
+	return n_read;
+}
+
+/*
+ * Lent rows become the buffer's own: copy every row dst borrows into its
+ * values, and stop borrowing (once a training, when the cache fills up
+ * during read_blocks_lent).
+ */
+static void
+own_borrowed_rows(CpBuffer *dst)
+{
+	int64		n = dst->n_rows;
+	int			d = dst->n_features;
+	const double **rows = dst->row_ptrs;
+
+	dst->row_ptrs = NULL;
+	cp_buffer_reserve(dst, n, n * d);
+	for (int64 i = 0; i < n; i++)
+		memcpy(dst->values + i * d, rows[i], sizeof(double) * d);
+}
+
+/*
+ * read_blocks for a buffer that may borrow cached rows (borrow_rows), while
+ * the cache takes more blocks (the first epoch): each block read from the
+ * heap is converted into block_rows, one block's rows that stay in the CPU
+ * caches, handed to the block cache, and lent to dst from there, as the
+ * cached blocks are.  So the epoch does not write its rows into a buffer of
+ * a tenth of the table and copy them from there into the cache (each a
+ * pass over memory, the buffer's first one faulting its pages in): the
+ * rows are converted once, copied once into the cache, and trained on
+ * where they lie.  The same rows in the same order: the same weights.  Once
+ * a block does not fit, dst takes copies of the rows it borrowed so far,
+ * and the rest of the group is read into it as read_blocks does.
+ */
+static int64
+read_blocks_lent(TupleShuffleState *ts, int64 limit, CpBuffer *dst)
+{
+	uint32		block;
+	int64		n_read = 0;
+	MemoryContext old;
+
+	Assert(dst->n_rows == 0 && !dst->sparse);
+	cp_buffer_reserve_borrowed(dst, dst->cap_rows);
+	old = MemoryContextSwitchTo(ts->row_cxt);
+	while (cp_block_shuffle_next_block(ts->child, limit, &block))
+	{
+		int64		next = ts->child->next_block;
+		int64		first_row = dst->n_rows;
+		CpBuffer   *br = &ts->block_rows;
+
+		if (!cp_block_cache_has(ts->cache, block))
+		{
+			/* the OS reads the next block's pages while we convert this one */
+			if (next < ts->child->sizing.n_blocks &&
+				!cp_block_cache_has(ts->cache, ts->child->order[next]))
+				cp_block_shuffle_prefetch(ts->child, next);
+			cp_buffer_reset(br, ts->layout.n_features);
+			n_read += read_block(ts, block, br);
+			cp_block_cache_add(ts->cache, block, br, 0);
+			if (!cp_block_cache_has(ts->cache, block))
+			{
+				/* the cache is full: dst holds its rows from here on */
+				own_borrowed_rows(dst);
+				for (int64 i = 0; i < br->n_rows; i++)
+				{
+					cp_buffer_append_row(dst, br, i);
+					if (dst->with_blocks)
+						dst->row_blocks[dst->n_rows - 1] = block;
+				}
+				MemoryContextSwitchTo(old);
+				return n_read + read_blocks(ts, limit, dst);
+			}
+			/* as cp_block_cache_borrow counts a hit, it was not one */
+			ts->cache->hits--;
+		}
+		else
+		{
+			n_read += cp_block_cache_rows(ts->cache, block);
+			if (ts->holdout != NULL)
+				cp_holdout_keep_cached(ts->holdout, ts->cache, block);
+		}
+		cp_buffer_reserve(dst, first_row + cp_block_cache_rows(ts->cache, block), 0);
+		(void) cp_block_cache_borrow(ts->cache, block, dst);
 	}
 	MemoryContextSwitchTo(old);
 	return n_read;
@@ -375,7 +515,11 @@ borrow_group(TupleShuffleState *ts, int64 limit, CpBuffer *dst, int64 *n_read)
 	}
 	cp_buffer_reserve_borrowed(dst, rows);
 	while (cp_block_shuffle_next_block(ts->child, limit, &block))
+	{
 		*n_read += cp_block_cache_borrow(ts->cache, block, dst);
+		if (ts->holdout != NULL)
+			cp_holdout_keep_cached(ts->holdout, ts->cache, block);
+	}
 	return true;
 }
 
@@ -411,7 +555,12 @@ read_group(void *reader, CpBuffer *dst)
 	ts->next_group++;
 
 	if (!(ts->borrow_rows && borrow_group(ts, limit, dst, &n_read)))
-		n_read = read_blocks(ts, limit, dst);
+	{
+		if (ts->borrow_rows && !ts->cache->full && dst->n_rows == 0)
+			n_read = read_blocks_lent(ts, limit, dst);
+		else
+			n_read = read_blocks(ts, limit, dst);
+	}
 	if (instr)
 		InstrStopNode(instr, (double) n_read);
 	ts->eof = cp_block_shuffle_epoch_done(ts->child);
@@ -500,7 +649,15 @@ cp_tuple_shuffle_find_shape(TupleShuffleState *ts, uint64 seed)
 	cp_prep_first_pass(&ts->layout, cp_tuple_shuffle_relation(ts),
 					   ts->css.ss.ps.state->es_snapshot, &ts->params, seed,
 					   ts->buf_cxt, ts->params.workers <= 1 ? ts->cache : NULL,
-					   ts->child->sizing.pages_per_block);
+					   ts->child->sizing.pages_per_block,
+					   ts->child->sizing.n_blocks);
+
+	/*
+	 * A training of one epoch keeps what the pass cached, and no more: no
+	 * later epoch would read what epoch 1 added.
+	 */
+	if (ts->cache != NULL && ts->params.max_epoch_num <= 1)
+		ts->cache->full = true;
 }
 
 /*

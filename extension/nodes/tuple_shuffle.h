@@ -51,6 +51,8 @@ typedef struct TupleShuffleState
 	struct CpBlockCache *cache; /* the first epoch's blocks, or NULL */
 	bool		borrow_rows;	/* a group all in the cache is lent, not
 								 * copied (read_group) */
+	CpBuffer	block_rows;		/* one block read from the heap, on its way
+								 * into the cache (read_blocks_lent) */
 	MemoryContext row_cxt;		/* reset after every row */
 	MemoryContext buf_cxt;		/* buffers this node and its strategy own */
 	CpHoldout  *holdout;		/* validation => 'N%': rows kept out, or NULL */

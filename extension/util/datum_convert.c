@@ -322,6 +322,32 @@ cp_array_to_doubles_transformed(ArrayType *arr, double *out, int n,
 }
 
 /*
+ * The n doubles of a float8[]'s data (src, any alignment; the caller has
+ * checked the array's type, dimension and the absence of NULLs) into out,
+ * each finite, transformed when scale is not NULL: what
+ * cp_array_to_doubles_transformed and cp_array_to_doubles do for such an
+ * array, the same doubles and the same error, without looking at the
+ * array's header again (TupleShuffle's read of rows straight from the
+ * page, cp_layout_append_float8).
+ */
+void
+cp_float8_data_to_doubles(const char *src, double *out, int n,
+						  const double *scale, const double *offset,
+						  const CpRowContext *where)
+{
+	if (scale != NULL)
+	{
+		if (unlikely(copy_transform_doubles_nonfinite(out, src, n, scale, offset)))
+		{
+			(void) copy_doubles_nonfinite(out, src, n);
+			cp_check_all_finite(out, n, where);
+		}
+	}
+	else if (unlikely(copy_doubles_nonfinite(out, src, n)))
+		cp_check_all_finite(out, n, where);
+}
+
+/*
  * Copy n elements of a numeric array into out, checking that each is
  * finite.  Returns false, leaving out undefined, if an element is NULL.
  */

@@ -42,6 +42,9 @@ extern bool cp_array_to_doubles_transformed(ArrayType *arr, double *out, int n,
 											const CpRowContext *where,
 											const double *scale,
 											const double *offset);
+extern void cp_float8_data_to_doubles(const char *src, double *out, int n,
+									  const double *scale, const double *offset,
+									  const CpRowContext *where);
 extern int	cp_array_length(ArrayType *arr, const CpRowContext *where,
 							const char *what);
 extern bool cp_array_to_indices(ArrayType *arr, int32 *out, int n,

@@ -25,7 +25,7 @@ from .loaders import LoadResult
 from .models import Epoch, Model, ModelInfo
 from .training import EpochProgress
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from .estimators import SGDClassifier, SGDRegressor

@@ -223,11 +223,15 @@ def _add_models(sub: Any) -> None:
 
 def _add_load(sub: Any) -> None:
     p = sub.add_parser(
-        "load", help="load a CSV, LIBSVM/SVMlight or .npz file into a new table (COPY)",
-        description="Create a table from a file with binary COPY.\n\n"
+        "load", help="load a CSV, Parquet, LIBSVM/SVMlight or .npz file into a new table (COPY)",
+        description="Create a table from a file with COPY.\n\n"
+                    "CSV and Parquet columns keep their names and types (boolean, integer,\n"
+                    "float, text; CSV types inferred from the first rows, --types overrides);\n"
+                    "empty fields and NA are NULL; the server one-hot encodes text columns.\n\n"
                     "layouts:\n"
-                    "  array    id, label, features float8[] (the default for CSV and .npz)\n"
-                    "  columns  id, label, one float8 column per feature (CSV header names)\n"
+                    "  auto     CSV: array when every feature is a number, else columns\n"
+                    "  array    id, label, features float8[] (the default for .npz)\n"
+                    "  columns  id, label, one column per feature (the header's names)\n"
                     "  sparse   id, label, feature_indices int[], features float8[]\n"
                     "           (the default for LIBSVM; 'dense' stores LIBSVM as array)\n\n"
                     "--order stores the rows as given, clustered by label (SGD's worst\n"
@@ -237,6 +241,8 @@ def _add_load(sub: Any) -> None:
                "  corgipile load points points.csv --layout columns --order label\n"
                "  corgipile load sales sales.csv --label churned --exclude customer_id,notes\n"
                "  corgipile load sales sales.csv --label amount --columns age,visits\n"
+               "  corgipile load stops stops.csv --label arrested --types zip=text\n"
+               "  corgipile load stops stops.parquet --label arrested\n"
                "  corgipile load rcv1 rcv1_train.binary              # LIBSVM, sparse\n"
                "  corgipile load a9a a9a.txt --format libsvm --layout dense --order label\n"
                "  corgipile load data arrays.npz                     # arrays X and y",
@@ -244,10 +250,18 @@ def _add_load(sub: Any) -> None:
     _common(p, True)
     p.add_argument("table", help="the table to create")
     p.add_argument("file", help="input file")
-    p.add_argument("--format", choices=["csv", "libsvm", "npz"],
-                   help="default: from the extension (.csv, .npz; anything else is LIBSVM)")
-    p.add_argument("--layout", choices=["array", "columns", "sparse", "dense"],
-                   help="table layout (default: array; sparse for LIBSVM)")
+    p.add_argument("--format", choices=["csv", "parquet", "libsvm", "npz"],
+                   help="default: from the extension (.csv, .parquet, .npz; anything else "
+                        "is LIBSVM)")
+    p.add_argument("--layout", choices=["auto", "array", "columns", "sparse", "dense"],
+                   help="table layout (default: auto for CSV, columns for Parquet, array for "
+                        ".npz, sparse for LIBSVM)")
+    p.add_argument("--types", metavar="COL=TYPE,...",
+                   help="CSV: column types instead of the inferred ones (boolean, integer, "
+                        "bigint, float, real, text)")
+    p.add_argument("--na", metavar="S,S", default=None,
+                   help="CSV: the field values read as NULL (default: empty, NA, N/A, NaN, "
+                        "nan, NULL, null)")
     p.add_argument("--label", default=None,
                    help="CSV: the label column's name or 0-based number (default: label); "
                         "it keeps its name and type in the table")
@@ -538,25 +552,45 @@ def cmd_load(args: argparse.Namespace) -> int:
     if not os.path.exists(path):
         raise CliError(f"no such file: {path}")
     fmt = args.format or ("csv" if path.lower().endswith((".csv", ".csv.txt")) else
+                          "parquet" if path.lower().endswith((".parquet", ".pq")) else
                           "npz" if path.lower().endswith(".npz") else "libsvm")
     common: dict[str, Any] = dict(
         order=args.order, seed=args.seed, feature_type="float4" if args.float4 else "float8",
         if_exists=args.if_exists, progress=False if args.no_progress else None)
     with _client(args) as client:
         conn = client.connection
-        if fmt != "csv" and (args.columns or args.exclude):
-            raise CliError("--columns and --exclude apply to CSV files",
+        if fmt not in ("csv", "parquet") and (args.columns or args.exclude):
+            raise CliError("--columns and --exclude apply to CSV and Parquet files",
                            "a LIBSVM or .npz file has no column names")
+        if fmt != "csv" and (args.types or args.na is not None):
+            raise CliError("--types and --na apply to CSV files")
         if fmt == "csv":
             label: Any = args.label if args.label is not None else (
                 "label" if not args.no_header else 0)
             if isinstance(label, str) and label.isdigit():
                 label = int(label)
+            extra: dict[str, Any] = {}
+            if args.na is not None:
+                extra["na_values"] = args.na.split(",")
             result = loaders.load_csv(conn, args.table, path, label=label,
                                       features=_list(args.columns, "--columns"),
                                       exclude=_list(args.exclude, "--exclude"),
                                       delimiter=args.delimiter, header=not args.no_header,
-                                      layout=_dense_layout(args.layout), **common)
+                                      layout=args.layout or "auto",
+                                      types=_types(args.types), **extra, **common)
+        elif fmt == "parquet":
+            if args.order != "given" or (args.layout or "columns") != "columns":
+                raise CliError("a Parquet file loads in file order into the columns layout",
+                               "drop --order and --layout")
+            try:
+                result = loaders.load_parquet(
+                    conn, args.table, path, label=args.label or "label",
+                    features=_list(args.columns, "--columns"),
+                    exclude=_list(args.exclude, "--exclude"),
+                    feature_type=common["feature_type"], if_exists=args.if_exists,
+                    progress=common["progress"])
+            except ImportError as exc:
+                raise CliError(str(exc)) from None
         elif fmt == "npz":
             import numpy as np
 
@@ -594,6 +628,18 @@ def cmd_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _types(text: str | None) -> dict[str, str] | None:
+    if text is None:
+        return None
+    out = {}
+    for item in text.split(","):
+        name, eq, typ = item.partition("=")
+        if not eq or not name.strip() or not typ.strip():
+            raise CliError(f"--types takes COL=TYPE,...: cannot read {item!r}")
+        out[name.strip()] = typ.strip()
+    return out
+
+
 def _list(text: str | None, option: str) -> list[str] | None:
     if text is None:
         return None
@@ -604,7 +650,7 @@ def _list(text: str | None, option: str) -> list[str] | None:
 
 
 def _dense_layout(layout: str | None) -> str:
-    return "array" if layout in (None, "dense") else layout
+    return "array" if layout in (None, "dense", "auto") else layout
 
 
 def _shell(text: str) -> str:

@@ -17,7 +17,8 @@ from . import models as _models
 from .errors import ConnectionTypeError, ModelNotFound, ParameterError, StatementError
 from .models import Model, ModelInfo
 from .params import TrainSignature
-from .statements import (PlainStatement, PredictStatement, TrainStatement, check_query,
+from .statements import (PlainStatement, Prediction, PredictStatement, TrainStatement,
+                         check_query,
                          filter_query, is_query, parse_statement, train_arguments)
 from .training import ProgressCallback, Source, run_training, transaction
 
@@ -224,15 +225,25 @@ class Client:
         if isinstance(stmt, TrainStatement):
             return self._execute_train(stmt, progress, callback)
         assert isinstance(stmt, PredictStatement)
-        head = self.connection.execute("SELECT classes FROM corgipile.models "
-                                       "WHERE model_name = %s", (stmt.model_name,)).fetchone()
-        if head is None:
-            raise StatementError(f'model "{stmt.model_name}" does not exist', stmt.text,
-                                 stmt.model_position,
-                                 "list the models with `corgipile models` (CLI) or "
-                                 "client.list_models()")
+        rows = self.connection.execute(
+            "SELECT m.model_name, m.classes FROM corgipile.models m "
+            "WHERE m.model_name OPERATOR(pg_catalog.=) ANY (%s::pg_catalog.text[])",
+            (stmt.model_names,)).fetchall()
+        functions = {name: metrics.predict_function(classes) for name, classes in rows}
+        for p in stmt.predictions:
+            if p.model_name not in functions:
+                raise StatementError(f'model "{p.model_name}" does not exist', stmt.text,
+                                     p.model_position,
+                                     "list the models with `corgipile models` (CLI) or "
+                                     "client.list_models()")
+
+        def call(p: Prediction) -> str:
+            return sql.SQL("{}({}, {})").format(
+                sql.Identifier("corgipile", functions[p.model_name]),
+                sql.Literal(p.model_name), sql.Identifier(p.row)).as_string(self.connection)
+
         cur = self.connection.cursor()
-        cur.execute(stmt.query(metrics.predict_function(head[0])), stmt.params)
+        cur.execute(stmt.query(call), stmt.params)  # type: ignore[arg-type]
         return Result(cur, "predict", stmt.model_name)
 
     def _execute_train(self, stmt: TrainStatement, progress: bool | None,
@@ -406,10 +417,16 @@ class Client:
         return load_dataframe(self.connection, table, frame, **kwargs)
 
     def load_csv(self, table: str, path: Any, **kwargs: Any) -> LoadResult:
-        """See :func:`corgipile.loaders.load_csv`."""
+        """See :func:`corgipile.tabular.load_csv`."""
         from .loaders import load_csv
 
-        return load_csv(self.connection, table, path, **kwargs)
+        return load_csv(self.connection, table, path, **kwargs)  # type: ignore[no-any-return]
+
+    def load_parquet(self, table: str, path: Any, **kwargs: Any) -> LoadResult:
+        """See :func:`corgipile.tabular.load_parquet` (needs pyarrow)."""
+        from .loaders import load_parquet
+
+        return load_parquet(self.connection, table, path, **kwargs)  # type: ignore[no-any-return]
 
     def load_libsvm(self, table: str, path: Any, **kwargs: Any) -> LoadResult:
         """See :func:`corgipile.loaders.load_libsvm`."""

@@ -39,6 +39,14 @@ Design, in short:
   (per row, from ``seed``): ``history_`` has their score for every epoch and
   ``model_.params["holdout"]`` their final figures and metrics. A table
   name scores that table instead (fitting on a table only).
+- **What scikit-learn users pass.** Arrays; scipy sparse matrices (CSR,
+  or anything ``validate_data`` turns into CSR), loaded into the sparse
+  layout (``feature_indices``, ``features``) without densifying; the dense
+  or sparse output of a ``ColumnTransformer``; and DataFrames with text,
+  category or boolean columns, which go to the server as columns of those
+  types for its stored preprocessing to one-hot encode (the model's
+  ``preprocess``), so ``predict`` on a frame encodes the same way
+  (``Model.decision_function``). ``feature_names_in_`` is set for frames.
 - **Labels.** On arrays, any labels work: ``classes_`` is ``np.unique(y)``
   and the table gets -1/+1 (two classes) or 0..K-1 (softmax); predictions
   map back to ``classes_``. On a table, the classes are the model's
@@ -53,10 +61,12 @@ from typing import Any
 
 import numpy as np
 from psycopg import sql
+from scipy.sparse import issparse
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import (check_consistent_length, check_is_fitted, column_or_1d,
+                                      validate_data)
 
 from . import metrics
 from .client import Client, _relation_sql, connect
@@ -82,6 +92,19 @@ _TABLE_PARAMS = ("label", "features", "feature_indices", "n_features")
 def _is_source(data: Any) -> bool:
     """A table name or a SELECT query (text or psycopg.sql), not data."""
     return isinstance(data, (str, sql.Composable))
+
+
+def _categorical_frame(X: Any) -> bool:
+    """A pandas DataFrame with a column that is not a plain number: text,
+    category, boolean (sent as columns for the server to encode)."""
+    if not (hasattr(X, "dtypes") and hasattr(X, "columns") and hasattr(X, "iloc")):
+        return False
+    return any(getattr(dt, "kind", "O") not in "iuf" for dt in X.dtypes)
+
+
+# the label column of the temporary table of a frame fit: a name a frame
+# column is unlikely to have (a clash is refused)
+_FRAME_LABEL = "corgipile_label"
 
 
 class _SGDBase(BaseEstimator):
@@ -147,6 +170,7 @@ class _SGDBase(BaseEstimator):
                 with client.connection.transaction(force_rollback=True):
                     model = client.train(source, kind, where=where, **params)
         classes = model.classes
+        self._frame_columns = None
         self._set_fitted(model, None if classes is None else np.asarray(classes))
         for attr in ("feature_names_in_",):
             if hasattr(self, attr):
@@ -163,8 +187,58 @@ class _SGDBase(BaseEstimator):
         raise NotImplementedError
 
     def _fit_arrays(self, X: Any, y: Any) -> None:
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=self._y_numeric)
+        if _categorical_frame(X):
+            self._fit_frame(X, y)
+            return
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
+                             y_numeric=self._y_numeric)
+        self._frame_columns = None
+        sparse = issparse(X)
         labels, classes = self._encode_y(y)
+
+        def load(client: Client, temp: str) -> Any:
+            if sparse:
+                from .loaders import load_csr
+
+                return load_csr(client.connection, temp, X, labels, temporary=True,
+                                analyze=False)
+            return client.load_numpy(temp, X, labels, temporary=True, analyze=False)
+
+        self._fit_loaded(load, classes)
+
+    def _fit_frame(self, X: Any, y: Any) -> None:
+        """A DataFrame with text, category or boolean columns: a temporary
+        table of those columns (loaders.load_dataframe), which the server
+        one-hot encodes; missing values are NULL."""
+        cols = [str(c) for c in X.columns]
+        if len(set(cols)) != len(cols) or _FRAME_LABEL in cols or "id" in cols:
+            raise ValueError(f"the DataFrame's column names must be distinct and not "
+                             f"'id' or {_FRAME_LABEL!r}: {cols}")
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
+                             "y is None")
+        y = column_or_1d(y, warn=True)
+        check_consistent_length(X, y)
+        if len(y) == 0:
+            raise ValueError("Found array with 0 sample(s) (shape=(0, "
+                             f"{len(cols)})) while a minimum of 1 is required.")
+        if self._y_numeric:
+            y = np.asarray(y, dtype=np.float64)
+        labels, classes = self._encode_y(y)
+        self.feature_names_in_ = np.asarray(cols, dtype=object)
+        self.n_features_in_ = len(cols)
+        self._frame_columns = cols
+        frame = X.copy()
+        frame.columns = cols
+        frame[_FRAME_LABEL] = labels
+
+        def load(client: Client, temp: str) -> Any:
+            return client.load_dataframe(temp, frame, label=_FRAME_LABEL, temporary=True,
+                                         analyze=False)
+
+        self._fit_loaded(load, classes)
+
+    def _fit_loaded(self, load: Any, classes: np.ndarray | None) -> None:
         kind = self._model_kind(None if classes is None else len(classes))
         params = self._train_params(table_fit=False)
         name = self.model_name
@@ -173,7 +247,7 @@ class _SGDBase(BaseEstimator):
             conn = client.connection
             # rolled back: the temporary table and the model go with it
             with conn.transaction(force_rollback=True):
-                loaded = client.load_numpy(temp, X, labels, temporary=True, analyze=False)
+                loaded = load(client, temp)
                 params.update(loaded.train_params())
                 params.pop("model_name", None)
                 model = client.train(temp, kind, **params)
@@ -216,7 +290,25 @@ class _SGDBase(BaseEstimator):
 
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        cols = getattr(self, "_frame_columns", None)
+        if cols is not None:
+            # fitted on a frame of columns: the same columns, encoded as the
+            # server encodes them
+            if not (hasattr(X, "columns") and hasattr(X, "iloc")):
+                raise ValueError(f"{type(self).__name__} was fitted on a DataFrame with "
+                                 f"columns {cols}; predict takes a DataFrame with them")
+            missing = [c for c in cols if c not in [str(k) for k in X.columns]]
+            if missing:
+                raise ValueError(f"the DataFrame lacks the fitted columns {missing}")
+            frame = X.copy()
+            frame.columns = [str(k) for k in X.columns]
+            return self.model_.decision_function(frame[cols].astype(object).where(
+                frame[cols].notna(), None))
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        if issparse(X):
+            # in original units the transform is folded into the weights
+            out = np.asarray(X @ self.model_.coef.T) + self.model_.intercept
+            return out[:, 0] if out.shape[1] == 1 else out
         return self.model_.decision_function(X)
 
     def _in_database(self, source: Any, where: str | None, run: Any) -> Any:
@@ -269,6 +361,7 @@ class _SGDBase(BaseEstimator):
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()  # type: ignore[misc]
         tags.non_deterministic = self.seed is None
+        tags.input_tags.sparse = True
         return tags
 
 

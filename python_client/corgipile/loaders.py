@@ -1,8 +1,12 @@
 """Loading training data at COPY speed.
 
-Sources: numpy arrays, pandas DataFrames, CSV files and LIBSVM/SVMlight
-files. Each becomes one table, written with ``COPY ... FROM STDIN (FORMAT
-BINARY)`` in a single transaction (the table is created in it too).
+Sources: numpy arrays, pandas DataFrames, CSV and Parquet files, and
+LIBSVM/SVMlight files. Each becomes one table, written with ``COPY ... FROM
+STDIN`` in a single transaction (the table is created in it too). CSV and
+Parquet files and DataFrames with text, booleans or missing values become
+typed tables of columns (see :mod:`corgipile.tabular`); numbers go through
+binary COPY, built by numpy. Array columns get ``STORAGE MAIN`` when a row
+fits a page, so wide rows stay in their pages instead of moving to TOAST.
 
 Table layouts (``layout=``), matching corgipile.train's defaults:
 
@@ -31,8 +35,6 @@ or more when stderr is a terminal (``progress=True/False`` forces it).
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import re
 import struct
@@ -48,10 +50,11 @@ from pglast import ast, parser
 from psycopg import sql
 
 from .statements import _is, parse_sql, quote_ident
+from .tabular import load_csv, load_parquet, storage_main
 from .training import transaction
 
-__all__ = ["LoadResult", "load_numpy", "load_dataframe", "load_csv", "load_libsvm",
-           "read_libsvm", "read_csv", "table_name", "suggest_model"]
+__all__ = ["LoadResult", "load_numpy", "load_dataframe", "load_csv", "load_parquet",
+           "load_libsvm", "load_csr", "read_libsvm", "table_name", "suggest_model"]
 
 PROGRESS_ROWS = 100_000
 _CHUNK_BYTES = 4 << 20
@@ -265,10 +268,12 @@ def _create(conn: psycopg.Connection[Any], ident: sql.Identifier, columns: list[
     if if_exists == "replace":
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident))
     if if_exists == "append":
-        exists = conn.execute("SELECT to_regclass(%s)", (ident.as_string(conn),)).fetchone()
+        exists = conn.execute("SELECT pg_catalog.to_regclass(%s)",
+                              (ident.as_string(conn),)).fetchone()
         if exists and exists[0] is not None:
-            row = conn.execute(sql.SQL("SELECT coalesce(max(id) + 1, 0) FROM {}").format(
-                ident)).fetchone()
+            row = conn.execute(sql.SQL(
+                "SELECT coalesce(pg_catalog.max(t.id) OPERATOR(pg_catalog.+) 1, 0) FROM {} t"
+            ).format(ident)).fetchone()
             return int(row[0]) if row else 0
     conn.execute(sql.SQL("CREATE {}TABLE {} ({})").format(temp, ident, cols))
     return 0
@@ -377,6 +382,8 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
         else:
             columns_sql += [("feature_indices", "integer[]"), ("features", ftype_sql + "[]")]
         first = _create(conn, ident, columns_sql, if_exists, temporary)
+        if layout == "array":  # before the rows go in: it applies to new rows
+            storage_main(conn, ident, "features", 64 + d * (8 if feature_type == "float8" else 4))
         ids = ids + first
         bar = _progress_bar(n, progress, f"COPY {table}")
         try:
@@ -455,27 +462,46 @@ def _sql_name(name: str) -> str:
 def load_dataframe(conn: psycopg.Connection[Any], table: str, frame: Any, *,
                    label: str | None = "label", features: Sequence[str] | None = None,
                    exclude: Sequence[str] | None = None, layout: str = "columns",
-                   **kwargs: Any) -> LoadResult:
+                   types: dict[str, str] | None = None, **kwargs: Any) -> LoadResult:
     """Write a pandas DataFrame: label= names the label column (None for
     none), which keeps its name and type in the table; features= the
-    feature columns (default: all other columns, which must be numeric or
-    boolean), or exclude= the columns to leave out. With layout "columns"
-    the table keeps the frame's column names. Other options as in
-    load_numpy."""
+    feature columns (default: all other columns), or exclude= the columns
+    to leave out. The table keeps the frame's column names and types: text
+    (object, string, category) stays text and boolean stays boolean, for
+    the server to one-hot encode; NaN, NA and None become NULL (an empty
+    string too). types= overrides a column's type ('text', 'integer', ...).
+    A frame of numbers only without missing values goes through the binary
+    path and also takes layout="array". Other options as in load_numpy."""
     if label is not None and label not in frame.columns:
         raise ValueError(f"the DataFrame has no column {label!r} (pass label=)")
     names = _pick_columns([str(c) for c in frame.columns],
                           None if label is None else str(label), features, exclude)
-    bad = [c for c in names if frame[c].dtype.kind not in "biuf"]
-    if bad:
-        raise ValueError(f"non-numeric feature columns {bad}; choose the features with "
-                         "features=[...]")
-    x = frame[names].to_numpy(dtype=np.float64)
-    y = frame[label].to_numpy() if label is not None else None
-    if label is not None:
-        kwargs.setdefault("label_name", str(label))
-    return load_numpy(conn, table, x, y, layout=layout, columns=[str(c) for c in names],
-                      **kwargs)
+    cols = names + ([label] if label is not None else [])
+    numeric = all(frame[c].dtype.kind in "biuf" for c in names)
+    label_ok = label is None or frame[label].dtype.kind in "biufUSO"
+    missing = bool(frame[cols].isna().to_numpy().any())
+    if numeric and label_ok and not missing and not types:
+        x = frame[names].to_numpy(dtype=np.float64)
+        y = frame[label].to_numpy() if label is not None else None
+        if label is not None:
+            kwargs.setdefault("label_name", str(label))
+        return load_numpy(conn, table, x, y, layout=layout, columns=[str(c) for c in names],
+                          **kwargs)
+    if layout != "columns":
+        what = "missing values" if missing else "text or boolean columns"
+        raise ValueError(f"layout {layout!r} holds numbers only and this frame has {what}: "
+                         "use layout='columns' (missing values become NULL, text is "
+                         "one-hot encoded by the server)")
+    from .tabular import load_frame_columns
+
+    allowed = {"order", "seed", "feature_type", "if_exists", "temporary", "progress",
+               "analyze"}
+    unknown = set(kwargs) - allowed - {"label_name"}
+    if unknown:
+        raise ValueError(f"load_dataframe got an unexpected option {sorted(unknown)[0]!r}")
+    return load_frame_columns(conn, table, frame, None if label is None else str(label),
+                              [str(c) for c in names], types=types,
+                              **{k: v for k, v in kwargs.items() if k in allowed})
 
 
 def _pick_columns(names: Sequence[str], label: str | None, features: Sequence[str] | None,
@@ -499,107 +525,65 @@ def _pick_columns(names: Sequence[str], label: str | None, features: Sequence[st
     return picked
 
 
-def read_csv(path: str | os.PathLike[str] | io.TextIOBase, *, label: str | int | None = "label",
-             features: Sequence[str] | None = None, delimiter: str = ",", header: bool = True,
-             exclude: Sequence[str] | None = None
-             ) -> tuple[np.ndarray, np.ndarray | None, list[str], str | None]:
-    """Parse a CSV file of numbers: (x, y, feature names, label name).
-    features= picks the feature columns, exclude= leaves columns out."""
-    handle: Any = open(path, newline="", encoding="utf-8") if not hasattr(path, "read") \
-        else path
-    try:
-        reader = csv.reader(handle, delimiter=delimiter)
-        first = next(reader, None)
-        if first is None:
-            raise ValueError(f"{path}: empty file")
-        if header:
-            names = [h.strip() for h in first]
-            rows: Iterable[list[str]] = reader
-        else:
-            names = [f"x{j + 1}" for j in range(len(first))]
-            rows = _chain([first], reader)
-        if label is None:
-            label_idx = None
-        elif isinstance(label, int):
-            label_idx = label
-        elif label in names:
-            label_idx = names.index(label)
-        elif not header and label == "label":
-            label_idx = 0
-        else:
-            raise ValueError(f"{path}: no column {label!r} (columns: {', '.join(names)}); "
-                             "pass label=")
-        label_name = names[label_idx] if label_idx is not None else None
-        if header is False and label_idx is not None:
-            names[label_idx] = "label"
-            label_name = "label"
-        picked = _pick_columns(names, label_name, features, exclude)
-        feat = [names.index(f) for f in picked]
-        xs: list[list[float]] = []
-        ys: list[str] = []
-        for lineno, row in enumerate(rows, 2 if header else 1):
-            if not row:
-                continue
-            if len(row) != len(names):
-                raise ValueError(f"{path}, line {lineno}: {len(row)} fields, expected "
-                                 f"{len(names)}")
-            try:
-                xs.append([float(row[j]) for j in feat])
-            except ValueError:
-                bad = next(j for j in feat if not _is_float(row[j]))
-                raise ValueError(f"{path}, line {lineno}: column {names[bad]!r} is not a "
-                                 f"number: {row[bad]!r}") from None
-            if label_idx is not None:
-                ys.append(row[label_idx].strip())
-    finally:
-        if handle is not path:
-            handle.close()
-    x = np.array(xs, dtype=np.float64).reshape(len(xs), len(feat))
-    y = _parse_labels(ys) if label_idx is not None else None
-    return x, y, [names[j] for j in feat], label_name
+def load_csr(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None, *,
+             feature_type: str = "float8", if_exists: str = "fail", temporary: bool = False,
+             progress: bool | None = None, analyze: bool = True,
+             label_name: str = "label") -> LoadResult:
+    """Write a scipy sparse matrix (CSR, or anything .tocsr() takes) as the
+    sparse layout (``feature_indices`` 0-based, ``features``), without
+    densifying it; y as in load_numpy. n_features in the result is the
+    matrix's width (pass it to train: a trailing all-zero column has no
+    index in the table)."""
+    csr = x.tocsr()
+    csr.sort_indices()
+    n, d = csr.shape
+    if d == 0:
+        raise ValueError("x must have at least one feature")
+    labels = None
+    kind = None
+    if y is not None:
+        labels = np.asarray(y)
+        if labels.shape != (n,):
+            raise ValueError(f"y must have shape ({n},), got {labels.shape}")
+        kind = _label_type(labels, False)
+        labels = _label_array(labels, kind)
+    if feature_type not in _FLOAT_OID:
+        raise ValueError("feature_type is 'float8' or 'float4'")
+    indptr, indices = csr.indptr, csr.indices.astype(np.int64)
+    values = csr.data.astype(np.float64)
+    ident = table_name(table)
+    ftype_sql = "double precision" if feature_type == "float8" else "real"
+    columns = [("id", "bigint")]
+    if labels is not None:
+        columns.append((label_name, _LABEL_SQL[kind]))  # type: ignore[index]
+    columns += [("feature_indices", "integer[]"), ("features", ftype_sql + "[]")]
+    with transaction(conn):
+        first = _create(conn, ident, columns, if_exists, temporary)
+        widest = int(np.diff(indptr).max()) if n else 0
+        for col in ("feature_indices", "features"):
+            storage_main(conn, ident, col, 64 + widest * (4 + (8 if feature_type == "float8"
+                                                               else 4)))
+        bar = _progress_bar(n, progress, f"COPY {table}")
 
+        def rows() -> Iterable[tuple[Any, ...]]:
+            for i in range(n):
+                a, b = indptr[i], indptr[i + 1]
+                head: tuple[Any, ...] = (i + first,)
+                if labels is not None:
+                    head += (labels[i].item(),)
+                yield head + (indices[a:b].tolist(), values[a:b].tolist())
 
-def _chain(*its: Iterable[Any]) -> Iterable[Any]:
-    for it in its:
-        yield from it
-
-
-def _is_float(s: str) -> bool:
-    try:
-        float(s)
-        return True
-    except ValueError:
-        return False
-
-
-def _parse_labels(ys: list[str]) -> np.ndarray:
-    lowered = {s.lower() for s in ys}
-    if lowered <= {"true", "false", "t", "f"}:
-        return np.array([s.lower() in ("true", "t") for s in ys], dtype=np.bool_)
-    try:
-        vals = np.array([float(s) for s in ys], dtype=np.float64)
-    except ValueError:
-        return np.array(ys, dtype=object)
-    if vals.size and np.all(np.isfinite(vals)) and np.all(vals == np.round(vals)):
-        return vals.astype(np.int64)
-    return vals
-
-
-def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[str], *,
-             label: str | int | None = "label", features: Sequence[str] | None = None,
-             exclude: Sequence[str] | None = None, delimiter: str = ",", header: bool = True,
-             layout: str = "array", **kwargs: Any) -> LoadResult:
-    """Write a CSV file of numbers. label= names (or numbers, 0-based) the
-    label column, default "label" (the first column when header=False); it
-    keeps its header name and its type (boolean, integer, float or text).
-    Every other column is a feature unless features= picks them or
-    exclude= leaves some out. With layout "columns" the table keeps the
-    header's names."""
-    x, y, names, label_name = read_csv(path, label=label, features=features,
-                                       exclude=exclude, delimiter=delimiter, header=header)
-    if label_name is not None:
-        kwargs.setdefault("label_name", label_name)
-    return load_numpy(conn, table, x, y, layout=layout, columns=names, **kwargs)
+        types = ["int8"] + ([_row_types(kind, "array", feature_type, d)[1]]
+                            if labels is not None else []) + ["int4[]", feature_type + "[]"]
+        try:
+            _write_rows(conn, ident, [c for c, _ in columns], types, rows(), bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        _finish(conn, ident, analyze)
+    result = _result(table, n, d, "sparse", labels, None,
+                     label_name if labels is not None else "label")
+    return result
 
 
 def read_libsvm(path: str | os.PathLike[str], *, n_features: int | None = None,
@@ -709,6 +693,12 @@ def load_libsvm(conn: psycopg.Connection[Any], table: str, path: str | os.PathLi
         first = _create(conn, ident, [("id", "bigint"), ("label", _LABEL_SQL[kind]),
                                       ("feature_indices", "integer[]"),
                                       ("features", ftype_sql + "[]")], if_exists, temporary)
+        # the longest row decides: a row of k entries takes k * (4 + size) bytes
+        widest = int(np.diff(offsets).max()) if n else 0
+        storage_main(conn, ident, "feature_indices",
+                     64 + widest * (4 + (8 if feature_type == "float8" else 4)))
+        storage_main(conn, ident, "features",
+                     64 + widest * (4 + (8 if feature_type == "float8" else 4)))
         bar = _progress_bar(n, progress, f"COPY {table}")
 
         def rows_iter() -> Iterable[tuple[Any, ...]]:

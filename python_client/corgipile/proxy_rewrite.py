@@ -29,7 +29,8 @@ from pglast import parser
 from . import metrics
 from .errors import StatementError
 from .params import _SAFE_TYPE, POSITIONAL, TrainSignature
-from .statements import (PlainStatement, PredictStatement, TrainStatement, parse_statement,
+from .statements import (PlainStatement, Prediction, PredictStatement, TrainStatement,
+                         parse_statement,
                          quote_ident, train_arguments)
 
 __all__ = ["Failure", "Plan", "analyze", "render", "map_position", "literal", "SIGNATURE_QUERY",
@@ -72,6 +73,9 @@ class Plan:
 
     text: str
     pieces: list[tuple[slice, Any]] = field(default_factory=list)
+    # TRAIN BY ... WHERE: piece index -> the temporary table its rows are
+    # copied into (on the client's connection, before the training)
+    sources: dict[int, str] = field(default_factory=dict)
 
     @property
     def trains(self) -> list[TrainStatement]:
@@ -111,11 +115,14 @@ def analyze(text: str, single: bool) -> Plan | Failure | None:
     if not found:
         return None
     for sl, stmt in plan.pieces:
-        if isinstance(stmt, TrainStatement) and stmt.source_query is not None:
+        if isinstance(stmt, TrainStatement) and stmt.source_query is not None and single:
+            # the rows are copied into a temporary table before, and it is
+            # dropped after, the client's query: around a simple Query only
             return Failure(FEATURE_NOT_SUPPORTED,
-                           "TRAIN BY with a WHERE clause is not supported through the proxy",
-                           sl.start + stmt.relation_position,
-                           "copy the rows first (CREATE TEMPORARY TABLE t AS SELECT ... "
+                           "TRAIN BY with a WHERE clause works through the proxy on the "
+                           "simple query protocol only (psql, or a query without "
+                           "parameters)", sl.start + stmt.relation_position,
+                           "or copy the rows first (CREATE TEMPORARY TABLE t AS SELECT ... "
                            "WHERE ...) and train on that table")
     return plan
 
@@ -165,14 +172,22 @@ def literal(value: Any) -> str:
     return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _train_sql(stmt: TrainStatement, sig: TrainSignature, offset: int) -> str | Failure:
+def _train_sql(stmt: TrainStatement, sig: TrainSignature, offset: int,
+               source: tuple[str, str | None] | None = None) -> str | Failure:
     """Client._execute_train's checks (statements.train_arguments) and
-    SignatureCall.call, with literals."""
+    SignatureCall.call, with literals. source: for TRAIN BY ... WHERE, the
+    temporary table holding the matching rows and the model name to give
+    when the statement gives none."""
     try:
         model, params = train_arguments(stmt, sig)
     except StatementError as exc:
         return _failure(exc, offset)
-    args = [f"{literal(stmt.relation)}::pg_catalog.regclass",
+    relation = stmt.relation
+    if source is not None:
+        relation = f"pg_temp.{quote_ident(source[0])}"
+        if params.get("model_name") is None and source[1] is not None:
+            params["model_name"] = source[1]
+    args = [f"{literal(relation)}::pg_catalog.regclass",
             f"{literal(model)}::pg_catalog.text"]
     for name, value in params.items():
         typ = sig.types[name]
@@ -184,38 +199,36 @@ def _train_sql(stmt: TrainStatement, sig: TrainSignature, offset: int) -> str | 
 
 def _predict_sql(stmt: PredictStatement, classes: dict[str, Any], offset: int
                  ) -> list[tuple[str, int, bool]] | Failure:
-    """Client.execute's PREDICT BY: the user's SELECT, unchanged, with the
-    prediction column added after its columns; as pieces (text, where it
-    comes from in the client's text, whether it is the client's text)."""
-    if stmt.model_name not in classes:
-        return Failure(UNDEFINED_OBJECT, f'model "{stmt.model_name}" does not exist',
-                       offset + stmt.model_position,
-                       "list the models with SELECT model_name FROM corgipile.models")
-    fn = metrics.predict_function(classes[stmt.model_name])
-    # without params the translator doubles every % for psycopg: undo it
-    before = stmt.before.replace("%%", "%")
-    after = stmt.after.replace("%%", "%")
-    # before is the client's text up to FROM, then ", " (or " ")
-    cut = next((k for k in (len(before) - 2, len(before) - 1)
-                if stmt.text[:k] == before[:k] and stmt.text.startswith(after, k)),
-               len(before))
-    column = (f"{before[cut:]}corgipile.{fn}({literal(stmt.model_name)}, "
-              f"{quote_ident(stmt.row)}) AS prediction\n")
-    return [(before[:cut], offset, True), (column, offset + stmt.model_position, False),
-            (after, offset + cut, True)]
+    """Client.execute's PREDICT BY: the client's statement, unchanged but
+    for each PREDICT BY clause, which becomes a prediction column
+    (``corgipile.predict(<model>, <row>) AS prediction``) of its SELECT;
+    as pieces (text, where it comes from in the client's text, whether it
+    is the client's text)."""
+    for p in stmt.predictions:
+        if p.model_name not in classes:
+            return Failure(UNDEFINED_OBJECT, f'model "{p.model_name}" does not exist',
+                           offset + p.model_position,
+                           "list the models with SELECT model_name FROM corgipile.models")
+
+    def call(p: Prediction) -> str:
+        fn = metrics.predict_function(classes[p.model_name])
+        return f"corgipile.{fn}({literal(p.model_name)}, {quote_ident(p.row)})"
+
+    return [(text, offset + origin, own) for text, origin, own in stmt.pieces(call)]
 
 
 Segment = tuple[int, int, int, bool]  # new start, length, old start, verbatim
 
 
-def render(plan: Plan, sig: TrainSignature | None, classes_rows: list[list[str | None]]
-           ) -> tuple[str, list[Segment]] | Failure:
+def render(plan: Plan, sig: TrainSignature | None, classes_rows: list[list[str | None]],
+           names: dict[int, str | None] | None = None) -> tuple[str, list[Segment]] | Failure:
     """The query text to send instead of plan.text, and where each part of
-    it comes from (see map_position)."""
+    it comes from (see map_position). names: for each TRAIN BY ... WHERE
+    (plan.sources), the model name to give it when it names none."""
     classes = {r[0]: (json.loads(r[1]) if r[1] is not None else None) for r in classes_rows}
     pieces: list[tuple[str, int, bool]] = []
     last = 0
-    for sl, stmt in plan.pieces:
+    for index, (sl, stmt) in enumerate(plan.pieces):
         if isinstance(stmt, PlainStatement):
             continue
         new: Any
@@ -224,7 +237,10 @@ def render(plan: Plan, sig: TrainSignature | None, classes_rows: list[list[str |
                 return Failure(UNDEFINED_OBJECT,
                                "corgipile.train() is not installed in this database",
                                sl.start, "run CREATE EXTENSION corgipile")
-            new = _train_sql(stmt, sig, sl.start)
+            source = None
+            if index in plan.sources:
+                source = (plan.sources[index], (names or {}).get(index))
+            new = _train_sql(stmt, sig, sl.start, source)
             if not isinstance(new, Failure):
                 lead = len(stmt.text) - len(stmt.text.lstrip())
                 new = [(new, sl.start + lead, False)]

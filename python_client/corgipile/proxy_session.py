@@ -14,7 +14,7 @@ import struct
 from typing import Any
 
 from . import proxy_wire as wire
-from .proxy_catalog import lookup_queries, read_answers, translate
+from .proxy_catalog import cleanup_queries, lookup_queries, model_names, read_answers, translate
 from .proxy_rewrite import QUICK_CHECK, Failure, analyze, map_position
 from .proxy_upstream import Upstream
 
@@ -347,6 +347,12 @@ class ProxySession:
                     # server errors in it get positions in the client's text
                     self.remaps.append((self.syncs_sent + 1, segments))
                     self.send_client_message(kind, message)
+                    if plan.sources:
+                        # TRAIN BY ... WHERE (a simple Query): once it is
+                        # answered, record the models' source and drop the
+                        # copies; the answers stay here
+                        await self.wait_idle()
+                        await self.lookup(cleanup_queries(plan, model_names(plan, results)))
         self.task = None
         self.resume_client("rewrite")
         self.pump_client(b"")

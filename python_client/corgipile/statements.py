@@ -24,7 +24,7 @@ when ``params`` is given: in the SELECT part and as WITH values.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
@@ -40,6 +40,7 @@ __all__ = [
     "PlainStatement",
     "TrainStatement",
     "PredictStatement",
+    "Prediction",
     "Statement",
     "WithParam",
     "Name",
@@ -109,28 +110,76 @@ class TrainStatement:
 
 
 @dataclass(frozen=True)
-class PredictStatement:
-    text: str
+class Prediction:
+    """One ``PREDICT BY <model>`` of a statement: where its prediction
+    column goes and what it removes.
+
+    insert_at: the offset of the FROM of its SELECT, where
+    ``[, ]corgipile.predict(<model>, <row>) AS prediction`` goes;
+    clause: the ``PREDICT BY <model>`` text, [start, end), removed;
+    row: the name of the FROM item whose row is predicted."""
+
     model_name: str
     model_position: int
-    params: Params = None
-    # the user's SELECT split where the prediction column goes in
-    before: str = field(default="", repr=False)
-    after: str = field(default="", repr=False)
-    placeholder: sql.Placeholder = field(default_factory=sql.Placeholder, repr=False)
-    row: str = field(default="", repr=False)
+    insert_at: int
+    comma: bool
+    row: str
+    clause: tuple[int, int]
 
-    def query(self, function: str = "predict") -> sql.Composed:
-        """The SELECT with ``corgipile.<function>(model_name, <row>) AS
-        prediction`` added after its columns (function: predict, or
-        predict_class for models with text classes)."""
-        return sql.Composed([
-            sql.SQL(self.before),
-            sql.SQL("{}({}, {}) AS prediction\n").format(
-                sql.Identifier("corgipile", function), self.placeholder,
-                sql.Identifier(self.row)),
-            sql.SQL(self.after),
-        ])
+
+@dataclass(frozen=True)
+class PredictStatement:
+    """A statement holding one or more ``PREDICT BY``: a SELECT, or any
+    statement where a SELECT may stand (subqueries, CTEs, ``CREATE TABLE
+    AS``, ``INSERT ... SELECT``, ``EXPLAIN``). params: the caller's params
+    without the values that named models (``PREDICT BY %s``)."""
+
+    text: str
+    predictions: tuple[Prediction, ...]
+    params: Params = None
+
+    @property
+    def model_name(self) -> str:
+        return self.predictions[0].model_name
+
+    @property
+    def model_position(self) -> int:
+        return self.predictions[0].model_position
+
+    @property
+    def model_names(self) -> list[str]:
+        return sorted({p.model_name for p in self.predictions})
+
+    def pieces(self, call: Callable[[Prediction], str]) -> list[tuple[str, int, bool]]:
+        """The rewritten text as pieces (text, where it comes from in
+        self.text, whether it is the caller's own text): each PREDICT BY
+        clause removed, each prediction column, ``call(prediction)`` (the
+        function call text), added before the FROM of its SELECT."""
+        events: list[tuple[int, int, Prediction]] = []
+        for p in self.predictions:
+            events.append((p.insert_at, 0, p))
+            events.append((p.clause[0], 1, p))
+        events.sort(key=lambda e: (e[0], e[1]))
+        out: list[tuple[str, int, bool]] = []
+        at = 0
+        for pos, kind, p in events:
+            out.append((self.text[at:pos], at, True))
+            if kind == 0:
+                column = (", " if p.comma else " ") + call(p) + " AS prediction\n"
+                out.append((column, p.model_position, False))
+                at = pos
+            else:
+                at = p.clause[1]
+        out.append((self.text[at:], at, True))
+        return [piece for piece in out if piece[0]]
+
+    def query(self, call: Callable[[Prediction], str]) -> str:
+        """The statement to run, with params (placeholders kept; the text
+        added is %-escaped when there are params)."""
+        if self.params is None:
+            return "".join(t for t, _, _ in self.pieces(call))
+        return "".join(t if own else t.replace("%", "%%")
+                       for t, _, own in self.pieces(call))
 
 
 Statement = Union[PlainStatement, TrainStatement, PredictStatement]
@@ -277,17 +326,17 @@ def parse_statement(text: str, params: Params = None) -> Statement:
     depths = _depths(tokens)
     found: list[tuple[int, str]] = []
     for i in range(len(tokens) - 1):
-        if depths[i] == 0 and tokens[i + 1].name == "BY":
+        if tokens[i + 1].name == "BY":
             for word in ("train", "predict"):
                 if _is_word(ascii_text, tokens[i], word):
                     found.append((i, word))
     if not found:
         return PlainStatement(text)
     _check_params(text, placeholders, params)
-    if len(found) > 1:
+    trains = [f for f in found if f[1] == "train"]
+    if trains and len(found) > 1:
         raise StatementError("only one TRAIN BY or PREDICT BY per statement", text,
                              tokens[found[1][0]].start)
-    kw_index, word = found[0]
     # statement end: trailing semicolons are fine, others mean a second statement
     end = len(tokens)
     while end > 0 and tokens[end - 1].name == "ASCII_59":
@@ -297,12 +346,17 @@ def parse_statement(text: str, params: Params = None) -> Statement:
             raise StatementError("one statement at a time: TRAIN BY and PREDICT BY cannot "
                                  "be combined with other statements", text, tokens[i].start)
     ctx = _Context(text, content, ascii_text, placeholders, params)
-    kw = tokens[kw_index]
-    tail = tokens[kw_index + 2:end]
-    by_end = tokens[kw_index + 1].end + 1
-    if word == "train":
+    if trains:
+        kw_index = trains[0][0]
+        if depths[kw_index] != 0:
+            raise ctx.error("TRAIN BY trains and returns one row per epoch: it stands alone, "
+                            f"not inside another statement: {_SELECT_USAGE}",
+                            tokens[kw_index].start)
+        kw = tokens[kw_index]
+        tail = tokens[kw_index + 2:end]
+        by_end = tokens[kw_index + 1].end + 1
         return _train(ctx, kw.start, tail, by_end, tokens[:kw_index], depths[:kw_index])
-    return _predict(ctx, kw.start, tail, by_end, tokens[:kw_index], depths[:kw_index])
+    return _predict_all(ctx, tokens[:end], depths[:end], [i for i, _ in found])
 
 
 @dataclass
@@ -348,15 +402,15 @@ _SELECT_USAGE = "SELECT * FROM <table> [WHERE ...] TRAIN BY <model> [WITH <name>
 _PREDICT_USAGE = "SELECT <columns> FROM <table> [WHERE ...] PREDICT BY <model_name>"
 
 
-def _select(ctx: _Context, end: int, usage: str, word: str) -> Any:
-    head = ctx.content[:end]
+def _select(ctx: _Context, start: int, end: int, usage: str, word: str) -> Any:
+    head = ctx.content[start:end]
     if not head.strip():
-        raise ctx.error(f"{word} needs a SELECT before it: {usage}", 0)
-    stmts = ctx.parse(0, end)
+        raise ctx.error(f"{word} needs a SELECT before it: {usage}", start)
+    stmts = ctx.parse(start, end)
     if len(stmts) != 1:
         raise ctx.error(f"{word} follows a single SELECT: {usage}", None)
     stmt = stmts[0].stmt
-    position = stmts[0].stmt_location or 0
+    position = start + (stmts[0].stmt_location or 0)
     if not isinstance(stmt, ast.SelectStmt):
         raise ctx.error(f"{word} follows a SELECT statement: {usage}",
                         _first_token(ctx.ascii, position))
@@ -376,16 +430,19 @@ def _first_token(ascii_text: str, position: int) -> int:
     return position
 
 
-def _single_table(ctx: _Context, stmt: Any, word: str, usage: str, fallback: int) -> Any:
+def _single_table(ctx: _Context, stmt: Any, word: str, usage: str, fallback: int,
+                  offset: int = 0) -> Any:
     if not stmt.fromClause:
         raise ctx.error(f"{word} needs a table: {usage}", fallback)
     if len(stmt.fromClause) != 1 or not isinstance(stmt.fromClause[0], ast.RangeVar):
         node = stmt.fromClause[1] if len(stmt.fromClause) > 1 else stmt.fromClause[0]
+        location = getattr(node, "location", None)
         raise ctx.error(f"{word} reads one table (no joins, subqueries or functions in "
-                        f"FROM): {usage}", getattr(node, "location", None) or fallback)
+                        f"FROM): {usage}",
+                        offset + location if location is not None else fallback)
     rv = stmt.fromClause[0]
     if rv.catalogname:
-        raise ctx.error("cross-database references are not supported", rv.location)
+        raise ctx.error("cross-database references are not supported", offset + rv.location)
     return rv
 
 
@@ -398,7 +455,7 @@ def _top_level(tokens: list[Any], depths: list[int], name: str) -> Any:
 
 def _train(ctx: _Context, kw_start: int, tail: list[Any], by_end: int,
            head_tokens: list[Any], head_depths: list[int]) -> TrainStatement:
-    stmt = _select(ctx, kw_start, _SELECT_USAGE, "TRAIN BY")
+    stmt = _select(ctx, 0, kw_start, _SELECT_USAGE, "TRAIN BY")
     from_tok = _top_level(head_tokens, head_depths, "FROM")
     from_pos = from_tok.start if from_tok is not None else kw_start
     clauses = [
@@ -559,52 +616,97 @@ def _value(ctx: _Context, toks: list[Any], what: str) -> Any:
     raise ctx.error(f"{what} must be a constant; {_VALUE_HELP}", start)
 
 
-def _predict(ctx: _Context, kw_start: int, tail: list[Any], by_end: int,
-             head_tokens: list[Any], head_depths: list[int]) -> PredictStatement:
-    stmt = _select(ctx, kw_start, _PREDICT_USAGE, "PREDICT BY")
+_SETOPS = {"UNION", "INTERSECT", "EXCEPT"}
+
+
+def _predict_one(ctx: _Context, tokens: list[Any], depths: list[int], k: int
+                 ) -> tuple[Prediction, int | None]:
+    """The PREDICT BY at token k: its SELECT is the one it ends, at its
+    depth (a whole statement's, or a parenthesised one's). Returns the
+    prediction and the index of the placeholder that named the model (a
+    positional parameter to drop), if any."""
+    kw, depth = tokens[k], depths[k]
+    by_end = tokens[k + 1].end + 1
+    tail = list(_until_close(tokens[k + 2:], depths[k + 2:], depth))
+    model, model_pos, rest = _model_value(ctx, tail, by_end, "PREDICT BY", "<model_name>")
+    if rest:
+        raise ctx.error("unexpected text after the model name", rest[0].start,
+                        "PREDICT BY <model_name> ends its SELECT (or the parenthesised "
+                        "SELECT it is in)")
+    if tail[0].name in _OPEN:
+        raise ctx.error("PREDICT BY needs <model_name> after it", tail[0].start)
+    dropped = None
+    if isinstance(model, Bound):
+        key = ctx.placeholder_at(model_pos).key
+        dropped = key if isinstance(key, int) else None
+        model = model.value
+    if not isinstance(model, str):
+        raise ctx.error("the model name must be a string", model_pos)
+    model_end = tail[0].end + 1
+    # the span of the SELECT: from the ( that opens this depth, or the start
+    start = 0
+    if depth > 0:
+        start = next(j for j in range(k - 1, -1, -1)
+                     if tokens[j].name in _OPEN and depths[j] == depth - 1) + 1
+    same = [j for j in range(start, k) if depths[j] == depth]
+    for j in same:
+        if tokens[j].name in _SETOPS:
+            raise ctx.error(f"PREDICT BY adds a column to one SELECT, not to a "
+                            f"{tokens[j].name}: put the SELECT in parentheses, "
+                            "(SELECT ... PREDICT BY m)", tokens[j].start)
+    selects = [j for j in same if tokens[j].name == "SELECT"]
+    if not selects:
+        at = tokens[same[0]].start if same else kw.start
+        raise ctx.error(f"PREDICT BY follows a SELECT statement: {_PREDICT_USAGE}", at)
+    sel = selects[-1]
+    froms = [j for j in same if j > sel and tokens[j].name == "FROM"]
+    if not froms:
+        raise ctx.error(f"PREDICT BY needs a table: {_PREDICT_USAGE}", kw.start)
+    from_tok = tokens[froms[0]]
+    stmt = _select(ctx, tokens[sel].start, kw.start, _PREDICT_USAGE, "PREDICT BY")
     for attr, label in (("groupClause", "GROUP BY"), ("havingClause", "HAVING"),
                         ("windowClause", "WINDOW"), ("lockingClause", "FOR UPDATE")):
         if getattr(stmt, attr, None):
             raise ctx.error(f"PREDICT BY predicts one value per row; {label} is not "
                             f"supported: {_PREDICT_USAGE}", None)
-    # the first FROM at the top level ends the target list
-    from_tok = _top_level(head_tokens, head_depths, "FROM")
-    if from_tok is None:
-        raise ctx.error(f"PREDICT BY needs a table: {_PREDICT_USAGE}", kw_start)
-    rv = _single_table(ctx, stmt, "PREDICT BY", _PREDICT_USAGE, from_tok.start)
-    model, model_pos, rest = _model_value(ctx, tail, by_end, "PREDICT BY", "<model_name>")
-    if rest:
-        raise ctx.error("unexpected text after the model name", rest[0].start)
-    if isinstance(model, Bound):
-        model = model.value
-    if not isinstance(model, str):
-        raise ctx.error("the model name must be a string", model_pos)
+    rv = _single_table(ctx, stmt, "PREDICT BY", _PREDICT_USAGE, from_tok.start,
+                       offset=tokens[sel].start)
     row = rv.alias.aliasname if rv.alias is not None else rv.relname
-    insert_at = from_tok.start
-    before = ctx.text[:insert_at]
-    after = ctx.text[insert_at:kw_start].rstrip()
-    comma = ", " if stmt.targetList else " "
+    return Prediction(model_name=model, model_position=model_pos, insert_at=from_tok.start,
+                      comma=bool(stmt.targetList), row=row,
+                      clause=(kw.start, model_end)), dropped
+
+
+def _until_close(tokens: list[Any], depths: list[int], depth: int) -> Any:
+    """The tokens up to the ) that closes depth (or the end)."""
+    for tok, d in zip(tokens, depths):
+        if d < depth:
+            return
+        yield tok
+
+
+def _predict_all(ctx: _Context, tokens: list[Any], depths: list[int], found: list[int]
+                 ) -> PredictStatement:
+    predictions = []
+    dropped: set[int] = set()
+    for k in found:
+        p, key = _predict_one(ctx, tokens, depths, k)
+        predictions.append(p)
+        if key is not None:
+            dropped.add(key)
+    # the whole statement, PREDICT BY clauses blanked, by PostgreSQL's grammar
+    blank, blank_ascii = list(ctx.content), list(ctx.ascii)
+    for p in predictions:
+        blank[p.clause[0]:p.clause[1]] = " " * (p.clause[1] - p.clause[0])
+        blank_ascii[p.clause[0]:p.clause[1]] = " " * (p.clause[1] - p.clause[0])
+    _Context(ctx.text, "".join(blank), "".join(blank_ascii), ctx.placeholders,
+             ctx.params).parse(0, len(ctx.content))
     params: Params
-    if ctx.params is None:
-        before, after = before.replace("%", "%%"), after.replace("%", "%%")
-        placeholder = sql.Placeholder()
-        params = [model]
-    elif isinstance(ctx.params, Mapping):
-        key = "corgipile_model_name"
-        while key in ctx.params:
-            key += "_"
-        placeholder = sql.Placeholder(key)
-        params = {**ctx.params, key: model}
+    if ctx.params is None or isinstance(ctx.params, Mapping):
+        params = ctx.params
     else:
-        k = ctx.placeholders_before(insert_at)
-        n = ctx.placeholders_before(kw_start)
-        values = list(ctx.params)
-        placeholder = sql.Placeholder()
-        params = values[:k] + [model] + values[k:n]
-    # before keeps its trailing whitespace: a -- comment must stay ended
-    return PredictStatement(text=ctx.text, model_name=model, model_position=model_pos,
-                            params=params, before=before + comma.lstrip(), after=after,
-                            placeholder=placeholder, row=row)
+        params = [v for i, v in enumerate(ctx.params) if i not in dropped]
+    return PredictStatement(text=ctx.text, predictions=tuple(predictions), params=params)
 
 
 # -- TRAIN BY's arguments --------------------------------------------------

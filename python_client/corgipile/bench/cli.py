@@ -37,7 +37,7 @@ strategies and of the baselines users would otherwise pick:
              `make -C benchmarks/bismarck install`), one call per epoch, over
              a copy shuffled once with ORDER BY random() (copy time counted)
              and over the table as stored;
-  madlib     madlib.svm_classification / madlib.logregr_train (igd), when
+  madlib     madlib.svm_classification / madlib.logregr_train (igd and irls), when
              the database has MADlib (schema "madlib"); skipped otherwise;
   sklearn    SGDClassifier / SGDRegressor on the table exported with COPY
              (export time counted).
@@ -169,9 +169,11 @@ def _server(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     for name in ("server_version", "shared_buffers", "work_mem", "max_parallel_workers_per_gather",
                  "jit", "synchronize_seqscans"):
         info[name] = value(conn, sql.SQL("SHOW {}").format(sql.Identifier(name)))
-    for ext in ("corgipile", bismarck.EXTENSION, "madlib"):
+    for ext in ("corgipile", bismarck.EXTENSION):
         row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s", (ext,)).fetchone()
         info[f"{ext}_version"] = row[0] if row else None
+    # madpack installs a schema, not an extension
+    info["madlib_version"] = madlib.version(conn)
     return info
 
 
@@ -298,7 +300,8 @@ def run(args: argparse.Namespace) -> int:
                                     note(bismarck.run(conn, ds, model, order, cfg, copy))
                         elif b == "madlib":
                             for order in orders:
-                                note(madlib.run(conn, ds, model, order, cfg, copy))
+                                for r in madlib.runs(conn, ds, model, order, cfg, copy):
+                                    note(r)
                         elif b == "sklearn" and sklearn_reason is not None:
                             note(Run.skipped(ds.name, model, "sklearn", "sklearn",
                                              "epoch_shuffle (in memory)", sklearn_reason))

@@ -18,6 +18,11 @@ Who does what (docs/torch.md has the long version):
   size), takes this rank's and this worker's share, and reads it with its
   own sessions, all in the imported snapshot.  A background thread loads
   the next buffer while the current one is being yielded.
+
+Every reader of every rank yields the same number of rows (and so of
+batches) per epoch when there is more than one rank (``even_shares``):
+DistributedDataParallel's collectives pair up only if every rank takes the
+same number of steps.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from ..errors import CorgipileError
 from . import plan
-from .reader import BlockReader, Layout, Rows, concat, connect
+from .reader import BlockReader, Layout, Rows, concat, connect, has_block_rows
 
 _INT = {"smallint", "integer", "bigint"}
 _FLOAT = {"real", "double precision", "numeric"}
@@ -68,6 +73,29 @@ class CorgiPileDataset(IterableDataset):
 
     ``dsn`` may be a list: the same table on several servers (shards), read
     as one dataset; rank r prefers shard r % len(dsn).
+
+    ``batch_size``: yield batches of this many rows (x of shape (b, d), y
+    of shape (b,)), for ``DataLoader(ds, batch_size=None)``: no per-row
+    Python and no collate.  None (the default) yields single rows.
+    ``transform`` gets what is yielded: a row's or a batch's x.
+
+    ``even_shares`` (with more than one rank): 'pad' (the default, as
+    DistributedSampler with drop_last=False) repeats rows of a reader's own
+    share until every reader of every rank has as many rows as the largest
+    share; 'drop' (as drop_last=True) stops every reader at the smallest
+    share; 'off' yields each share as it is (ranks then take different
+    numbers of steps: not for DistributedDataParallel).  Shares are counted
+    in the epoch's snapshot (one counting scan per epoch, by rank 0).  All
+    ranks must use the same DataLoader num_workers.
+
+    ``method``: 'auto' (the default) reads through the extension's
+    ``corgipile.block_rows`` when the server has it (0.4.0) and the layout
+    allows (numeric label), else 'copy'; 'server', 'copy' or 'select'
+    force one (docs/torch.md compares them).  ``model``: read the columns
+    of this stored model with its label encoding and preprocessing
+    (standardize, one-hot categories), through ``corgipile.block_rows``; the
+    label is then the class number (softmax), 0/1 (binary) or the value
+    (linear).
     """
 
     def __init__(self, dsn: str | Sequence[str], table: str, features: str | Sequence[str] = "features",
@@ -76,23 +104,36 @@ class CorgiPileDataset(IterableDataset):
                  buffer_size: str | int = "10%", shuffle: str = "corgipile",
                  seed: int | None = None, transform: Callable[[torch.Tensor], Any] | None = None,
                  *, n_features: int | None = None, sparse_output: str = "dense",
-                 with_block: bool = False, method: str = "select",
+                 with_block: bool = False, method: str = "auto",
                  shuffled_table: str | None = None, rank: int | None = None,
                  world_size: int | None = None, connect_timeout: int = 10,
-                 statement_timeout: int | None = None, prefetch: bool = True):
+                 statement_timeout: int | None = None, prefetch: bool = True,
+                 batch_size: int | None = None, even_shares: str = "pad",
+                 model: str | None = None):
         super().__init__()
         if shuffle not in plan.STRATEGIES:
             raise ValueError(f"shuffle must be one of {', '.join(plan.STRATEGIES)}; got {shuffle!r}")
         if sparse_output not in ("dense", "coo"):
             raise ValueError(f"sparse_output must be 'dense' or 'coo'; got {sparse_output!r}")
-        if method not in ("select", "copy"):
-            raise ValueError(f"method must be 'select' or 'copy'; got {method!r}")
+        if method not in ("auto", "server", "select", "copy"):
+            raise ValueError(f"method must be 'auto', 'server', 'copy' or 'select'; got {method!r}")
+        if even_shares not in ("pad", "drop", "off"):
+            raise ValueError(f"even_shares must be 'pad', 'drop' or 'off'; got {even_shares!r}")
+        if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) != batch_size
+                                       or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive whole number or None; got {batch_size!r}")
+        if model is not None and shuffle == "shuffle_once":
+            raise ValueError("model= reads the table through the model's preprocessing; "
+                             "use shuffle='corgipile' or 'block_only' with it")
         self.dsns = [dsn] if isinstance(dsn, str) else list(dsn)
         if not self.dsns:
             raise ValueError("dsn: give at least one connection string")
         self.shuffle = shuffle
-        self.block_size = plan.parse_size(block_size, "block_size", percent_ok=False)
-        self.buffer_size = plan.parse_size(buffer_size, "buffer_size")
+        self.block_size_text = plan.size_text(block_size)
+        self.buffer_size_text = plan.size_text(buffer_size)
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self.even_shares = even_shares
+        self.model = model
         self.transform = transform
         self.sparse_output = sparse_output
         self.with_block = with_block
@@ -113,7 +154,9 @@ class CorgiPileDataset(IterableDataset):
         self._collective = (_dist_on() and rank is None and world_size is None
                             and self.world_size > 1)
         self.seed = self._agree_on_seed(seed)
-        self.layout = self._describe(table, features, label, id_column, feature_indices, n_features)
+        self.layout, self._server = self._describe(table, features, label, id_column,
+                                                   feature_indices, n_features)
+        self._method = self._choose_method()
         if shuffle == "shuffle_once":
             self._make_shuffled_copy(shuffled_table or f"{self.layout.table}_shuffled_{self.seed}")
         self.epoch = 0
@@ -121,6 +164,8 @@ class CorgiPileDataset(IterableDataset):
         self._snapshots: list[str | None] = []
         self._pages: list[int] = []
         self._page_size = plan.PAGE_SIZE
+        self._sizing: plan.Sizing | None = None
+        self._block_rows: list[int] | None = None
         self._rank_orders: list[list[int]] | None = None
         self._resume: dict[str, Any] | None = None
         self.set_epoch(0)
@@ -138,27 +183,57 @@ class CorgiPileDataset(IterableDataset):
 
     def _describe(self, table: str, features: str | Sequence[str], label: str,
                   id_column: str | None, feature_indices: str | None,
-                  n_features: int | None) -> Layout:
-        conn = connect(self.dsns[0], self.connect_timeout, self.statement_timeout,
-                       "corgipile.torch")
-        try:
-            with conn:
-                layout = _check_table(conn, table, features, label, id_column,
-                                      feature_indices, n_features)
-            for other in self.dsns[1:]:
-                with connect(other, self.connect_timeout, self.statement_timeout,
-                             "corgipile.torch") as c2:
-                    o = _check_table(c2, table, features, label, id_column, feature_indices,
-                                     layout.n_features)
-                    if (o.mode, o.label_kind, o.n_features) != (layout.mode, layout.label_kind,
-                                                                 layout.n_features):
+                  n_features: int | None) -> tuple[Layout, bool]:
+        """The table's layout (checked on every shard), and whether every
+        shard has corgipile.block_rows."""
+        server = True
+        layout: Layout | None = None
+        for k, d in enumerate(self.dsns):
+            with connect(d, self.connect_timeout, self.statement_timeout,
+                         "corgipile.torch") as conn:
+                has = has_block_rows(conn)
+                server = server and has
+                if self.model is not None:
+                    if not has:
                         raise CorgipileError(
-                            f"table {table} differs between shards: {self.dsns[0]!r} has "
-                            f"{layout.n_features} {layout.mode} features, another has "
-                            f"{o.n_features} {o.mode}")
-        finally:
-            conn.close()
-        return layout
+                            f"corgipile.torch: model={self.model!r} needs corgipile.block_rows on "
+                            f"{d!r}: install the extension there or update it "
+                            "(ALTER EXTENSION corgipile UPDATE)")
+                    o = _model_layout(conn, table, self.model, id_column)
+                else:
+                    o = _check_table(conn, table, features, label, id_column, feature_indices,
+                                     n_features if layout is None else layout.n_features)
+                conn.rollback()
+            if layout is None:
+                layout = o
+            elif (o.mode, o.label_kind, o.n_features) != (layout.mode, layout.label_kind,
+                                                           layout.n_features):
+                raise CorgipileError(
+                    f"table {table} differs between shards: {self.dsns[0]!r} has "
+                    f"{layout.n_features} {layout.mode} features, another has "
+                    f"{o.n_features} {o.mode}")
+        assert layout is not None
+        return layout, server
+
+    def _choose_method(self) -> str:
+        lo = self.layout
+        if self.model is not None:
+            return "server"
+        # numeric or boolean labels (block_rows sends text classes only with a model)
+        server_ok = lo.casts.get(lo.label) in ("pg_catalog.int8", "pg_catalog.float8",
+                                               "pg_catalog.int4::pg_catalog.int8")
+        server_ok = server_ok and not (lo.mode == "sparse" and self.sparse_output == "coo")
+        if self.method == "server":
+            if not self._server:
+                raise CorgipileError("corgipile.torch: method='server' needs corgipile.block_rows "
+                                     "(extension 0.4.0) on every server")
+            if not server_ok:
+                raise CorgipileError("corgipile.torch: method='server' reads numeric labels only "
+                                     "(and dense sparse rows); use method='copy', or name a model")
+            return "server"
+        if self.method == "auto":
+            return "server" if self._server and server_ok else "copy"
+        return self.method
 
     def _make_shuffled_copy(self, name: str) -> None:
         """Rank 0 writes the fully shuffled copy on every shard (once);
@@ -198,7 +273,7 @@ class CorgiPileDataset(IterableDataset):
             # imported that epoch's snapshot would otherwise find its
             # exporter gone ("invalid snapshot identifier").
             dist.barrier()
-        self._snapshots, self._pages, self._page_size = info[0]
+        self._snapshots, self._pages, self._page_size, self._sizing, self._block_rows = info[0]
         for c in old:
             c.close()
         if self._resume is not None:
@@ -207,7 +282,7 @@ class CorgiPileDataset(IterableDataset):
             else:
                 self._prepare_resume()
 
-    def _export(self) -> tuple[list[psycopg.Connection[Any]], tuple[list[str], list[int], int]]:
+    def _export(self) -> tuple[list[psycopg.Connection[Any]], tuple[Any, ...]]:
         conns, snaps, pages = [], [], []
         page_size = plan.PAGE_SIZE
         for d in self.dsns:
@@ -229,7 +304,46 @@ class CorgiPileDataset(IterableDataset):
             conns.append(conn)
             snaps.append(snap)
             pages.append(int(n) // int(page_size))
-        return conns, (snaps, pages, int(page_size))
+        try:
+            sizing = self._resolve_sizing(conns[0], sum(pages), int(page_size))
+            counts = None
+            if self.world_size > 1 and self.even_shares != "off":
+                counts = self._count_rows(conns, pages, sizing.pages_per_block)
+        except BaseException:
+            for c in conns:
+                c.close()
+            raise
+        return conns, (snaps, pages, int(page_size), sizing, counts)
+
+    def _resolve_sizing(self, conn: psycopg.Connection[Any], pages: int,
+                        page_size: int) -> plan.Sizing:
+        """The engine's sizing for the table's pages (all shards), asked of
+        the server (corgipile.sizing); computed here for a server without it."""
+        rel = sql.Identifier(self.layout.schema, self.layout.table).as_string(conn)
+        if plan.has_server_sizing(conn):
+            try:
+                return plan.server_sizing(conn, rel, self.block_size_text, self.buffer_size_text,
+                                          pages)
+            except psycopg.errors.InvalidParameterValue as e:
+                conn.rollback()
+                raise ValueError(f"corgipile.torch: {e.diag.message_primary}"
+                                 + (f" ({e.diag.message_hint})" if e.diag.message_hint else "")
+                                 ) from e
+        buffer = plan.parse_size(self.buffer_size_text, "buffer_size")
+        block = plan.parse_size(self.block_size_text, "block_size", percent_ok=False)
+        assert buffer is not None
+        return plan.resolve_sizing(buffer, block, pages, page_size)
+
+    def _count_rows(self, conns: Sequence[psycopg.Connection[Any]], pages: Sequence[int],
+                    ppb: int) -> list[int]:
+        """Usable rows of every block (blocks() order), in the snapshot."""
+        counts: dict[tuple[int, int], int] = {}
+        for s, c in enumerate(conns):
+            for page, n in c.execute(self.layout.count_query()).fetchall():
+                key = (s, int(page) // ppb)
+                counts[key] = counts.get(key, 0) + int(n)
+        return [counts.get((b.shard, b.first_page // ppb), 0)
+                for b in plan.table_blocks(pages, ppb)]
 
     def close(self) -> None:
         """End the coordinator sessions (rank 0).  The dataset can still be
@@ -255,8 +369,10 @@ class CorgiPileDataset(IterableDataset):
 
     @property
     def sizing(self) -> plan.Sizing:
-        total = sum(self._pages)
-        return plan.resolve_sizing(self.buffer_size, self.block_size, total, self._page_size)
+        """The epoch's block and buffer sizes (the engine's, for the
+        table's pages on all shards)."""
+        assert self._sizing is not None
+        return self._sizing
 
     def blocks(self) -> list[plan.Block]:
         """Every block of the table (all shards) this epoch, in storage order."""
@@ -287,18 +403,36 @@ class CorgiPileDataset(IterableDataset):
         None goes back to the seeded plan."""
         self._rank_orders = None if orders is None else [list(map(int, o)) for o in orders]
 
-    def _reader_buffers(self, worker: int, n_workers: int) -> tuple[list[plan.Block], list[list[int]]]:
+    def _reader_buffers(self, worker: int, n_workers: int,
+                        rank: int | None = None) -> tuple[list[plan.Block], list[list[int]]]:
         blocks = self.blocks()
-        mine = plan.worker_blocks(self.rank_plan(), worker, n_workers)
+        mine = plan.worker_blocks(self.rank_plan(rank), worker, n_workers)
         per_reader = max(1, self.sizing.blocks_per_buffer // (self.world_size * n_workers))
         return blocks, plan.buffers(mine, per_reader)
 
+    def _target_rows(self, n_workers: int, block_rows: Sequence[int] | None) -> int | None:
+        """Rows every reader (rank x worker) yields this epoch, or None when
+        shares are left as they are (one rank, or even_shares='off')."""
+        if self.world_size == 1 or self.even_shares == "off" or block_rows is None:
+            return None
+        shares = [sum(block_rows[i] for buf in self._reader_buffers(w, n_workers, r)[1]
+                      for i in buf)
+                  for r in range(self.world_size) for w in range(n_workers)]
+        return max(shares) if self.even_shares == "pad" else min(shares)
+
     # ---- resuming ---------------------------------------------------
 
-    def state_dict(self, batches_seen: int, batch_size: int, num_workers: int = 0) -> dict[str, Any]:
+    def state_dict(self, batches_seen: int, batch_size: int | None = None,
+                   num_workers: int = 0) -> dict[str, Any]:
         """Where this rank is in the epoch: ``batches_seen`` batches taken
         from a DataLoader(dataset, batch_size, num_workers) since this
-        epoch's iterator began (drop_last=False; the default in_order)."""
+        epoch's iterator began (drop_last=False; the default in_order).
+        With the dataset's own ``batch_size`` (DataLoader(batch_size=None)),
+        leave batch_size out."""
+        if batch_size is None:
+            if self.batch_size is None:
+                raise ValueError("state_dict needs the DataLoader's batch_size")
+            batch_size = self.batch_size
         base = 0
         if self._resume is not None and self._resume["epoch"] == self.epoch:
             base = self._resume["batches_seen"]
@@ -331,26 +465,32 @@ class CorgiPileDataset(IterableDataset):
 
     def _prepare_resume(self) -> None:
         """Turn 'n batches seen' into rows to skip per worker, from the
-        usable rows per page (one counting scan of the table)."""
+        usable rows per block (one counting scan of the table, unless
+        set_epoch counted them already)."""
         assert self._resume is not None
         r = self._resume
         n_workers = max(1, r["num_workers"])
-        counts: dict[tuple[int, int], int] = {}
-        for s, d in enumerate(self.dsns):
-            with connect(d, self.connect_timeout, self.statement_timeout, "corgipile.torch") as c:
-                if self._snapshots[s]:
-                    c.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-                    c.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(
-                        sql.Literal(self._snapshots[s])))
-                for page, n in c.execute(self.layout.count_query()).fetchall():
-                    counts[(s, int(page))] = int(n)
-        blocks = self.blocks()
-        block_rows = [sum(counts.get((b.shard, p), 0) for p in range(b.first_page, b.end_page))
-                      for b in blocks]
+        block_rows = self._block_rows
+        if block_rows is None:
+            conns = []
+            try:
+                for s, d in enumerate(self.dsns):
+                    c = connect(d, self.connect_timeout, self.statement_timeout, "corgipile.torch")
+                    conns.append(c)
+                    if self._snapshots[s]:
+                        c.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                        c.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(
+                            sql.Literal(self._snapshots[s])))
+                block_rows = self._count_rows(conns, self._pages, self.sizing.pages_per_block)
+            finally:
+                for c in conns:
+                    c.close()
+        target = self._target_rows(n_workers, block_rows)
         rows_per_worker = []
         for w in range(n_workers):
             _, bufs = self._reader_buffers(w, n_workers)
-            rows_per_worker.append(sum(block_rows[i] for buf in bufs for i in buf))
+            own = sum(block_rows[i] for buf in bufs for i in buf)
+            rows_per_worker.append(own if target is None else target)
         skips = plan.loader_skips(rows_per_worker, r["batch_size"], r["batches_seen"])
         # the worker that serves the next batch: the resumed DataLoader's
         # worker 0 takes its role, so the interleaving continues unchanged
@@ -374,7 +514,7 @@ class CorgiPileDataset(IterableDataset):
                     "persistent_workers off (workers get the new epoch from set_epoch)")
             self._worker_used = True
         skip = 0
-        block_rows = None
+        block_rows = self._block_rows
         r = self._resume
         if r is not None and r["epoch"] == self.epoch and "skips" in r:
             if max(1, r["num_workers"]) != n_workers:
@@ -385,20 +525,24 @@ class CorgiPileDataset(IterableDataset):
             skip = r["skips"][worker]
             block_rows = r["block_rows"]
         blocks, bufs = self._reader_buffers(worker, n_workers)
+        target = self._target_rows(n_workers, block_rows)
         tuple_shuffle = self.shuffle == "corgipile"
-        reader = BlockReader(self.dsns, self._snapshots, self.layout, self.method,
-                             self.connect_timeout, self.statement_timeout)
+        reader = BlockReader(self.dsns, self._snapshots, self.layout, self._method,
+                             self.connect_timeout, self.statement_timeout,
+                             self.sizing.pages_per_block)
 
         todo: list[tuple[int, list[int]]] = []
+        skipped = 0
         for k, buf in enumerate(bufs):
-            if block_rows is not None and skip > 0:
+            if block_rows is not None and skip > 0 and not todo:
                 n = sum(block_rows[i] for i in buf)
                 if n <= skip:
                     skip -= n
+                    skipped += n
                     continue
             todo.append((k, buf))
 
-        def load(k: int, buf: list[int]) -> tuple[Rows, np.ndarray, np.ndarray]:
+        def load(k: int, buf: list[int]) -> tuple[Rows, np.ndarray]:
             parts, owner = [], []
             # one statement per shard for the buffer's blocks, in buffer order
             i = 0
@@ -411,19 +555,70 @@ class CorgiPileDataset(IterableDataset):
                 parts.append(rows)
                 owner.append(which)
                 i = j
-            rows = concat(parts, self.layout) if parts else None
-            which = np.concatenate(owner) if owner else np.empty(0, dtype=np.int64)
+            rows = concat(parts, self.layout)
+            which = np.concatenate(owner) if len(owner) > 1 else owner[0]
             n = len(which)
-            order = (plan.tuple_permutation(n, self.seed, self.epoch, self.rank, worker, k)
-                     if tuple_shuffle else np.arange(n))
-            return rows, which, order
+            if tuple_shuffle:
+                # the buffer permuted once: one gather per array
+                order = plan.tuple_permutation(n, self.seed, self.epoch, self.rank, worker, k)
+                return rows.take(order), which[order]
+            if rows.x is not None and not rows.x.flags.writeable:
+                rows.x = rows.x.copy()
+            return rows, which
+
+        def chunks() -> Iterator[tuple[Rows, np.ndarray]]:
+            """This reader's rows, buffer by buffer, cut or padded to the
+            target; resumed, less what was delivered before."""
+            left = None if target is None else target - skipped
+            for rows, which in self._prefetched(load, todo):
+                if left is not None:
+                    if left <= 0:
+                        return
+                    if len(rows) > left:
+                        rows, which = rows.slice(0, left), which[:left]
+                    left -= len(rows)
+                yield rows, which
+            if not left or left <= 0:
+                return
+            # pad: this reader's own rows again, from the start of its
+            # stream (or, with no rows of its own, its rank's or the
+            # table's blocks), until it has the target
+            own = [(k, b) for k, b in enumerate(bufs)]
+            pad = own if block_rows is None or sum(block_rows[i] for b in bufs for i in b) else []
+            if not pad:
+                rank_blocks = self.rank_plan()
+                if not block_rows or not sum(block_rows[i] for i in rank_blocks):
+                    rank_blocks = list(range(len(blocks)))
+                pad = [(1_000_000 + k, [i]) for k, i in enumerate(rank_blocks)
+                       if block_rows is None or block_rows[i]]
+            while left > 0 and pad:
+                for k, buf in pad:
+                    rows, which = load(k, buf)
+                    if len(rows) > left:
+                        rows, which = rows.slice(0, left), which[:left]
+                    left -= len(rows)
+                    if len(rows):
+                        yield rows, which
+                    if left <= 0:
+                        return
+
+        def skipped_chunks() -> Iterator[tuple[Rows, np.ndarray]]:
+            s = skip
+            for rows, which in chunks():
+                if s:
+                    if len(rows) <= s:
+                        s -= len(rows)
+                        continue
+                    rows, which = rows.slice(s, len(rows)), which[s:]
+                    s = 0
+                yield rows, which
 
         try:
-            for rows, which, order in self._prefetched(load, todo):
-                if skip:
-                    order = order[skip:]
-                    skip = 0
-                yield from self._emit(rows, which, order)
+            if self.batch_size is None:
+                for rows, which in skipped_chunks():
+                    yield from self._emit(rows, which)
+            else:
+                yield from self._batches(skipped_chunks())
         finally:
             reader.close()
 
@@ -466,16 +661,64 @@ class CorgiPileDataset(IterableDataset):
             stop.set()
             t.join()
 
-    def _emit(self, rows: Rows, which: np.ndarray, order: np.ndarray) -> Iterator[tuple[Any, ...]]:
+    def _batches(self, chunks: Iterator[tuple[Rows, np.ndarray]]) -> Iterator[tuple[Any, ...]]:
+        """Batches of batch_size rows (the last may be shorter) across
+        buffer boundaries: slices of the permuted buffers, no copy."""
+        bs = self.batch_size
+        assert bs is not None
+        pending: list[tuple[Rows, np.ndarray]] = []
+        have = 0
+        for rows, which in chunks:
+            start = 0
+            if pending:
+                need = bs - have
+                pending.append((rows.slice(0, need), which[:need]))
+                have += min(need, len(rows))
+                start = need
+                if have < bs:
+                    continue
+                yield self._pack(concat([p[0] for p in pending], self.layout),
+                                 np.concatenate([p[1] for p in pending]))
+                pending, have = [], 0
+            n = len(rows)
+            while start + bs <= n:
+                yield self._pack(rows.slice(start, start + bs), which[start:start + bs])
+                start += bs
+            if start < n:
+                pending, have = [(rows.slice(start, n), which[start:])], n - start
+        if pending:
+            yield self._pack(concat([p[0] for p in pending], self.layout),
+                             np.concatenate([p[1] for p in pending]))
+
+    def _labels(self, rows: Rows) -> Any:
         lo = self.layout
-        text = lo.label_kind == "text"
-        ys = rows.y if text else torch.from_numpy(
-            np.asarray(rows.y, dtype=np.float32 if lo.label_kind == "float" else np.int64))
+        if lo.label_kind == "text":
+            return rows.y
+        return torch.from_numpy(np.asarray(
+            rows.y, dtype=np.float32 if lo.label_kind == "float" else np.int64))
+
+    def _pack(self, rows: Rows, which: np.ndarray) -> tuple[Any, ...]:
+        """A batch as tensors: x (b, d), y (b,), ids (b,), blocks (b,)."""
+        if rows.x is not None:
+            x = torch.from_numpy(rows.x)
+        else:
+            x = self._sparse_batch(rows.indices or [], rows.values or [])
+        if self.transform is not None:
+            x = self.transform(x)
+        out: tuple[Any, ...] = (x, self._labels(rows))
+        if rows.ids is not None:
+            out += (torch.from_numpy(np.ascontiguousarray(rows.ids)),)
+        if self.with_block:
+            out += (torch.from_numpy(np.ascontiguousarray(which)),)
+        return out
+
+    def _emit(self, rows: Rows, which: np.ndarray) -> Iterator[tuple[Any, ...]]:
+        """Single rows (batch_size=None), for a DataLoader that batches."""
+        ys = self._labels(rows)
         x_all = torch.from_numpy(rows.x) if rows.x is not None else None
-        ids = torch.from_numpy(rows.ids) if rows.ids is not None else None
-        blk = torch.from_numpy(which)
-        for i in order:
-            i = int(i)
+        ids = torch.from_numpy(np.ascontiguousarray(rows.ids)) if rows.ids is not None else None
+        blk = torch.from_numpy(np.ascontiguousarray(which))
+        for i in range(len(rows)):
             if x_all is not None:
                 x = x_all[i]
             else:
@@ -488,6 +731,18 @@ class CorgiPileDataset(IterableDataset):
             if self.with_block:
                 out += (blk[i],)
             yield out
+
+    def _sparse_batch(self, indices: list[np.ndarray], values: list[np.ndarray]) -> torch.Tensor:
+        n, b = self.layout.n_features, len(indices)
+        rows = np.repeat(np.arange(b), [len(i) for i in indices]) if b else np.empty(0, np.int64)
+        cols = np.concatenate(indices).astype(np.int64) if b else np.empty(0, np.int64)
+        vals = np.concatenate(values).astype(np.float32) if b else np.empty(0, np.float32)
+        if self.sparse_output == "coo":
+            return torch.sparse_coo_tensor(torch.from_numpy(np.stack([rows, cols])),
+                                           torch.from_numpy(vals), (b, n), check_invariants=False)
+        x = torch.zeros(b, n, dtype=torch.float32)
+        x[torch.from_numpy(rows), torch.from_numpy(cols)] = torch.from_numpy(vals)
+        return x
 
     def _sparse_row(self, idx: np.ndarray, val: np.ndarray) -> torch.Tensor:
         n = self.layout.n_features
@@ -510,11 +765,7 @@ SELECT a.attname, pg_catalog.format_type(a.atttypid, NULL),
 """
 
 
-def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequence[str],
-                 label: str, id_column: str | None, feature_indices: str | None,
-                 n_features: int | None) -> Layout:
-    """Resolve the table and columns and check the privileges, with an
-    error that names what is missing and how to fix it."""
+def _resolve(conn: psycopg.Connection[Any], table: str) -> tuple[int, str, str]:
     where = conn.info.dbname
     try:
         row = conn.execute(
@@ -530,6 +781,42 @@ def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequ
     if kind not in ("r", "m"):
         raise CorgipileError(f"corgipile.torch: {table!r} is not a plain table (relkind {kind!r}); "
                              "blocks of heap pages need a table or materialized view")
+    return oid, schema, rel
+
+
+def _model_layout(conn: psycopg.Connection[Any], table: str, model: str,
+                  id_column: str | None) -> Layout:
+    """The layout a stored model reads: its label and feature columns, its
+    dimension; corgipile.block_rows applies its encoding."""
+    row = conn.execute(
+        "SELECT model, label, features, feature_indices, n_features FROM corgipile.models "
+        "WHERE model_name OPERATOR(pg_catalog.=) %s", (model,)).fetchone()
+    if row is None:
+        raise CorgipileError(f"corgipile.torch: model {model!r} does not exist (or you may not "
+                             "use it); see corgipile.models")
+    kind, label, feats, indices, n = row
+    oid, schema, rel = _resolve(conn, table)
+    types = {name: typ for name, typ, _ in conn.execute(_COLUMNS_SQL, (oid,)).fetchall()}
+    if indices:
+        mode = "sparse"
+    elif len(feats) == 1 and types.get(feats[0], "").endswith("[]"):
+        mode = "array"
+    else:
+        mode = "columns"
+    cats = tuple(f for f in feats if types.get(f) in ("text", "character varying", "boolean"))
+    if id_column and id_column not in types:
+        raise CorgipileError(f"corgipile.torch: column {id_column!r} (id_column) does not exist "
+                             f"in table {table!r}")
+    return Layout(schema, rel, label, "float" if kind == "linear" else "int", mode, tuple(feats),
+                  indices, int(n), id_column, {}, "float4", model, cats)
+
+
+def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequence[str],
+                 label: str, id_column: str | None, feature_indices: str | None,
+                 n_features: int | None) -> Layout:
+    """Resolve the table and columns and check the privileges, with an
+    error that names what is missing and how to fix it."""
+    oid, schema, rel = _resolve(conn, table)
     cols = {name: (typ, ok) for name, typ, ok in conn.execute(_COLUMNS_SQL, (oid,)).fetchall()}
     if isinstance(features, str):
         feat = [features]
@@ -555,11 +842,12 @@ def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequ
         return typ
 
     casts: dict[str, str] = {}
+    elem = "float8"
     lt = need(label, "label")
     if lt in _INT:
-        kind_ = "int"
+        kind_, casts[label] = "int", "pg_catalog.int8"
     elif lt == "boolean":
-        kind_, casts[label] = "int", "pg_catalog.int4"
+        kind_, casts[label] = "int", "pg_catalog.int4::pg_catalog.int8"
     elif lt in _FLOAT:
         kind_, casts[label] = "float", "pg_catalog.float8"
     elif lt in ("text", "character varying", "character"):
@@ -580,6 +868,7 @@ def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequ
                                      "expected a numeric array (float4[], float8[], int[], ...)")
             if t not in ("real[]", "double precision[]"):
                 casts[f] = "pg_catalog.float8[]"
+            elem = "float4" if t == "real[]" else "float8"
     if feature_indices:
         t = need(feature_indices, "feature_indices")
         if t not in _INT_ARRAYS:
@@ -591,7 +880,7 @@ def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequ
             raise CorgipileError(f"corgipile.torch: id_column {id_column!r} has type {t}; "
                                  "expected an integer type")
     layout = Layout(schema, rel, label, kind_, mode, tuple(feat), feature_indices, 0, id_column,
-                    casts)
+                    casts, elem)
     rel_sql = layout.relation().as_string(conn)
     if mode == "columns":
         n = len(feat)

@@ -5,9 +5,11 @@ no torch.  The dataset calls them in every rank and every DataLoader worker,
 and because they are deterministic every process computes the same global
 plan and takes its own share of it, with no communication.
 
-Sizes follow the engine's ``cp_resolve_sizing`` (extension/params/params.c): a
-block is 1/256 of the buffer, at least one page and at most 10 MB; a
-percentage buffer is at least 16 pages (or the whole table).  The buffer
+Sizes come from the engine: ``corgipile.sizing()`` runs its own
+``cp_resolve_sizing`` (extension/params/params.c) and ``server_sizing`` asks
+it.  ``resolve_sizing`` is the same rule in Python, used only for a server
+without the extension (0.4.0); tests/python/torch/test_sizing.py checks
+that both agree.  The buffer
 named in ``buffer_size`` is the total over all processes, as in the paper's
 multi-process CorgiPile (§6.2: ``buffer_size = BS/PN`` per process), so each
 of the ranks x workers readers buffers 1/(ranks x workers) of it.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -29,8 +31,12 @@ MAX_BLOCK_BYTES = 10 * 1024 * 1024  # CP_MAX_BLOCK_BYTES
 
 STRATEGIES = ("no_shuffle", "block_only", "corgipile", "shuffle_once")
 
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*(%|pages?|b|kb|mb|gb)?\s*$", re.IGNORECASE)
-_UNIT = {"b": 1, "kb": 1024, "mb": 1024 ** 2, "gb": 1024 ** 3}
+MAX_BLOCK_NUMBER = 0xFFFFFFFE  # MaxBlockNumber
+UINT32_MAX = 0xFFFFFFFF
+
+# as params.c's parse_size reads them: a number, spaces, then a unit
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?) *(%|pages?|b|kb|mb|gb|tb)?$", re.IGNORECASE)
+_UNIT = {"b": 1, "kb": 1024, "mb": 1024 ** 2, "gb": 1024 ** 3, "tb": 1024 ** 4}
 
 
 @dataclass(frozen=True)
@@ -82,9 +88,37 @@ class Sizing:
     blocks_per_buffer: int  # the total buffer, over all readers
 
 
+def size_text(size: str | int | None) -> str | None:
+    """A block_size or buffer_size as the text train() takes."""
+    if size is None:
+        return None
+    if isinstance(size, bool) or not isinstance(size, (int, str)):
+        raise ValueError(f"a size must be text such as '10%', '64 pages' or '4MB', or a whole "
+                         f"number of pages; got {size!r}")
+    return str(size)
+
+
+def server_sizing(conn: Any, relation: str, block_size: str | int | None,
+                  buffer_size: str | int, pages: int | None = None) -> Sizing:
+    """The engine's sizing (corgipile.sizing(), extension 0.4.0) of
+    relation, or of ``pages`` heap pages when given."""
+    row = conn.execute(
+        "SELECT n_pages, pages_per_block, n_blocks, blocks_per_buffer FROM corgipile.sizing("
+        "%s::pg_catalog.regclass, %s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.int8)",
+        (relation, size_text(block_size), size_text(buffer_size), pages)).fetchone()
+    return Sizing(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+
+def has_server_sizing(conn: Any) -> bool:
+    row = conn.execute(
+        "SELECT pg_catalog.to_regprocedure('corgipile.sizing(pg_catalog.regclass, pg_catalog.text, "
+        "pg_catalog.text, pg_catalog.int8)') IS NOT NULL").fetchone()
+    return bool(row and row[0])
+
+
 def resolve_sizing(buffer_size: Size, block_size: Size | None, n_pages: int,
                    page_size: int = PAGE_SIZE) -> Sizing:
-    """The engine's cp_resolve_sizing, line for line."""
+    """cp_resolve_sizing in Python, for servers without corgipile.sizing()."""
     buffer_pages = max(1.0, _pages(buffer_size, n_pages, page_size))
     if buffer_size.unit == "percent":
         buffer_pages = max(buffer_pages, min(float(n_pages), float(MIN_BUFFER_PAGES)))
@@ -93,10 +127,10 @@ def resolve_sizing(buffer_size: Size, block_size: Size | None, n_pages: int,
                   math.floor(buffer_pages / TARGET_BLOCKS_PER_BUFFER))
     else:
         ppb = float(round(_pages(block_size, n_pages, page_size)))
-    ppb = max(1.0, ppb)
+    ppb = max(1.0, min(ppb, float(MAX_BLOCK_NUMBER)))
     bpb = max(1.0, float(round(buffer_pages / ppb)))
     ppb_i = int(ppb)
-    return Sizing(n_pages, ppb_i, (n_pages + ppb_i - 1) // ppb_i, int(bpb))
+    return Sizing(n_pages, ppb_i, (n_pages + ppb_i - 1) // ppb_i, int(min(bpb, float(UINT32_MAX))))
 
 
 @dataclass(frozen=True, order=True)

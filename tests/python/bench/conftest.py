@@ -27,9 +27,9 @@ def _bench_importable() -> bool:
     return True
 
 
-# The client may not be pip-installed yet; and `python -m pytest` run from the
-# repository root puts the root first on sys.path, where PGXS leaves the
-# engine's corgipile.so, which Python would import as module "corgipile".
+# The client may not be pip-installed yet: then it is imported from
+# python_client/ (the engine links into build/, so a corgipile.so left at
+# the root by an older build is the only thing that could shadow it).
 if not _bench_importable():
     for name in [m for m in sys.modules if m == "corgipile" or m.startswith("corgipile.")]:
         del sys.modules[name]

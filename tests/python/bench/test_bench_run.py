@@ -54,9 +54,12 @@ def test_module_run_writes_json_csv_and_plots(bconn, dsn, tmp_path, client_env):
     methods = {"corgipile", "block_only", "no_shuffle", "shuffle_once", "no_such_shuffle",
                "bismarck (shuffle_once)", "bismarck (no_shuffle)", "madlib (shuffle_once)",
                "madlib (no_shuffle)", "sklearn"}
-    for model in ("svm", "logistic"):
-        assert {r["method"] for r in _runs(doc, model)} == methods
-    assert len(doc["runs"]) == 2 * len(methods)
+    # logistic has MADlib's IRLS beside its IGD
+    irls = {"madlib irls (shuffle_once)", "madlib irls (no_shuffle)"}
+    assert {r["method"] for r in _runs(doc, "svm")} == methods
+    assert {r["method"] for r in _runs(doc, "logistic")} == methods | irls
+    assert len(doc["runs"]) == 2 * len(methods) + len(irls)
+    assert doc["meta"]["server"]["madlib_version"] is None
 
     for r in doc["runs"]:
         if r["method"] == "no_such_shuffle":

@@ -1,6 +1,9 @@
-"""The MADlib runner: skipped with a reason when MADlib is absent (it is not
-installable on this Debian 12 / PostgreSQL 15 machine), and a clean failure,
-not a crash, when a `madlib` schema exists without MADlib in it."""
+"""The MADlib runner: skipped with a reason when MADlib is absent (it cannot
+be built on this machine: no source download; docs/benchmarks.md describes
+building MADlib 2.1 by hand), a clean failure, not a crash, when a `madlib`
+schema exists without MADlib in it, and, against a stub of MADlib 2.1's
+functions that records its arguments, the arguments the runner passes
+(fit_intercept, the iteration checkpoints, igd and irls) and what it reads."""
 
 from __future__ import annotations
 
@@ -65,6 +68,12 @@ _FAKE = r"""
 CREATE SCHEMA madlib;
 -- what the fake writes: the shape to produce and the coefficients
 CREATE TABLE madlib.fake (shape text, coef float8[], mapping boolean[]);
+-- every call's arguments, in order: what the runner passed
+CREATE TABLE madlib.calls (n serial, fn text, kernel_params text, params text,
+                           max_iter integer, optimizer text, tolerance float8);
+
+CREATE FUNCTION madlib.version() RETURNS text LANGUAGE sql
+AS $$ SELECT 'MADlib version: 2.1.0, git revision: fake, cmake configuration time: x' $$;
 
 CREATE FUNCTION madlib.svm_classification(source text, model text, dep text, ind text,
         kernel text, kernel_params text, grouping_col text, params text, verbose boolean)
@@ -72,6 +81,8 @@ RETURNS void LANGUAGE plpgsql AS $f$
 DECLARE
     f madlib.fake;
 BEGIN
+    INSERT INTO madlib.calls (fn, kernel_params, params)
+        VALUES ('svm_classification', kernel_params, params);
     SELECT * INTO f FROM madlib.fake;
     IF f.shape = '2.1' THEN
         EXECUTE format('CREATE TABLE %I AS SELECT %L::float8[] AS coef, 0.5::float8 AS loss,
@@ -105,6 +116,8 @@ RETURNS void LANGUAGE plpgsql AS $f$
 DECLARE
     f madlib.fake;
 BEGIN
+    INSERT INTO madlib.calls (fn, max_iter, optimizer, tolerance)
+        VALUES ('logregr_train', max_iter, optimizer, tolerance);
     SELECT * INTO f FROM madlib.fake;
     EXECUTE format('CREATE TABLE %I AS SELECT %s AS coef, -1.5::float8 AS log_likelihood,
         %L::float8[] AS std_err, %L::float8[] AS z_stats, %L::float8[] AS p_values,
@@ -159,6 +172,11 @@ def _fake(conn, shape, coef, mapping=(False, True)):
     conn.execute("INSERT INTO madlib.fake VALUES (%s, %s, %s)", (shape, coef, list(mapping)))
 
 
+def _calls(conn):
+    return conn.execute("SELECT fn, kernel_params, params, max_iter, optimizer, tolerance "
+                        "FROM madlib.calls ORDER BY n").fetchall()
+
+
 @pytest.mark.parametrize("mapping", [(False, True), (True, False)])
 def test_svm_reads_madlib_2_1_output(fake_madlib, mapping):
     conn = fake_madlib
@@ -168,24 +186,55 @@ def test_svm_reads_madlib_2_1_output(fake_madlib, mapping):
     sign = -1.0 if mapping[0] else 1.0
     _fake(conn, "2.1", [*(sign * w), sign * b], mapping)
     ds = describe_table(conn, "small")
-    r = madlib.run(conn, ds, "svm", "no_shuffle", TrainSettings(epochs=2), None)
+    cfg = TrainSettings(epochs=4, learning_rate=0.05, decay=0.9, l2=0.001)
+    (r,) = madlib.runs(conn, ds, "svm", "no_shuffle", cfg, None)
     assert r.status == "ok", r.reason
     np.testing.assert_allclose(r.extra["weights"], [*w, b])
-    (epoch,) = r.epochs
-    assert epoch.epoch == 7 and epoch.test_score > 0.8
+    # one call from scratch per checkpoint, each with an intercept
+    # (MADlib's code defaults fit_intercept to false, whatever its docs say)
+    assert _calls(conn) == [
+        ("svm_classification", "fit_intercept=true",
+         f"init_stepsize=0.05, decay_factor=0.9, max_iter={k}, tolerance=0, lambda=0.001",
+         None, None, None) for k in (1, 2, 3, 4)]
+    assert [e.epoch for e in r.epochs] == [1, 2, 3, 4]
+    cum = r.cumulative_seconds()
+    assert cum == sorted(cum)
+    assert [c["max_iter"] for c in r.extra["checkpoints"]] == [1, 2, 3, 4]
+    assert cum[-1] == pytest.approx(max(c["seconds"] for c in r.extra["checkpoints"]))
+    assert all(e.test_score > 0.8 for e in r.epochs)
+    assert r.extra["madlib_version"].startswith("MADlib version: 2.1.0")
     left = conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE 'corgipile_bench_madlib%'")
     assert left.fetchone()[0] == 0
 
 
-def test_logistic_reads_madlib_2_1_output(fake_madlib):
+def test_logistic_reads_madlib_2_1_output_with_igd_and_irls(fake_madlib):
     conn = fake_madlib
     w, b = _centroid_coef(conn)
     _fake(conn, "2.1", [b, *w])  # the intercept comes first (the leading 1)
     ds = describe_table(conn, "small")
-    r = madlib.run(conn, ds, "logistic", "no_shuffle", TrainSettings(epochs=3), None)
-    assert r.status == "ok", r.reason
-    np.testing.assert_allclose(r.extra["weights"], [*w, b])
-    assert r.epochs[0].epoch == 3 and r.epochs[0].test_score > 0.8
+    igd, irls = madlib.runs(conn, ds, "logistic", "no_shuffle", TrainSettings(epochs=20), None)
+    assert (igd.method, irls.method) == ("madlib (no_shuffle)", "madlib irls (no_shuffle)")
+    for r in (igd, irls):
+        assert r.status == "ok", r.reason
+        np.testing.assert_allclose(r.extra["weights"], [*w, b])
+        assert [e.epoch for e in r.epochs] == [1, 2, 3, 5, 10, 20]
+        assert r.epochs[0].test_score > 0.8
+    assert _calls(conn) == [("logregr_train", None, None, k, opt, 0.0)
+                            for opt in ("igd", "irls") for k in (1, 2, 3, 5, 10, 20)]
+
+
+def test_checkpoints_and_version():
+    assert madlib.checkpoints(1) == [1]
+    assert madlib.checkpoints(7) == [1, 2, 3, 5, 7]
+    assert madlib.checkpoints(30) == [1, 2, 3, 5, 10, 20, 30]
+
+
+def test_version_is_none_without_madlib_and_read_with_it(small):
+    assert madlib.version(small) is None
+    small.execute("CREATE SCHEMA madlib")
+    assert madlib.version(small) is None  # a schema without MADlib in it
+    small.execute(_FAKE.replace("CREATE SCHEMA madlib;", ""))
+    assert madlib.version(small).startswith("MADlib version: 2.1.0")
 
 
 @pytest.mark.parametrize("model, shape, words", [

@@ -1,9 +1,9 @@
 """Fixtures of the client tests: the corgipile package importable from the
 source tree, a Client on the per-test database, and small generated tables.
 
-`python -m pytest` run from the repository root puts the root first on
-sys.path, where PGXS leaves the engine's corgipile.so, which Python would
-import as module "corgipile"; the client must come from python_client/.
+The client comes from python_client/ when it is not pip-installed (the
+engine links into build/; a corgipile.so left at the root by an older
+build would otherwise be imported as module "corgipile").
 """
 
 from __future__ import annotations

@@ -347,7 +347,7 @@ def _expected_failures(estimator):
                          expected_failed_checks=_expected_failures)
 def test_sklearn_estimator_checks(estimator, check, dsn):
     """Every check of sklearn.utils.estimator_checks that applies (the
-    estimator's tags select them: no sparse input, no sample weights,
+    estimator's tags select them: sparse input, no sample weights,
     hinge is binary only), each against this test's database. The checks
     that cannot pass are listed in _expected_failures with the reason;
     check_array_api_input skips itself without SCIPY_ARRAY_API."""

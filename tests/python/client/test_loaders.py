@@ -148,8 +148,8 @@ def test_dataframe(client, conn):
     incomes = [r[0][1] for r in _rows(conn, "people_arr", "features")]
     assert incomes == sorted(incomes) and arr.rows == 120
     frame["name"] = "n"
-    with pytest.raises(ValueError, match="non-numeric"):
-        client.load_dataframe("bad", frame, label="y")
+    with pytest.raises(ValueError, match="layout 'array' holds numbers only"):
+        client.load_dataframe("bad", frame, label="y", layout="array")
 
 
 def test_csv(client, conn, tmp_path):
@@ -170,8 +170,10 @@ def test_csv(client, conn, tmp_path):
     assert _rows(conn, "csv_plain") == [(0, 1, [0.5, 0.5]), (1, 0, [0.1, 0.2])]
     bad = tmp_path / "bad.csv"
     bad.write_text("a,label\n1,1\nx,1\n")
-    with pytest.raises(ValueError, match="line 3: column 'a' is not a number"):
-        client.load_csv("csv_bad", bad)
+    with pytest.raises(ValueError, match="line 3: column 'a' is not an integer: 'x'"):
+        client.load_csv("csv_bad", bad, sample_rows=1)
+    with pytest.raises(ValueError, match="layout 'array' holds numbers only.*'a' is text"):
+        client.load_csv("csv_bad", bad, layout="array")
     with pytest.raises(ValueError, match="no column 'label'"):
         client.load_csv("csv_bad", path)
     assert conn.execute("SELECT to_regclass('csv_bad')").fetchone() == (None,)

@@ -64,26 +64,58 @@ def test_where_clause_is_kept_verbatim_for_the_temporary_table():
     assert stmt.where_text == "x.a > 'é' AND b IN (1, 2)"
 
 
+def _call(p):
+    return f"P({p.model_name}, {p.row})"
+
+
 def test_predict_by_adds_a_column_after_the_select_list():
     stmt = parse_statement("SELECT a, b -- note\nFROM s.t x WHERE a LIKE 'a%' "
                            "ORDER BY a LIMIT 3 PREDICT BY \"My Model\";")
     assert isinstance(stmt, PredictStatement)
     assert stmt.model_name == "My Model"
-    text = stmt.query().as_string(None)
-    assert text.startswith("SELECT a, b -- note\n, \"corgipile\".\"predict\"(%s, \"x\") "
-                           "AS prediction\nFROM s.t x WHERE a LIKE 'a%%' ORDER BY a LIMIT 3")
-    assert stmt.params == ["My Model"]
+    assert stmt.query(_call) == ("SELECT a, b -- note\n, P(My Model, x) AS prediction\n"
+                                 "FROM s.t x WHERE a LIKE 'a%' ORDER BY a LIMIT 3 ;")
+    assert stmt.params is None
 
 
-@pytest.mark.parametrize("text, params, before, expected", [
-    ("SELECT a FROM t WHERE a < %s AND b = %s PREDICT BY %s", (1, 2, "m"), 0,
-     ["m", 1, 2]),
-    ("SELECT a, %s FROM t WHERE a < %s PREDICT BY m", ("x", 1), 1, ["x", "m", 1]),
+@pytest.mark.parametrize("text, params, expected", [
+    ("SELECT a FROM t WHERE a < %s AND b = %s PREDICT BY %s", (1, 2, "m"), [1, 2]),
+    ("SELECT a, %s FROM t WHERE a < %s PREDICT BY m", ("x", 1), ["x", 1]),
+    ("SELECT * FROM (SELECT a FROM t PREDICT BY %s) s WHERE a > %s", ("m", 3), [3]),
 ])
-def test_predict_by_keeps_positional_placeholders_in_order(text, params, before, expected):
+def test_predict_by_keeps_positional_placeholders_in_order(text, params, expected):
     stmt = parse_statement(text, params)
     assert isinstance(stmt, PredictStatement)
-    assert stmt.params == expected
+    assert stmt.params == expected and stmt.model_name == "m"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("SELECT avg((label = prediction)::int) FROM (SELECT id, label FROM t PREDICT BY m) s",
+     "SELECT avg((label = prediction)::int) FROM (SELECT id, label , P(m, t) AS prediction\n"
+     "FROM t ) s"),
+    ("WITH p AS (SELECT id FROM t x WHERE id < 5 PREDICT BY m) SELECT * FROM p",
+     "WITH p AS (SELECT id , P(m, x) AS prediction\nFROM t x WHERE id < 5 ) SELECT * FROM p"),
+    ("CREATE TABLE p AS SELECT id FROM t PREDICT BY m",
+     "CREATE TABLE p AS SELECT id , P(m, t) AS prediction\nFROM t "),
+    ("INSERT INTO p (id, prediction) SELECT id FROM t ORDER BY id LIMIT 2 PREDICT BY 'm';",
+     "INSERT INTO p (id, prediction) SELECT id , P(m, t) AS prediction\nFROM t ORDER BY id "
+     "LIMIT 2 ;"),
+    ("EXPLAIN (COSTS OFF) SELECT FROM t PREDICT BY m",
+     "EXPLAIN (COSTS OFF) SELECT  P(m, t) AS prediction\nFROM t "),
+    ("SELECT (SELECT count(*) FROM u PREDICT BY a), * FROM (SELECT * FROM t PREDICT BY b) q",
+     "SELECT (SELECT count(*) , P(a, u) AS prediction\nFROM u ), * FROM (SELECT * , "
+     "P(b, t) AS prediction\nFROM t ) q"),
+    ("(SELECT id FROM t PREDICT BY m) UNION ALL (SELECT id FROM u PREDICT BY n)",
+     "(SELECT id , P(m, t) AS prediction\nFROM t ) UNION ALL (SELECT id , "
+     "P(n, u) AS prediction\nFROM u )"),
+])
+def test_predict_by_anywhere_a_select_may_stand(text, expected):
+    stmt = parse_statement(text)
+    assert isinstance(stmt, PredictStatement)
+    assert stmt.query(_call) == expected
+    # what the server will run is checked with its own grammar
+    from pglast import parse_sql
+    parse_sql(expected)
 
 
 def test_named_placeholders():
@@ -115,6 +147,14 @@ def test_named_placeholders():
     ("SELECT * FROM t; DROP TABLE t TRAIN BY svm", 15, "one statement at a time"),
     ("SELECT * FROM t TRAIN BY svm; DROP TABLE t", 28, "one statement at a time"),
     ("SELECT * FROM t TRAIN BY svm PREDICT BY m", 29, "only one"),
+    ("SELECT * FROM (SELECT * FROM t TRAIN BY svm) s", 31, "stands alone"),
+    ("SELECT * FROM (SELECT a FROM t PREDICT BY m x) s", 44, "after the model name"),
+    ("SELECT a FROM t UNION SELECT a FROM u PREDICT BY m", 16, "not to a UNION"),
+    ("SELECT * FROM (SELECT a FROM t, u PREDICT BY m) s", 32, "one table"),
+    ("CREATE TABLE p AS SELECT a FROM t PREDICT BY m WITH NO DATA", 47,
+     "after the model name"),
+    ("INSERT INTO p VALUES (1) PREDICT BY m", 0, "follows a SELECT"),
+    ("SELECT * FROM (SELECT a FROM t PREDICT BY m) s WHERE", 52, "syntax error"),
     ("SELECT a FROM t PREDICT BY m extra", 29, "after the model name"),
     ("SELECT a PREDICT BY m", 9, "needs a table"),
     ("SELECT a FROM t GROUP BY a PREDICT BY m", None, "GROUP BY"),

@@ -24,10 +24,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--grab", action="store_true")
+    ap.add_argument("--even-shares", default="off", help="even_shares (off: plain coverage)")
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     ds = CorgiPileDataset(args.dsn, args.table, id_column="id", seed=7, buffer_size="20%",
+                          even_shares=args.even_shares,
                           with_block=args.grab)
     result = {"rank": rank, "epochs": [], "orders": [], "blocks": [], "seed": ds.seed}
     grab = CDGraB(ds, dim=2) if args.grab else None

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 from corgipile.errors import CorgipileError  # noqa: E402
 from corgipile.torch import CorgiPileDataset, plan  # noqa: E402
 
-from torch_helpers import make_table, torchrun  # noqa: E402
+from torch_helpers import make_table, make_uneven_table, torchrun  # noqa: E402
 
 N = 5000
 
@@ -72,10 +72,43 @@ def test_ranks_without_distributed_partition_the_rows(dsn, table):
     for world, workers in [(3, 2), (2, 1), (4, 3)]:
         ids = []
         for r in range(world):
-            ds = CorgiPileDataset(dsn, table, id_column="id", seed=11, rank=r, world_size=world)
+            ds = CorgiPileDataset(dsn, table, id_column="id", seed=11, rank=r, world_size=world,
+                                  even_shares="off")
             ids += epoch_ids(ds, workers)
             ds.close()
         assert_exactly_once(ids)
+
+
+@pytest.mark.parametrize("even", ["pad", "drop"])
+def test_even_shares_give_every_reader_as_many_rows(conn, dsn, even):
+    """Blocks of very unequal row counts, 3 ranks x 2 workers: every reader
+    yields the same number of rows (the largest share, padded with rows of
+    its own share; or the smallest), so every rank takes as many steps."""
+    make_uneven_table(conn)
+    n_live = conn.execute("SELECT count(*) FROM uneven").fetchone()[0]
+    world, workers, bs = 3, 2, 16
+    per_reader, all_ids = [], []
+    for r in range(world):
+        ds = CorgiPileDataset(dsn, "uneven", id_column="id", seed=11, rank=r, world_size=world,
+                              even_shares=even, batch_size=bs, block_size=1, buffer_size="30%")
+        counts = ds._block_rows
+        assert counts is not None and min(counts) == 0 and max(counts) > 1.5 * n_live / len(counts)
+        batches = list(DataLoader(ds, batch_size=None, num_workers=workers))
+        assert all(len(b[2]) <= bs for b in batches)
+        ids = torch.cat([b[2] for b in batches]).tolist()
+        per_reader.append(len(batches))
+        all_ids.append(ids)
+        ds.close()
+    assert len(set(per_reader)) == 1, f"ranks took {per_reader} steps"
+    flat = [i for ids in all_ids for i in ids]
+    if even == "pad":
+        assert set(flat) == set(r[0] for r in conn.execute("SELECT id FROM uneven"))
+        assert len(flat) > n_live
+        # a rank repeats only rows of its own share
+        for ids in all_ids:
+            assert not set(ids) & set(i for other in all_ids if other is not ids for i in other)
+    else:
+        assert len(flat) == len(set(flat)) < n_live
 
 
 def test_same_seed_same_order_other_seed_other_order(dsn, table):
@@ -264,7 +297,8 @@ def test_shards(conn, dsn, postgresql):
                        "FROM generate_series(3001, 5000) i")
         ids = []
         for r in range(2):
-            ds = CorgiPileDataset([dsn, dsn2], "pts", id_column="id", seed=1, rank=r, world_size=2)
+            ds = CorgiPileDataset([dsn, dsn2], "pts", id_column="id", seed=1, rank=r, world_size=2,
+                                  even_shares="off")
             mine = epoch_ids(ds, 2)
             shard = {int(i) <= 3000 for i in mine}
             assert shard == {r == 0}, f"rank {r} read another rank's shard"
@@ -309,7 +343,7 @@ def test_unreachable_server_fails_fast(table):
 
 
 def test_dropped_connection_raises_instead_of_hanging(conn, dsn, table):
-    ds = CorgiPileDataset(dsn, table, id_column="id", seed=1, buffer_size="5%", block_size=1)
+    ds = CorgiPileDataset(dsn, table, id_column="id", seed=1, buffer_size=2, block_size=1)
     it = iter(ds)
     next(it)
     pids = [r[0] for r in conn.execute(

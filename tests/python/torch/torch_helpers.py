@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +24,15 @@ def make_table(conn, name: str = "pts", n: int = 5000, d: int = 4) -> None:
     conn.execute(f"ANALYZE {name}")
 
 
+def make_uneven_table(conn, name: str = "uneven", n: int = 6000) -> None:
+    """make_table's rows with holes: rows deleted in a pattern that leaves
+    the pages (and so the blocks) holding very different numbers of rows,
+    some none.  Vacuumed so the pages keep their places."""
+    make_table(conn, name, n)
+    conn.execute(f"DELETE FROM {name} WHERE (id / 250) % 4 = 1 OR ((id / 250) % 4 = 2 AND id % 3 > 0)")
+    conn.execute(f"VACUUM {name}")
+
+
 def free_port() -> int:
     """A free TCP port in this engineer's torch.distributed range, else any."""
     lo, hi = (int(x) for x in os.environ.get("CORGIPILE_TORCH_PORTS", "56700-56799").split("-"))
@@ -38,14 +48,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(tmp_path: Path, nproc: int, *args: str, timeout: int = 120) -> list[dict]:
-    """Run dist_job.py on nproc ranks with torchrun; each rank's JSON output."""
+def torchrun(tmp_path: Path, nproc: int, *args: str, timeout: int = 120,
+             job: str = "dist_job.py") -> list[dict]:
+    """Run a job (dist_job.py) on nproc ranks with torchrun; each rank's
+    JSON output.  A run that outlives timeout is killed with all its ranks
+    (its own process group) and fails the test instead of hanging it."""
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
            "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-           str(HERE / "dist_job.py"), "--out", str(out), *args]
+           str(HERE / job), "--out", str(out), *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    assert r.returncode == 0, f"torchrun failed:\n{r.stdout}\n{r.stderr}"
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        stdout, stderr = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        stdout, stderr = p.communicate()
+        raise AssertionError(f"torchrun {job} did not finish in {timeout} s (a hang):\n"
+                             f"{stdout[-3000:]}\n{stderr[-3000:]}")
+    assert p.returncode == 0, f"torchrun failed:\n{stdout}\n{stderr}"
     return [json.loads((out / f"rank{i}.json").read_text()) for i in range(nproc)]
