@@ -100,7 +100,8 @@ def train_cpu(conn, table, name, shuffle, double, epochs, extra=""):
     c0 = backend_cpu(conn)
     rows = conn.execute(
         "SELECT seconds FROM corgipile.train(%s, 'svm', model_name => %s, "
-        f"shuffle => %s, double_buffer => %s, max_epoch_num => %s, seed => 1{extra})",
+        f"shuffle => %s, double_buffer => %s, max_epoch_num => %s, seed => 1, "
+        f"buffer_size => '10%%'{extra})",
         (table, name, shuffle, double, epochs)).fetchall()
     c1 = backend_cpu(conn)
     return [r[0] for r in rows], (None if c0 is None or c1 is None else c1 - c0)

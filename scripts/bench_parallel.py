@@ -38,7 +38,9 @@ import psycopg
 
 TRAIN = ("SELECT seconds, loss FROM corgipile.train(%s, %s, model_name => %s, workers => %s, "
          "double_buffer => %s, max_epoch_num => %s, seed => %s, learning_rate => %s, "
-         "shuffle => %s)")
+         # 0.3.0's default buffer: 0.4.0's takes a small table whole, one
+         # buffer that one process trains
+         "shuffle => %s, buffer_size => '10%%')")
 
 
 def make_table(conn: psycopg.Connection, table: str, rows: int, dims: int, seed: float,

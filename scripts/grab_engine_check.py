@@ -80,7 +80,7 @@ def engine(conn, table, shuffle, lr, seed, epochs, block=None, buffer_mode="auto
     hist = conn.execute(
         "SELECT seconds FROM corgipile.train(%s::regclass, %s, model_name => %s, "
         "shuffle => %s, seed => %s, learning_rate => %s, decay => %s, max_epoch_num => %s, "
-        "block_size => %s, l2 => %s, standardize => 'off')",
+        "block_size => %s, l2 => %s, standardize => 'off', buffer_size => '10%%')",
         (table, model, name, shuffle, seed, lr, decay, epochs, block, l2)).fetchall()
     w, params = conn.execute("SELECT weights, params FROM corgipile.models "
                              "WHERE model_name = %s", (name,)).fetchone()

@@ -115,6 +115,26 @@ typedef struct CpModel
 	CpStats		stats;			/* the current epoch */
 
 	/*
+	 * Averaged SGD (Polyak-Ruppert, Bottou's ASGD): avg is the mean of the
+	 * weights after every avg_every-th step since averaging began (NULL:
+	 * no averaging).  averaging is off until the caller turns it on (after
+	 * the first epoch); avg_n counts the snapshots averaged so far.
+	 */
+	double	   *avg;			/* n_weights, or NULL */
+	bool		averaging;
+	int			avg_every;		/* rows between snapshots */
+	int			avg_rows;		/* rows since the last snapshot */
+	int64		avg_n;
+
+	/*
+	 * Squared loss only: take the implicit (proximal) step
+	 * w <- w - lr / (1 + lr |x|^2) (w.x - y) x, which is stable for any rate
+	 * and any row norm, where the explicit step overshoots once
+	 * lr |x|^2 > 2 (a standardized outlier of 40 sigmas has |x|^2 > 1600).
+	 */
+	bool		normalized_step;
+
+	/*
 	 * shuffle => 'grab': per-block gradient sums of the epoch (core/grab.h),
 	 * or NULL.  Rows then come with their block (CpBuffer.row_blocks).
 	 */
@@ -156,6 +176,9 @@ extern void cp_stats_add_outputs(CpStats *st, const CpModel *m, double *z, doubl
 extern int64 cp_model_train(CpModel *m, const CpBuffer *buf, int64 start,
 							CpCancel *cancel);
 extern bool cp_model_is_finite(const CpModel *m);
+extern void cp_model_average_init(CpModel *m, double *avg);
+extern void cp_model_average_add(CpModel *m);
+extern const double *cp_model_final_weights(const CpModel *m);
 extern void cp_model_flush(CpModel *m);
 extern void cp_model_evaluate(const CpModel *m, const CpBuffer *buf, CpStats *st);
 extern double cp_stats_loss(const CpStats *st);

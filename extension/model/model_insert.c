@@ -74,7 +74,16 @@ params_json(const CpTrainRecord *rec)
 	json_key_number(&buf, "l2", p->l2);
 	json_key_string(&buf, "block_size", p->block_size.unit == CP_SIZE_UNSET ? NULL :
 					cp_size_to_string(&p->block_size), true);
-	json_key_string(&buf, "buffer_size", cp_size_to_string(&p->buffer_size), true);
+	json_key_string(&buf, "buffer_size", p->buffer_auto ? NULL :
+					cp_size_to_string(&p->buffer_size), true);
+	json_key_string(&buf, "buffer_choice",
+					cp_buffer_choice(p, rec->sizing->n_pages), true);
+	appendStringInfo(&buf, ", \"average\": %s", p->average ? "true" : "false");
+	if (rec->baseline_kind != NULL)
+	{
+		json_key_string(&buf, "baseline", rec->baseline_kind, true);
+		json_key_number(&buf, "baseline_score", rec->baseline_score);
+	}
 	json_key_number(&buf, "pages_per_block", rec->sizing->pages_per_block);
 	json_key_number(&buf, "blocks_per_buffer", rec->sizing->blocks_per_buffer);
 	json_key_number(&buf, "n_blocks", rec->sizing->n_blocks);

@@ -30,6 +30,7 @@ typedef struct CpEpochResult
 	bool		has_validation;
 	double		validation_score;
 	double		validation_loss;
+	int64		validation_n;	/* rows validation_score is taken on */
 	double		seconds;
 } CpEpochResult;
 
@@ -56,6 +57,8 @@ typedef struct CpTrainRecord
 	const char *parallel_grab;	/* ... and for grab, corgipile.parallel_grab */
 	const CpEpochResult *results;
 	int			n_results;
+	const char *baseline_kind;	/* "majority class" or "mean", or NULL */
+	double		baseline_score; /* its score on the training rows */
 
 	/*
 	 * shuffle => 'grab' only: the run's buffer choice, the length of a

@@ -108,6 +108,15 @@ typedef struct SgdState
 	int			n_procs;
 	CpParallel *par;
 
+	/*
+	 * The trivial baseline (issue 21): the first epoch's training labels,
+	 * counted per class (class k of softmax; -1/+1 at 0/1), and in all
+	 * (linear: the mean's R2 is 0 whatever the labels).
+	 */
+	int64	   *label_counts;
+	int			n_label_counts;
+	int64		label_n;
+
 	Relation	vrel;			/* validation relation, or NULL */
 	CpHoldout  *holdout;		/* validation => 'N%', or NULL */
 	CpLayout	vlayout;
@@ -519,6 +528,12 @@ ensure_model(SgdState *s)
 	s->model.reg_all = s->lo->has_onehot;
 	if (s->params.early_stopping)
 		s->best_w = palloc(mul_size(sizeof(double), s->model.n_weights));
+	if (s->params.average)
+		cp_model_average_init(&s->model,
+							  palloc0(mul_size(sizeof(double), s->model.n_weights)));
+	/* the default schedule: squared loss steps implicitly (core) */
+	s->model.normalized_step = s->params.default_rate && s->params.average &&
+		s->params.model == CP_MODEL_LINEAR;
 	if (s->src->wants_feedback)
 		init_grab(s);
 	MemoryContextSwitchTo(old);
@@ -538,6 +553,106 @@ sgd_job_run(void *arg)
 	job->reached = cp_model_train(job->model, job->buf, 0, job->cancel);
 }
 
+/*
+ * Count the labels of a buffer the first epoch trains on, on the main
+ * thread, before the buffer is handed to the helper (which only permutes
+ * its order).
+ */
+static void
+note_labels(SgdState *s, const CpBuffer *buf)
+{
+	if (s->n_done > 0 || buf->n_rows == 0)
+		return;
+	if (s->label_counts == NULL && s->params.model != CP_MODEL_LINEAR)
+	{
+		s->n_label_counts = s->params.model == CP_MODEL_SOFTMAX && s->lo->classes ?
+			s->lo->classes->n_classes : 2;
+		s->label_counts = MemoryContextAllocZero(s->train_cxt,
+												 sizeof(int64) * s->n_label_counts);
+	}
+	for (int64 i = 0; s->label_counts != NULL && i < buf->n_rows; i++)
+	{
+		double		y = buf->labels[i];
+		int			k = s->params.model == CP_MODEL_SOFTMAX ? (int) y : (y > 0.0);
+
+		if (k >= 0 && k < s->n_label_counts)
+			s->label_counts[k]++;
+	}
+	s->label_n += buf->n_rows;
+}
+
+/*
+ * The trivial model's score on the training rows: the majority class's
+ * share, or R^2 = 0 for predicting the mean.  False when the labels were
+ * not counted (a parallel training).
+ */
+static bool
+baseline(SgdState *s, const char **kind, double *score)
+{
+	int64		best = 0;
+
+	if (s->label_n == 0)
+		return false;
+	if (s->params.model == CP_MODEL_LINEAR)
+	{
+		*kind = "mean";
+		*score = 0.0;
+		return true;
+	}
+	for (int k = 0; k < s->n_label_counts; k++)
+		best = Max(best, s->label_counts[k]);
+	*kind = "majority class";
+	*score = (double) best / (double) s->label_n;
+	return true;
+}
+
+/*
+ * "Well below" the trivial model: a point of accuracy, or 0.01 of R^2,
+ * under it, and for accuracy also three standard errors of the share of
+ * right answers on the rows scored (a model at chance level on 1500 rows of
+ * a 50/50 label lands within 4 points of 0.5 by chance alone).  A model
+ * that only matches the trivial one is not flagged: on a table whose
+ * features say little about the label that is the right answer.
+ */
+#define CP_BASELINE_MARGIN 0.01
+#define CP_BASELINE_SIGMAS 3.0
+
+static void
+warn_if_trivial(SgdState *s)
+{
+	const CpEpochResult *last = &s->results[s->n_done - 1];
+	const char *kind;
+	double		base;
+	double		score;
+	double		margin;
+	bool		held;
+
+	if (!baseline(s, &kind, &base))
+		return;
+	held = last->has_validation && !isnan(last->validation_score);
+	score = held ? last->validation_score : last->score;
+	margin = CP_BASELINE_MARGIN;
+	if (s->params.model != CP_MODEL_LINEAR)
+	{
+		int64		n = held ? last->validation_n : last->tuples;
+
+		margin = Max(margin, CP_BASELINE_SIGMAS *
+					 sqrt(base * (1.0 - base) / (double) Max(n, 1)));
+	}
+	if (isnan(score) || score >= base - margin)
+		return;
+	ereport(WARNING,
+			(errmsg("model \"%s\" scores %.4f %s, below the %.4f of always predicting the %s",
+					s->model_name, score,
+					held ? "on the validation rows" : "on its training rows in the last epoch",
+					base, kind),
+			 errdetail("The trivial model's figure is taken from the %lld training rows%s.",
+					   (long long) s->label_n,
+					   s->params.model == CP_MODEL_LINEAR ? " (R2 0 by definition)" : ""),
+			 held ? errhint("Check that the features carry information on the label; a full shuffle (shuffle => 'shuffle_once') tells a shuffling problem from a modelling one.") :
+			 errhint("Score it on rows it did not train on (validation => '20%%'), and check that the features carry information on the label.")));
+}
+
 static void
 train_single_buffered(SgdState *s)
 {
@@ -552,6 +667,7 @@ train_single_buffered(SgdState *s)
 
 		if (buf->n_rows == 0)
 			continue;
+		note_labels(s, buf);
 		ensure_model(s);
 		cp_tuple_source_permute(s->src, buf);
 
@@ -594,6 +710,8 @@ train_double_buffered(SgdState *s)
 	}
 
 	have = cp_tuple_source_fill(s->src, cur);
+	if (have)
+		note_labels(s, cur);
 	while (have)
 	{
 		bool		submitted = false;
@@ -615,6 +733,8 @@ train_double_buffered(SgdState *s)
 		have_next = cp_tuple_source_fill(s->src, next);
 		if (submitted)
 			wait_for_job(s);
+		if (have_next)
+			note_labels(s, next);
 		tmp = cur;
 		cur = next;
 		next = tmp;
@@ -655,9 +775,13 @@ static CpStats
 validate(SgdState *s)
 {
 	ValidationPass v;
+	CpModel		scored;
 
 	memset(&v, 0, sizeof(v));
-	v.model = &s->model;
+	/* the weights the model stands for: the average, with averaging */
+	scored = s->model;
+	scored.w = (double *) cp_model_final_weights(&s->model);
+	v.model = &scored;
 	if (s->holdout != NULL)
 	{
 		cp_holdout_score(s->holdout, s->lo, s->src->rel,
@@ -703,7 +827,8 @@ track_best(SgdState *s, const CpEpochResult *res)
 	{
 		s->best_epoch = res->epoch;
 		s->best_loss = loss;
-		memcpy(s->best_w, s->model.w, sizeof(double) * (Size) s->model.n_weights);
+		memcpy(s->best_w, cp_model_final_weights(&s->model),
+			   sizeof(double) * (Size) s->model.n_weights);
 	}
 	if (s->since_best >= s->params.n_iter_no_change)
 	{
@@ -843,6 +968,14 @@ run_epoch(SgdState *s)
 		s->model.learning_rate = s->learning_rate;
 		memset(&s->model.stats, 0, sizeof(CpStats));
 	}
+
+	/*
+	 * Averaged SGD averages the iterates from the second epoch on, as
+	 * Bottou's ASGD starts averaging after one epoch: the first epoch's
+	 * iterates are still far from the optimum.  Workers train on their own
+	 * copies: there the average is of the weights at the end of each epoch.
+	 */
+	s->model.averaging = s->params.average && s->n_done >= 1 && s->par == NULL;
 	/* GraB: an epoch in a random block order trains as corgipile does */
 	if (s->grab != NULL && s->par == NULL)
 		s->model.grab = cp_grab_collects(s->src->strategy_state) ?
@@ -869,6 +1002,8 @@ run_epoch(SgdState *s)
 	if (!s->model_ready)
 		no_rows_error(s);
 	cp_model_flush(&s->model);
+	if (s->params.average && s->n_done >= 1 && s->par != NULL)
+		cp_model_average_add(&s->model);
 	if (s->model.stats.n == 0)
 		no_rows_error(s);
 
@@ -908,6 +1043,7 @@ run_epoch(SgdState *s)
 		res->has_validation = true;
 		res->validation_score = cp_stats_score(&vst, s->model.kind);
 		res->validation_loss = cp_stats_loss(&vst);
+		res->validation_n = vst.n;
 	}
 	if (s->params.early_stopping)
 		track_best(s, res);
@@ -915,6 +1051,28 @@ run_epoch(SgdState *s)
 	INSTR_TIME_SUBTRACT(elapsed, start);
 	res->seconds = INSTR_TIME_GET_DOUBLE(elapsed);
 	s->n_done++;
+
+	/*
+	 * max_epoch_num => NULL: once the first epoch has counted the rows, as
+	 * many epochs as make CP_DEFAULT_MIN_ROW_STEPS row steps, at least
+	 * CP_DEFAULT_EPOCHS and at most CP_DEFAULT_MAX_EPOCHS.
+	 */
+	if (s->params.epochs_auto && s->n_done == 1 && res->tuples > 0)
+		s->params.max_epoch_num = (int32)
+			Max((int64) CP_DEFAULT_EPOCHS,
+				Min((int64) CP_DEFAULT_MAX_EPOCHS,
+					(CP_DEFAULT_MIN_ROW_STEPS + res->tuples - 1) / res->tuples));
+
+	/*
+	 * l2 => NULL with the default schedule: scikit-learn's C = 1 per row,
+	 * 1/rows, from epoch 2 on (params.h).  Workers keep their own copies of
+	 * the settings: a parallel training stays unpenalised.
+	 */
+	if (s->params.l2_auto && s->n_done == 1 && res->tuples > 0 && s->par == NULL)
+	{
+		s->params.l2 = 1.0 / (double) res->tuples;
+		s->model.l2 = s->params.l2;
+	}
 	if (s->n_done >= s->params.max_epoch_num)
 		s->finished = true;
 
@@ -930,11 +1088,22 @@ run_epoch(SgdState *s)
 			snprintf(vbuf, sizeof(vbuf), "%.6f", res->validation_score);
 		else
 			strlcpy(vbuf, "null", sizeof(vbuf));
+		/*
+		 * The first epoch's notice says what the figures measure (the
+		 * message itself is the fixed form the client parses).
+		 */
 		ereport(NOTICE,
 				(errmsg("corgipile: model=%s epoch=%d/%d tuples=%lld loss=%.6f score=%.6f validation_score=%s seconds=%.3f",
 						s->model_name, res->epoch, s->params.max_epoch_num,
 						(long long) res->tuples, res->loss, res->score, vbuf,
-						res->seconds)));
+						res->seconds),
+				 res->epoch == 1 ?
+				 errdetail("loss and score (%s) are taken on the training rows, each predicted before its own update; validation_score is %s%s.",
+						   s->params.model == CP_MODEL_LINEAR ? "R2" : "accuracy",
+						   res->has_validation ? "the model's score on rows it does not train on" :
+						   "null: no validation rows (validation => '20%' holds some out)",
+						   s->params.average ?
+						   "; the stored model is the average of the iterates from epoch 2, scored by validation_score, not by score" : "") : 0));
 	}
 }
 
@@ -1012,7 +1181,8 @@ save_model(SgdState *s)
 											 s->src->rel,
 											 s->css.ss.ps.state->es_snapshot,
 											 &s->vbuf, s->val_row_cxt, &s->model,
-											 s->best_epoch > 0 ? s->best_w : s->model.w,
+											 s->best_epoch > 0 ? s->best_w :
+											 (double *) cp_model_final_weights(&s->model),
 											 s->best_epoch > 0 ? s->best_epoch : s->n_done,
 											 &summary);
 		if (cp_progress_notices)
@@ -1032,10 +1202,12 @@ save_model(SgdState *s)
 	rec.model = &s->model;
 	rec.results = s->results;
 	rec.n_results = s->n_done;
-	rec.weights = s->best_epoch > 0 ? s->best_w : s->model.w;
+	rec.weights = s->best_epoch > 0 ? s->best_w : cp_model_final_weights(&s->model);
 	if (s->src->wants_feedback)
 		record_grab(s, &rec);
 	rec.best_epoch = s->best_epoch > 0 ? s->best_epoch : s->n_done;
+	if (!baseline(s, &rec.baseline_kind, &rec.baseline_score))
+		rec.baseline_kind = NULL;
 	rec.held_rows = cp_tuple_source_held_rows(s->src, &rec.held_rows_key);
 	/* as in sgd_begin: the catalog's queries under a pinned search_path */
 	nest = cp_pin_search_path();
@@ -1074,6 +1246,7 @@ sgd_next(ScanState *node)
 			else
 			{
 				warn_if_worse(s);
+				warn_if_trivial(s);
 				save_model(s);
 			}
 		}
@@ -1083,6 +1256,7 @@ sgd_next(ScanState *node)
 	{
 		s->save_pending = false;
 		warn_if_worse(s);
+		warn_if_trivial(s);
 		save_model(s);
 	}
 
@@ -1138,8 +1312,21 @@ sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 
 	ExplainPropertyText("Model", cp_model_kind_name(s->params.model), es);
 	ExplainPropertyText("Shuffle", cp_shuffle_name(s->params.shuffle), es);
-	ExplainPropertyInteger("Epochs", NULL, s->params.max_epoch_num, es);
+	if (s->params.epochs_auto && !(es->analyze && s->n_done > 0))
+		ExplainPropertyText("Epochs",
+							psprintf("%d; below %d rows, enough for %d row steps (at most %d)",
+									 CP_DEFAULT_EPOCHS,
+									 CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS,
+									 CP_DEFAULT_MIN_ROW_STEPS, CP_DEFAULT_MAX_EPOCHS), es);
+	else
+		ExplainPropertyInteger("Epochs", NULL, s->params.max_epoch_num, es);
 	ExplainPropertyFloat("Learning Rate", NULL, s->params.learning_rate, 4, es);
+	if (s->params.l2_auto)
+		ExplainPropertyText("L2", "1 / the rows trained on, from epoch 2", es);
+	ExplainPropertyText("Averaging",
+						!s->params.average ? "off" :
+						s->params.max_epoch_num < 2 ? "on (from epoch 2: none in one epoch)" :
+						"on (the iterates from epoch 2)", es);
 	ExplainPropertyInteger("Batch Size", NULL, s->params.batch_size, es);
 	/* parallel epochs train on each process's main thread (parallel.c) */
 	ExplainPropertyText("Double Buffering",

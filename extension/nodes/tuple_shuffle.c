@@ -842,6 +842,7 @@ tuple_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 
 	ExplainPropertyText("Tuple Order", cp_shuffles[ts->params.shuffle].tuple_order, es);
 	ExplainPropertyInteger("Blocks per Buffer", NULL, ts->blocks_per_buffer, es);
+	ExplainPropertyText("Buffer", cp_buffer_choice(&ts->params, ts->child->sizing.n_pages), es);
 	ExplainPropertyText("Features", cp_layout_mode_name(ts->layout.mode), es);
 	if (ts->strategy->explain_plan)
 		ts->strategy->explain_plan(ts->strategy_state, es);

@@ -32,11 +32,11 @@
 	X(SHUFFLE, shuffle, TEXTOID, false, CStringGetTextDatum("corgipile"), "'corgipile'::text") \
 	X(LEARNING_RATE, learning_rate, FLOAT8OID, true, (Datum) 0, "NULL::double precision") \
 	X(DECAY, decay, FLOAT8OID, false, Float8GetDatum(0.95), "0.95") \
-	X(MAX_EPOCH_NUM, max_epoch_num, INT4OID, false, Int32GetDatum(20), "20") \
+	X(MAX_EPOCH_NUM, max_epoch_num, INT4OID, true, (Datum) 0, "NULL::integer") \
 	X(BATCH_SIZE, batch_size, INT4OID, false, Int32GetDatum(1), "1") \
-	X(L2, l2, FLOAT8OID, false, Float8GetDatum(0.0), "0") \
+	X(L2, l2, FLOAT8OID, true, (Datum) 0, "NULL::double precision") \
 	X(BLOCK_SIZE, block_size, TEXTOID, true, (Datum) 0, "NULL::text") \
-	X(BUFFER_SIZE, buffer_size, TEXTOID, false, CStringGetTextDatum("10%"), "'10%'::text") \
+	X(BUFFER_SIZE, buffer_size, TEXTOID, true, (Datum) 0, "NULL::text") \
 	X(SEED, seed, INT8OID, true, (Datum) 0, "NULL::bigint") \
 	X(DOUBLE_BUFFER, double_buffer, BOOLOID, false, BoolGetDatum(true), "true") \
 	X(VALIDATION, validation, TEXTOID, true, (Datum) 0, "NULL::text") \
@@ -46,6 +46,7 @@
 	X(WARM_START, warm_start, TEXTOID, true, (Datum) 0, "NULL::text") \
 	X(STANDARDIZE, standardize, TEXTOID, false, CStringGetTextDatum("auto"), "'auto'::text") \
 	X(MAX_CATEGORIES, max_categories, INT4OID, false, Int32GetDatum(1000), "1000") \
-	X(WORKERS, workers, INT4OID, false, Int32GetDatum(1), "1")
+	X(WORKERS, workers, INT4OID, false, Int32GetDatum(1), "1") \
+	X(AVERAGE, average, BOOLOID, true, (Datum) 0, "NULL::boolean")
 
 #endif							/* CORGIPILE_TRAIN_ARGS_H */

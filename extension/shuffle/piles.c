@@ -10,6 +10,7 @@
 
 #include <math.h>
 
+#include "miscadmin.h"
 #include "utils/memutils.h"
 
 #include "io/buffer.h"
@@ -37,8 +38,17 @@ cp_piles_open(CpPileSet *ps, int n_piles, MemoryContext cxt)
 	ps->n_piles = n_piles;
 	ps->files = palloc0(sizeof(BufFile *) * n_piles);
 	ps->bytes = palloc0(sizeof(int64) * n_piles);
+	/*
+	 * Creating a temporary file costs a few milliseconds on a busy disk, and
+	 * epoch_shuffle creates up to CP_MAX_PILES of them every epoch: look for
+	 * a cancel between files (an error here leaves the files created so far
+	 * to the resource owner, which deletes them).
+	 */
 	for (int k = 0; k < n_piles; k++)
+	{
+		CHECK_FOR_INTERRUPTS();
 		ps->files[k] = BufFileCreateTemp(false);
+	}
 	MemoryContextSwitchTo(old);
 }
 
@@ -70,7 +80,10 @@ void
 cp_piles_rewind(CpPileSet *ps)
 {
 	for (int k = 0; k < ps->n_piles; k++)
+	{
+		CHECK_FOR_INTERRUPTS();
 		cp_piles_rewind_file(ps->files[k]);
+	}
 }
 
 void
@@ -88,8 +101,12 @@ cp_piles_close(CpPileSet *ps)
 {
 	if (ps->files == NULL)
 		return;
+	/* deleting the files is as slow as creating them: stay cancellable */
 	for (int k = 0; k < ps->n_piles; k++)
+	{
+		CHECK_FOR_INTERRUPTS();
 		cp_piles_close_one(ps, k);
+	}
 	pfree(ps->files);
 	pfree(ps->bytes);
 	ps->files = NULL;

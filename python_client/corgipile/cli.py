@@ -77,12 +77,15 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
     (["--learning-rate", "--lr"], "learning_rate", float,
      "first epoch's step size (0.1; 0.01 for linear)"),
     (["--decay"], "decay", float, "learning rate multiplier after each epoch (0.95)"),
-    (["--epochs", "--max-epoch-num"], "max_epoch_num", int, "number of epochs (20)"),
+    (["--epochs", "--max-epoch-num"], "max_epoch_num", int,
+     "number of epochs (default: 20, or up to 200 on a small table)"),
     (["--batch-size"], "batch_size", int, "mini-batch size (1)"),
-    (["--l2"], "l2", float, "L2 penalty (0)"),
+    (["--l2"], "l2", float,
+     "L2 penalty (default: 1/rows with the default rate, as scikit-learn's C=1; else 0)"),
     (["--block-size"], "block_size", str, "block size, e.g. 10MB or a number of pages"),
-    (["--buffer-size"], "buffer_size", str, "buffer size: 10%% of the table (default), a "
-                                            "size, or pages"),
+    (["--buffer-size"], "buffer_size", str, "buffer size: a percentage of the table, a "
+                                            "size, or pages (default: the whole table "
+                                            "when it fits maintenance_work_mem, else 10%%)"),
     (["--seed"], "seed", int, "random seed, for reproducible runs"),
     (["--validation"], "validation", str,
      "held-out table scored after each epoch, or a percentage of this table's rows "

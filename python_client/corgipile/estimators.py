@@ -83,7 +83,7 @@ TRAIN_PARAMS = ("model_name", "label", "features", "feature_indices", "n_feature
                 "shuffle", "learning_rate", "decay", "max_epoch_num", "batch_size", "l2",
                 "block_size", "buffer_size", "seed", "double_buffer", "validation", "l1",
                 "tolerance", "n_iter_no_change", "warm_start", "standardize",
-                "max_categories", "workers")
+                "max_categories", "workers", "average")
 
 # parameters that say where the data is in a table; fit(X, y) on arrays
 # writes its own table and sets them
@@ -390,13 +390,14 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
                  model_name: str | None = None, label: str = "label",
                  features: str = "features", feature_indices: str | None = None,
                  n_features: int | None = None, shuffle: str = "corgipile",
-                 learning_rate: float | None = None, decay: float = 0.95, max_epoch_num: int = 20,
-                 batch_size: int = 1, l2: float = 0.0, block_size: str | None = None,
-                 buffer_size: str = "10%", seed: int | None = None,
+                 learning_rate: float | None = None, decay: float = 0.95, max_epoch_num: int | None = None,
+                 batch_size: int = 1, l2: float | None = None, block_size: str | None = None,
+                 buffer_size: str | None = None, seed: int | None = None,
                  double_buffer: bool = True, validation: str | None = None, l1: float = 0.0,
                  tolerance: float | None = None, n_iter_no_change: int = 5,
                  warm_start: str | None = None, standardize: str = "auto",
                  max_categories: int = 1000, workers: int = 1,
+                 average: bool | None = None,
                  verbose: bool = False) -> None:
         self.dsn = dsn
         self.loss = loss
@@ -422,6 +423,7 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
         self.warm_start = warm_start
         self.standardize = standardize
         self.max_categories = max_categories
+        self.average = average
         self.workers = workers
         self.verbose = verbose
 
@@ -560,13 +562,14 @@ class SGDRegressor(RegressorMixin, _SGDBase):
                  model_name: str | None = None, label: str = "label",
                  features: str = "features", feature_indices: str | None = None,
                  n_features: int | None = None, shuffle: str = "corgipile",
-                 learning_rate: float | None = None, decay: float = 0.95, max_epoch_num: int = 20,
-                 batch_size: int = 1, l2: float = 0.0, block_size: str | None = None,
-                 buffer_size: str = "10%", seed: int | None = None,
+                 learning_rate: float | None = None, decay: float = 0.95, max_epoch_num: int | None = None,
+                 batch_size: int = 1, l2: float | None = None, block_size: str | None = None,
+                 buffer_size: str | None = None, seed: int | None = None,
                  double_buffer: bool = True, validation: str | None = None, l1: float = 0.0,
                  tolerance: float | None = None, n_iter_no_change: int = 5,
                  warm_start: str | None = None, standardize: str = "auto",
                  max_categories: int = 1000, workers: int = 1,
+                 average: bool | None = None,
                  verbose: bool = False) -> None:
         self.dsn = dsn
         self.loss = loss
@@ -592,6 +595,7 @@ class SGDRegressor(RegressorMixin, _SGDBase):
         self.warm_start = warm_start
         self.standardize = standardize
         self.max_categories = max_categories
+        self.average = average
         self.workers = workers
         self.verbose = verbose
 

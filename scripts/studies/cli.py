@@ -58,7 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--buffers", type=csv_list, default=["10%", "2%"])
     p.add_argument("--binary-model", default="logistic", choices=["logistic", "svm"])
     p.add_argument("--learning-rate", action="append", default=[], metavar="MODEL=LR",
-                   help="override a model's learning rate, e.g. softmax=0.01 (repeatable)")
+                   help="override a model's learning rate, e.g. softmax=0.01 (repeatable); "
+                        "MODEL=default leaves it NULL: the engine's default schedule "
+                        "(averaged SGD, since 0.4.0)")
+    p.add_argument("--standardize", default="off", choices=["off", "auto"],
+                   help="standardize => of every training (default off: raw pixels, as the "
+                        "exact solvers see them; auto is the engine's default)")
     p.add_argument("--lr-search", action="store_true",
                    help=f"choose each model's learning rate from {LR_GRID} first: shuffle_once, "
                         "seed 1, label-clustered table, best final held-out accuracy")
@@ -151,7 +156,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         model, _, value = item.partition("=")
         if model not in lr or not value:
             p.error(f"--learning-rate: expected MODEL=LR with MODEL in {', '.join(lr)}")
-        lr[model] = float(value)
+        lr[model] = None if value == "default" else float(value)
     args.lr = lr
     if args.epochs < 1 or args.seeds < 1 or args.jobs < 1:
         p.error("--epochs, --seeds and --jobs must be positive")

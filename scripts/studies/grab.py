@@ -61,7 +61,9 @@ def engine_train(conn: psycopg.Connection, run: dict, epochs: int,
         "SELECT epoch, loss, validation_score, seconds FROM corgipile.train("
         "%s::regclass, %s, model_name => %s, shuffle => %s, learning_rate => %s, "
         "decay => %s, l2 => %s, max_epoch_num => %s, seed => %s, validation => %s, "
-        "standardize => 'off')",
+        # the 0.3.0 default buffer, which the study's figures were made with
+        # (0.4.0's default takes a table below maintenance_work_mem whole)
+        "standardize => 'off', buffer_size => '10%%')",
         (run["table"], run["model"], name, run["strategy"], run["learning_rate"],
          run["decay"], run["l2"], epochs, run["seed"], validation)).fetchall()
     weights, params = conn.execute(

@@ -54,7 +54,8 @@ def make_run(task: str, spec: dict, ordering: str, buffer: str, block: str | Non
     return {"stage": stage, "task": task, "model": spec["model"], "label": spec["label"],
             "ordering": ordering, "table": table, "test_table": tinfo["test"]["table"],
             "buffer": buffer, "block_size": block, "strategy": strategy, "seed": seed,
-            "learning_rate": lr, "decay": args.decay, "epochs": args.epochs, "model_name": name}
+            "learning_rate": lr, "decay": args.decay, "epochs": args.epochs, "model_name": name,
+            "standardize": args.standardize}
 
 
 # ---------------------------------------------------------------- summaries

@@ -57,7 +57,7 @@ def par_train(conn: psycopg.Connection, run: dict, epochs: int,
         "SELECT epoch, loss, validation_score, seconds FROM corgipile.train("
         "%s::regclass, %s, model_name => %s, shuffle => %s, learning_rate => %s, "
         "decay => %s, l2 => %s, max_epoch_num => %s, seed => %s, validation => %s, "
-        "standardize => 'off', workers => %s)",
+        "standardize => 'off', workers => %s, buffer_size => '10%%')",
         (run["table"], run["model"], name, run["strategy"], run["learning_rate"],
          run["decay"], run["l2"], epochs, run["seed"], validation, run["workers"])).fetchall()
     weights = conn.execute("SELECT weights FROM corgipile.models WHERE model_name = %s",

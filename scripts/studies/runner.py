@@ -219,11 +219,13 @@ class Runner:
             "FROM corgipile.train(%s::regclass, %s, model_name => %s, label => %s, "
             "shuffle => %s, learning_rate => %s, decay => %s, max_epoch_num => %s, "
             "buffer_size => %s, block_size => %s, seed => %s, validation => %s, "
-            # the study's figures are of raw features, as its exact solvers see them
-            "standardize => 'off')",
+            # the study's figures are of raw features, as its exact solvers see
+            # them (--standardize auto: the engine's default)
+            "standardize => %s)",
             (run["table"], run["model"], run["model_name"], run["label"], run["strategy"],
              run["learning_rate"], run["decay"], run["epochs"], run["buffer"],
-             run["block_size"], run["seed"], run["test_table"])).fetchall()
+             run["block_size"], run["seed"], run["test_table"],
+             run.get("standardize", "off"))).fetchall()
 
 
 def run_all(runner: Runner, runs: list[dict], jobs: int, log) -> list[dict]:

@@ -55,6 +55,11 @@ PINNED: dict[tuple[str, str, bool], str] = {
     ('corgipile', 'softmax', True): 'c3df87ad0458c88b',
     ('sliding_window', 'softmax', True): '432d8316f0487221',
     ('epoch_shuffle', 'softmax', True): '98f8a76cf85e447e',
+    # the same trainings with the default schedule (averaged, l2 = 1/rows from
+    # epoch 2: the defaults since 0.4.0, issue 21)
+    ('corgipile', 'softmax_average', True): '3efec726ad80168f',
+    ('sliding_window', 'softmax_average', True): 'c9515481bd06a44f',
+    ('epoch_shuffle', 'softmax_average', True): '7baf7bdf4461e496',
 }
 
 
@@ -104,15 +109,20 @@ def test_seed_pins_the_weights(data, shuffle, layout, double_buffer):
     assert PINNED.get((shuffle, layout, double_buffer)) == got
 
 
+@pytest.mark.parametrize("average", [False, True])
 @pytest.mark.parametrize("shuffle", ["corgipile", "sliding_window", "epoch_shuffle"])
-def test_seed_pins_softmax_weights(data, shuffle):
+def test_seed_pins_softmax_weights(data, shuffle, average):
+    """learning_rate left to its default: average => false is 0.3.0's
+    default arithmetic, bit for bit; true (the default since 0.4.0) the
+    averaged model."""
     conn = data
     conn.execute("CREATE TABLE pin_multi AS SELECT id, (id % 3) AS label, features FROM pin_dense")
     name = f"pin_softmax_{shuffle}"
+    kind = "softmax_average" if average else "softmax"
     conn.execute("SELECT count(*) FROM corgipile.train('pin_multi', 'softmax', standardize => 'off', model_name => %s, "
                  "max_epoch_num => 2, seed => 3, block_size => '2', buffer_size => '8', "
-                 "shuffle => %s)", (name, shuffle))
+                 "shuffle => %s, average => %s)", (name, shuffle, average))
     got = digest(weights(conn, name))
     if os.environ.get("CORGIPILE_PIN_PRINT"):
-        print(f"\nPIN {(shuffle, 'softmax', True)!r}: {got!r},")
-    assert PINNED.get((shuffle, "softmax", True)) == got
+        print(f"\nPIN {(shuffle, kind, True)!r}: {got!r},")
+    assert PINNED.get((shuffle, kind, True)) == got

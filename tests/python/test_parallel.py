@@ -31,6 +31,9 @@ def data(conn):
 
 
 def train(conn, name, **params):
+    # a 10% buffer (0.4.0's default takes this table whole: one buffer, one
+    # process)
+    params.setdefault("buffer_size", "10%")
     args = "".join(f", {k} => %({k})s" for k in params)
     return conn.execute(f"SELECT * FROM corgipile.train('ptrain', 'logistic', model_name => %(n)s{args})",
                         {"n": name, **params}).fetchall()
@@ -134,7 +137,8 @@ def test_two_processes_are_as_accurate_as_one(data):
 def test_explain_analyze_shows_launched_and_per_process_figures(data):
     plan = "\n".join(r[0] for r in data.execute(
         "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM "
-        "corgipile.train('ptrain', 'svm', model_name => 'explained', workers => 2, max_epoch_num => 2)"))
+        "corgipile.train('ptrain', 'svm', model_name => 'explained', workers => 2, max_epoch_num => 2, "
+        "buffer_size => '10%')"))
     assert "Workers Planned: 1" in plan
     launched = int(re.search(r"Workers Launched: (\d+)", plan).group(1))
     assert launched in (0, 1)
@@ -169,12 +173,12 @@ def test_stopping_a_parallel_epoch_leaves_nothing(data, dsn, how):
     # the first parallel context of a session creates the session's own
     # segment (typmod registry), kept until the session ends: count after it
     session.execute("SELECT count(*) FROM corgipile.train('ptrain', 'svm', model_name => 'warm', "
-                    "workers => 2, max_epoch_num => 1)")
+                    "workers => 2, max_epoch_num => 1, buffer_size => '10%')")
     mapped = dsm_mappings(pid)
 
     thread, outcome = run_in_thread(
         session, "SELECT * FROM corgipile.train('ptrain', 'svm', model_name => 'stopped', "
-        "workers => 3, max_epoch_num => 1000000)")
+        "workers => 3, max_epoch_num => 1000000, buffer_size => '10%')")
     # in the middle of a parallel epoch: its workers are running
     wait_for(lambda: len(workers_of(data, pid)) > 0, what="the parallel workers")
     sent = time.monotonic()
@@ -300,6 +304,6 @@ def test_explain_analyze_counts_the_parallel_grab_walks(data, how, shown):
     plan = "\n".join(r[0] for r in data.execute(
         "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT * FROM "
         "corgipile.train('ptrain', 'logistic', model_name => 'walked', shuffle => 'grab', "
-        "workers => 2, max_epoch_num => 3)"))
+        "workers => 2, max_epoch_num => 3, buffer_size => '10%')"))
     data.execute("RESET corgipile.parallel_grab")
     assert f"{shown}: 3" in plan, plan

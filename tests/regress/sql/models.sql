@@ -54,7 +54,7 @@ SELECT * FROM corgipile.train('mv_empty', 'svm');
 
 -- Training inside a SQL function.
 CREATE FUNCTION train_twice() RETURNS bigint LANGUAGE sql AS $$
-  SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'in_function', max_epoch_num => 2)
+  SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'in_function', max_epoch_num => 2, seed => 1)
 $$;
 SELECT train_twice();
 

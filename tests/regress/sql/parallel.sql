@@ -146,10 +146,10 @@ FROM corgipile.models WHERE model_name IN ('par_hold1', 'par_hold2') ORDER BY 1;
 
 -- a LIMIT that stops before the last epoch's row stores nothing, as with
 -- one process (the epochs ran, their rows were not all taken)
-SELECT epoch FROM corgipile.train('ppoints', 'svm', model_name => 'par_cut', workers => 2,
+SELECT epoch FROM corgipile.train('ppoints', 'svm', model_name => 'par_cut', workers => 2, buffer_size => '10%',
                                   max_epoch_num => 3) LIMIT 2;
 SELECT count(*) AS stored FROM corgipile.models WHERE model_name = 'par_cut';
-SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_cut', workers => 2,
+SELECT count(*) FROM corgipile.train('ppoints', 'svm', model_name => 'par_cut', workers => 2, buffer_size => '10%',
                                      max_epoch_num => 3);
 SELECT count(*) AS stored FROM corgipile.models WHERE model_name = 'par_cut';
 
@@ -160,7 +160,7 @@ SELECT * FROM corgipile.train('ppoints', 'svm', workers => 100000);
 SELECT * FROM corgipile.train('ppoints', 'svm', workers => 2, shuffle => 'sliding_window');
 -- grab's block sums need the deterministic scheme
 SET corgipile.parallel_sync = hogwild;
-SELECT * FROM corgipile.train('ppoints', 'svm', workers => 2, shuffle => 'grab');
+SELECT * FROM corgipile.train('ppoints', 'svm', workers => 2, buffer_size => '10%', shuffle => 'grab');
 RESET corgipile.parallel_sync;
 CREATE TEMP TABLE ppoints_temp AS SELECT * FROM ppoints LIMIT 100;
 SELECT * FROM corgipile.train('ppoints_temp', 'svm', workers => 2);

@@ -73,6 +73,12 @@ SELECT model_name, owner FROM corgipile.models ORDER BY 1;
 SET corgipile.progress = off;
 SELECT count(*) FROM corgipile.train('upgrade_pts', 'svm', model_name => 'new_svm',
                                      max_epoch_num => 1, seed => 1);
+-- 0.4.0's parameters: average, and buffer_size NULL (the default)
+SELECT count(*) FROM corgipile.train('upgrade_pts', 'svm', model_name => 'new_avg',
+                                     max_epoch_num => 2, seed => 1, average => true,
+                                     buffer_size => NULL);
+SELECT params->'average' AS average, params->>'buffer_choice' LIKE 'whole table%' AS whole
+FROM corgipile.models WHERE model_name = 'new_avg';
 CREATE SCHEMA upgraded_columns;
 CREATE TABLE upgraded_columns.cols AS
 SELECT c.relname, a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull

@@ -115,12 +115,12 @@ SELECT id, CASE WHEN id % 2 = 0 THEN 1 ELSE -1 END AS label,
 FROM generate_series(1, 12000) AS id;
 CREATE TABLE hold_figures AS
 SELECT 'kept' AS how, epoch, tuples, validation_score
-FROM corgipile.train('hold_wide', 'svm', model_name => 'hold_kept', max_epoch_num => 2, seed => 7,
+FROM corgipile.train('hold_wide', 'svm', model_name => 'hold_kept', max_epoch_num => 2, buffer_size => '10%', seed => 7,
                      validation => '20%', standardize => 'off');
 SET maintenance_work_mem = '1MB';
 INSERT INTO hold_figures
 SELECT 'reread', epoch, tuples, validation_score
-FROM corgipile.train('hold_wide', 'svm', model_name => 'hold_reread', max_epoch_num => 2, seed => 7,
+FROM corgipile.train('hold_wide', 'svm', model_name => 'hold_reread', max_epoch_num => 2, buffer_size => '10%', seed => 7,
                      validation => '20%', standardize => 'off');
 RESET maintenance_work_mem;
 SELECT k.epoch, k.tuples = r.tuples AS same_tuples,
@@ -139,12 +139,12 @@ WHERE a.model_name = 'hold_kept' AND b.model_name = 'hold_reread';
 -- transformed) once, the re-read ones at each scoring, to the same figures.
 CREATE TABLE hold_figures_std AS
 SELECT 'kept' AS how, epoch, tuples, validation_score
-FROM corgipile.train('hold_wide', 'svm', model_name => 'hold_kept_std', max_epoch_num => 2,
+FROM corgipile.train('hold_wide', 'svm', model_name => 'hold_kept_std', max_epoch_num => 2, buffer_size => '10%',
                      seed => 7, validation => '20%');
 SET maintenance_work_mem = '1MB';
 INSERT INTO hold_figures_std
 SELECT 'reread', epoch, tuples, validation_score
-FROM corgipile.train('hold_wide', 'svm', model_name => 'hold_reread_std', max_epoch_num => 2,
+FROM corgipile.train('hold_wide', 'svm', model_name => 'hold_reread_std', max_epoch_num => 2, buffer_size => '10%',
                      seed => 7, validation => '20%');
 RESET maintenance_work_mem;
 SELECT k.epoch, k.tuples = r.tuples AS same_tuples,
