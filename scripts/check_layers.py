@@ -150,12 +150,7 @@ PY_BASE = {"errors", "strategies"}          # and every private _module
 
 # Circles known and not yet cut, each with the work that cuts it: reported,
 # not failed on.  Keep this empty; an entry needs a reason.
-KNOWN_CIRCLES = {
-    # tabular.py (typed loading) and loaders.py share private helpers
-    # (_create, _pick_columns, _progress_bar, table_name, ...) by importing
-    # each other; issue 20 item 5's private helpers module cuts it
-    ("corgipile.loaders", "corgipile.tabular"),
-}
+KNOWN_CIRCLES: set[tuple[str, str]] = set()
 PY_APPS = ("cli", "__main__", "bench", "proxy", "torch")
 
 

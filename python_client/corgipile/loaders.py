@@ -36,84 +36,31 @@ or more when stderr is a terminal (``progress=True/False`` forces it).
 from __future__ import annotations
 
 import os
-import re
 import struct
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
-from pglast import ast, parser
 from psycopg import sql
 
-from ._sql import is_node as _is
 from ._sql import quote_ident
-from .statements import parse_sql
+from ._tables import (LoadResult, create_table, label_type,
+                      pick_columns, progress_bar, sql_name, suggest_model, table_name)
 from .tabular import load_csv, load_parquet, storage_main
 from .training import transaction
 
 __all__ = ["LoadResult", "load_numpy", "load_dataframe", "load_csv", "load_parquet",
            "load_libsvm", "load_csr", "read_libsvm", "table_name", "suggest_model"]
 
-PROGRESS_ROWS = 100_000
 _CHUNK_BYTES = 4 << 20
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _TRAILER = struct.pack(">h", -1)
 _FLOAT_OID = {"float8": 701, "float4": 700}
 
 
-@dataclass(frozen=True)
-class LoadResult:
-    """What a loader wrote: the table, the row count, and the names to pass
-    to corgipile.train (``train_params()``)."""
-
-    table: str
-    rows: int
-    n_features: int
-    layout: str
-    label: str | None
-    features: str
-    feature_indices: str | None = None
-    suggested_model: str | None = None
-    suggestion: str | None = None
-
-    def train_params(self) -> dict[str, Any]:
-        """label/features/feature_indices/n_features for client.train."""
-        out: dict[str, Any] = {"features": self.features}
-        if self.label is not None:
-            out["label"] = self.label
-        if self.feature_indices is not None:
-            out["feature_indices"] = self.feature_indices
-            out["n_features"] = self.n_features
-        return out
-
-    def __int__(self) -> int:
-        return self.rows
-
-
-def table_name(name: str) -> sql.Identifier:
-    """A table name as written in SQL (``points``, ``s.points``,
-    ``"My Table"``), checked with PostgreSQL's grammar, as an Identifier."""
-    try:
-        stmts: Any = parse_sql(f"SELECT * FROM {name}")
-    except parser.ParseError:
-        stmts = []
-    stmt: Any = stmts[0].stmt if len(stmts) == 1 else None
-    if (not _is(stmt, ast.SelectStmt) or stmt.whereClause is not None
-            or len(stmt.fromClause or ()) != 1 or len(stmt.targetList or ()) != 1
-            or any(getattr(stmt, a, None) for a in (
-                "sortClause", "limitCount", "limitOffset", "groupClause", "lockingClause",
-                "withClause", "distinctClause", "havingClause", "windowClause", "larg"))
-            or not _is(stmt.fromClause[0], ast.RangeVar)
-            or stmt.fromClause[0].alias is not None or stmt.fromClause[0].catalogname):
-        raise ValueError(f"not a table name: {name!r} (quote names with capitals or spaces: "
-                         "'\"My Table\"')")
-    rv: Any = stmt.fromClause[0]
-    return sql.Identifier(rv.schemaname, rv.relname) if rv.schemaname \
-        else sql.Identifier(rv.relname)
 
 
 # -- order ---------------------------------------------------------------------
@@ -149,21 +96,6 @@ def _feature_index(key: str | int, names: Sequence[str] | None, d: int) -> int:
 
 # -- labels --------------------------------------------------------------------
 
-def _label_type(y: np.ndarray, integral_floats: bool) -> str:
-    if y.dtype == np.bool_:
-        return "bool"
-    if np.issubdtype(y.dtype, np.integer):
-        if y.size and (y.min() < -2**31 or y.max() >= 2**31):
-            return "int8"
-        return "int4"
-    if np.issubdtype(y.dtype, np.floating):
-        if integral_floats and y.size and np.all(np.isfinite(y)) and np.all(y == np.round(y)) \
-                and np.abs(y).max() < 2**31:
-            return "int4"
-        return "float8"
-    if y.dtype.kind in "US" or y.dtype == object:
-        return "text"
-    raise ValueError(f"unsupported label dtype {y.dtype}")
 
 
 _LABEL_SQL = {"bool": "boolean", "int4": "integer", "int8": "bigint", "float8": "double precision",
@@ -183,47 +115,9 @@ def _label_array(y: np.ndarray, kind: str) -> np.ndarray:
     return y
 
 
-# at most this many distinct integer labels look like classes; more look
-# like a count or a measurement (regression)
-MAX_CLASSES = 20
-
-
-def suggest_model(labels: np.ndarray | None) -> tuple[str | None, str | None]:
-    """(the model that fits these labels, why), or (None, None) without
-    labels: svm for two classes the engine takes as binary (-1/+1, 0/1,
-    booleans), softmax for more classes or for other class values (text,
-    {1, 2}, ...), linear for a continuous label."""
-    if labels is None or labels.size == 0:
-        return None, None
-    kind = _label_type(labels, False)
-    if kind == "float8":
-        return "linear", "the label is continuous (non-integer numbers)"
-    values = set(np.unique(labels).tolist())
-    n = len(values)
-    if kind == "bool" or values in ({-1, 1}, {0, 1}):
-        return "svm", ("the label has two classes "
-                       f"({', '.join(map(str, sorted(values)))}); logistic works too")
-    if kind == "text":
-        return "softmax", f"the label has {n} text classes"
-    if n > MAX_CLASSES:
-        return "linear", (f"the label has {n} distinct integer values; if they are "
-                          "classes, use softmax")
-    if n < 2:
-        return None, "the label has a single value: there is nothing to learn"
-    return "softmax", f"the label has {n} classes ({', '.join(map(str, sorted(values)))})"
 
 
 # -- writing ---------------------------------------------------------------------
-
-def _progress_bar(n: int, progress: bool | None, desc: str) -> Any:
-    show = progress if progress is not None else (
-        n >= PROGRESS_ROWS and bool(getattr(sys.stderr, "isatty", lambda: False)()))
-    if not show:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=n, desc=desc, unit="row", unit_scale=True, file=sys.stderr)
-
 
 def _dense_records(ids: np.ndarray, labels: np.ndarray | None, label_kind: str | None,
                    x: np.ndarray, layout: str, ftype: str) -> np.ndarray:
@@ -257,28 +151,6 @@ def _dense_records(ids: np.ndarray, labels: np.ndarray | None, label_kind: str |
     rec["v"]["len"] = esize
     rec["v"]["x"] = x
     return rec
-
-
-def _create(conn: psycopg.Connection[Any], ident: sql.Identifier, columns: list[tuple[str, str]],
-            if_exists: str, temporary: bool) -> int:
-    """Create the table (per if_exists); returns the first id to use."""
-    if if_exists not in ("fail", "replace", "append"):
-        raise ValueError("if_exists is 'fail', 'replace' or 'append'")
-    cols = sql.SQL(", ").join(sql.SQL("{} " + typ).format(sql.Identifier(name))
-                              for name, typ in columns)
-    temp = sql.SQL("TEMPORARY ") if temporary else sql.SQL("")
-    if if_exists == "replace":
-        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(ident))
-    if if_exists == "append":
-        exists = conn.execute("SELECT pg_catalog.to_regclass(%s)",
-                              (ident.as_string(conn),)).fetchone()
-        if exists and exists[0] is not None:
-            row = conn.execute(sql.SQL(
-                "SELECT coalesce(pg_catalog.max(t.id) OPERATOR(pg_catalog.+) 1, 0) FROM {} t"
-            ).format(ident)).fetchone()
-            return int(row[0]) if row else 0
-    conn.execute(sql.SQL("CREATE {}TABLE {} ({})").format(temp, ident, cols))
-    return 0
 
 
 def _write_dense(conn: psycopg.Connection[Any], ident: sql.Identifier, names: list[str],
@@ -348,7 +220,7 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
         labels = np.asarray(y)
         if labels.shape != (n,):
             raise ValueError(f"y must have shape ({n},), got {labels.shape}")
-        kind = _label_type(labels, _integral_float_labels)
+        kind = label_type(labels, _integral_float_labels)
         labels = _label_array(labels, kind)
     if feature_type not in _FLOAT_OID:
         raise ValueError("feature_type is 'float8' or 'float4'")
@@ -383,11 +255,11 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
             columns_sql += [(c, ftype_sql) for c in names]
         else:
             columns_sql += [("feature_indices", "integer[]"), ("features", ftype_sql + "[]")]
-        first = _create(conn, ident, columns_sql, if_exists, temporary)
+        first = create_table(conn, ident, columns_sql, if_exists, temporary)
         if layout == "array":  # before the rows go in: it applies to new rows
             storage_main(conn, ident, "features", 64 + d * (8 if feature_type == "float8" else 4))
         ids = ids + first
-        bar = _progress_bar(n, progress, f"COPY {table}")
+        bar = progress_bar(n, progress, f"COPY {table}")
         try:
             col_names = [c for c, _ in columns_sql]
             if layout != "sparse" and kind != "text":
@@ -443,22 +315,10 @@ def _result(table: str, n: int, d: int, layout: str, labels: np.ndarray | None,
         features = "features"
     model, why = suggest_model(labels)
     return LoadResult(table=table, rows=n, n_features=d, layout=layout,
-                      label=_sql_name(label_name) if labels is not None else None,
+                      label=sql_name(label_name) if labels is not None else None,
                       features=features,
                       feature_indices="feature_indices" if layout == "sparse" else None,
                       suggested_model=model, suggestion=why)
-
-
-def _sql_name(name: str) -> str:
-    """name as SQL text for corgipile.train's label: bare when PostgreSQL
-    would read it back unchanged, else quoted."""
-    from pglast import keywords
-
-    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name) and name not in keywords.RESERVED_KEYWORDS \
-            and name not in keywords.TYPE_FUNC_NAME_KEYWORDS \
-            and name not in keywords.COL_NAME_KEYWORDS:
-        return name
-    return quote_ident(name)
 
 
 def load_dataframe(conn: psycopg.Connection[Any], table: str, frame: Any, *,
@@ -476,7 +336,7 @@ def load_dataframe(conn: psycopg.Connection[Any], table: str, frame: Any, *,
     path and also takes layout="array". Other options as in load_numpy."""
     if label is not None and label not in frame.columns:
         raise ValueError(f"the DataFrame has no column {label!r} (pass label=)")
-    names = _pick_columns([str(c) for c in frame.columns],
+    names = pick_columns([str(c) for c in frame.columns],
                           None if label is None else str(label), features, exclude)
     cols = names + ([label] if label is not None else [])
     numeric = all(frame[c].dtype.kind in "biuf" for c in names)
@@ -506,27 +366,6 @@ def load_dataframe(conn: psycopg.Connection[Any], table: str, frame: Any, *,
                               **{k: v for k, v in kwargs.items() if k in allowed})
 
 
-def _pick_columns(names: Sequence[str], label: str | None, features: Sequence[str] | None,
-                  exclude: Sequence[str] | None) -> list[str]:
-    """The feature columns: features= as given, or every column but the
-    label and exclude=; unknown names are errors that list the columns."""
-    for given, what in ((features, "feature"), (exclude, "excluded")):
-        unknown = [c for c in given or () if c not in names]
-        if unknown:
-            raise ValueError(f"no column {unknown[0]!r} ({what} columns must be among: "
-                             f"{', '.join(names)})")
-    if features is not None and exclude is not None:
-        raise ValueError("give the feature columns or the columns to exclude, not both")
-    if features is not None:
-        if label is not None and label in features:
-            raise ValueError(f"the label column {label!r} cannot also be a feature")
-        return list(features)
-    picked = [c for c in names if c != label and c not in set(exclude or ())]
-    if not picked:
-        raise ValueError("no feature columns are left")
-    return picked
-
-
 def load_csr(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None, *,
              feature_type: str = "float8", if_exists: str = "fail", temporary: bool = False,
              progress: bool | None = None, analyze: bool = True,
@@ -547,7 +386,7 @@ def load_csr(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None, *
         labels = np.asarray(y)
         if labels.shape != (n,):
             raise ValueError(f"y must have shape ({n},), got {labels.shape}")
-        kind = _label_type(labels, False)
+        kind = label_type(labels, False)
         labels = _label_array(labels, kind)
     if feature_type not in _FLOAT_OID:
         raise ValueError("feature_type is 'float8' or 'float4'")
@@ -560,12 +399,12 @@ def load_csr(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None, *
         columns.append((label_name, _LABEL_SQL[kind]))  # type: ignore[index]
     columns += [("feature_indices", "integer[]"), ("features", ftype_sql + "[]")]
     with transaction(conn):
-        first = _create(conn, ident, columns, if_exists, temporary)
+        first = create_table(conn, ident, columns, if_exists, temporary)
         widest = int(np.diff(indptr).max()) if n else 0
         for col in ("feature_indices", "features"):
             storage_main(conn, ident, col, 64 + widest * (4 + (8 if feature_type == "float8"
                                                                else 4)))
-        bar = _progress_bar(n, progress, f"COPY {table}")
+        bar = progress_bar(n, progress, f"COPY {table}")
 
         def rows() -> Iterable[tuple[Any, ...]]:
             for i in range(n):
@@ -676,7 +515,7 @@ def load_libsvm(conn: psycopg.Connection[Any], table: str, path: str | os.PathLi
                           _integral_float_labels=True)
     if layout != "sparse":
         raise ValueError(f"unknown layout {layout!r}: use 'sparse' or 'dense'")
-    kind = _label_type(y, True)
+    kind = label_type(y, True)
     labels = _label_array(y, kind)
     row_of = np.repeat(np.arange(n), np.diff(offsets))
 
@@ -692,7 +531,7 @@ def load_libsvm(conn: psycopg.Connection[Any], table: str, path: str | os.PathLi
     ident = table_name(table)
     ftype_sql = "double precision" if feature_type == "float8" else "real"
     with transaction(conn):
-        first = _create(conn, ident, [("id", "bigint"), ("label", _LABEL_SQL[kind]),
+        first = create_table(conn, ident, [("id", "bigint"), ("label", _LABEL_SQL[kind]),
                                       ("feature_indices", "integer[]"),
                                       ("features", ftype_sql + "[]")], if_exists, temporary)
         # the longest row decides: a row of k entries takes k * (4 + size) bytes
@@ -701,7 +540,7 @@ def load_libsvm(conn: psycopg.Connection[Any], table: str, path: str | os.PathLi
                      64 + widest * (4 + (8 if feature_type == "float8" else 4)))
         storage_main(conn, ident, "features",
                      64 + widest * (4 + (8 if feature_type == "float8" else 4)))
-        bar = _progress_bar(n, progress, f"COPY {table}")
+        bar = progress_bar(n, progress, f"COPY {table}")
 
         def rows_iter() -> Iterable[tuple[Any, ...]]:
             for i in order_rows:
