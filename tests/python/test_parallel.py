@@ -178,9 +178,11 @@ def test_stopping_a_parallel_epoch_leaves_nothing(data, dsn, how):
 
     thread, outcome = run_in_thread(
         session, "SELECT * FROM corgipile.train('ptrain', 'svm', model_name => 'stopped', "
-        "workers => 3, max_epoch_num => 1000000, buffer_size => '10%')")
+        "workers => 3, max_epoch_num => 1000000, buffer_size => '10%%')")
     # in the middle of a parallel epoch: its workers are running
-    wait_for(lambda: len(workers_of(data, pid)) > 0, what="the parallel workers")
+    wait_for(lambda: len(workers_of(data, pid)) > 0 or not thread.is_alive(),
+             what="the parallel workers")
+    assert thread.is_alive(), f"the training ended before its workers were seen: {outcome}"
     sent = time.monotonic()
     if how == "cancel_leader":
         session.cancel_safe()
