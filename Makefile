@@ -23,6 +23,7 @@ OBJS = \
 	extension/io/prep.o \
 	extension/model/metrics.o \
 	extension/model/model_insert.o \
+	extension/model/model_layout.o \
 	extension/model/model_load.o \
 	extension/model/model_store.o \
 	extension/shuffle/strategy.o \

@@ -45,7 +45,6 @@ typedef void (*CpMetricFn) (void *arg, const char *metric, double value);
 
 extern void cp_eval_init(CpEvalState *ev, const CpModel *like, double *w);
 extern void cp_eval_add_rows(const CpBuffer *buf, void *arg);
-extern void cp_model_layout(const CpStoredModel *m, Relation rel, CpLayout *lo);
 extern void cp_eval_metrics(const CpEvalState *ev, CpMetricFn fn, void *arg);
 
 #endif							/* CORGIPILE_METRICS_H */

@@ -125,6 +125,7 @@ extern void cp_models_claim_name(const char *model_name);
 extern void cp_models_release_name(const char *model_name);
 extern void cp_models_insert(const CpTrainRecord *rec);
 extern CpStoredModel *cp_models_load(const char *model_name);
+extern void cp_model_layout(const CpStoredModel *m, Relation rel, CpLayout *lo);
 extern bool cp_models_may_see_data(const CpStoredModel *m);
 extern void cp_models_check_may_see_data(const CpStoredModel *m, const char *what);
 
