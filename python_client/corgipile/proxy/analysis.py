@@ -70,9 +70,18 @@ def _kill(pool: ProcessPoolExecutor) -> None:
 
 
 def shutdown() -> None:
-    """End the pool's processes (the proxy stops)."""
-    if _pool is not None:
-        _kill(_pool)
+    """End the pool's processes (the proxy stops), and wait until the pool's
+    management thread has seen them go.  An interpreter exit while that
+    thread is still closing its wake-up pipe races with concurrent.futures'
+    own exit hook, which then writes to the closed pipe (a traceback at
+    every other stop)."""
+    pool = _pool
+    if pool is None:
+        return
+    manager = getattr(pool, "_executor_manager_thread", None)
+    _kill(pool)
+    if manager is not None:
+        manager.join(timeout=5)
 
 
 async def analyze_text(text: str, single: bool, timeout: float) -> Plan | Failure | None:
