@@ -13,6 +13,7 @@ OBJS = \
 	extension/corgipile.o \
 	extension/util/datum_convert.o \
 	extension/util/relation.o \
+	extension/util/prefetch.o \
 	extension/util/spi.o \
 	extension/util/json.o \
 	extension/params/params.o \

@@ -27,7 +27,6 @@
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/spccache.h"
 
 #include "nodes/block_shuffle.h"
 #include "util/relation.h"
@@ -142,13 +141,12 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 
 	/*
 	 * Blocks visited at random defeat the kernel's read-ahead, so the next
-	 * block's pages are prefetched, unless the tablespace's
-	 * effective_io_concurrency is 0, which turns prefetching off as it does
-	 * for bitmap heap scans.  A prefetch costs a buffer-mapping lookup and a
-	 * system call per page even when the page is already in memory.
+	 * block's pages are asked for while the current one is converted
+	 * (util/prefetch.c); a sequential order leaves it to the kernel.
 	 */
-	bs->prefetch = bs->random_order &&
-		get_tablespace_io_concurrency(rel->rd_rel->reltablespace) > 0;
+	cp_prefetch_init(&bs->prefetch, rel);
+	if (!bs->random_order)
+		bs->prefetch.enabled = false;
 	bs->order = MemoryContextAllocHuge(CurrentMemoryContext,
 									   mul_size(sizeof(uint32), Max(bs->sizing.n_blocks, 1)));
 	bs->own_order = bs->order;
@@ -239,18 +237,13 @@ cp_block_shuffle_epoch_done(BlockShuffleState *bs)
 void
 cp_block_shuffle_prefetch(BlockShuffleState *bs, int64 pos)
 {
-#ifdef USE_PREFETCH
-	Relation	rel = bs->css.ss.ss_currentRelation;
 	BlockNumber first;
-	BlockNumber end;
 
-	if (!bs->prefetch || pos >= bs->sizing.n_blocks)
+	if (!bs->prefetch.enabled || pos >= bs->sizing.n_blocks)
 		return;
 	first = bs->order[pos] * bs->sizing.pages_per_block;
-	end = Min(first + bs->sizing.pages_per_block, bs->sizing.n_pages);
-	for (BlockNumber p = first; p < end; p++)
-		PrefetchBuffer(rel, MAIN_FORKNUM, p);
-#endif
+	cp_prefetch_range(&bs->prefetch,
+					  first, Min(first + bs->sizing.pages_per_block, bs->sizing.n_pages));
 }
 
 /*
@@ -391,7 +384,10 @@ block_shuffle_end(CustomScanState *node)
 	if (bs->slot != NULL)
 		ExecClearTuple(bs->slot);
 	if (bs->scan != NULL)
+	{
+		cp_prefetch_end(&bs->prefetch);
 		table_endscan(bs->scan);
+	}
 	bs->scan = NULL;
 }
 
@@ -405,5 +401,9 @@ block_shuffle_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyInteger("Pages per Block", NULL, bs->sizing.pages_per_block, es);
 	ExplainPropertyInteger("Blocks", NULL, bs->sizing.n_blocks, es);
 	if (es->analyze)
+	{
 		ExplainPropertyInteger("Epochs Scanned", NULL, bs->epochs_started, es);
+		if (bs->random_order)
+			ExplainPropertyInteger("Prefetched Blocks", NULL, bs->prefetch.runs, es);
+	}
 }

@@ -18,6 +18,7 @@
 #include "storage/bufpage.h"
 
 #include "params/params.h"
+#include "util/prefetch.h"
 
 /* Writes the next epoch's visiting order of n_blocks blocks into order. */
 typedef void (*CpBlockOrderFn) (void *arg, uint32 *order, uint32 n_blocks,
@@ -29,7 +30,7 @@ typedef struct BlockShuffleState
 	CpTrainParams params;
 	CpSizing	sizing;
 	bool		random_order;	/* else sequential (no_shuffle) */
-	bool		prefetch;		/* prefetch the next block's pages */
+	CpPrefetcher prefetch;		/* asks for the next block's pages */
 	pg_prng_state rng;
 
 	/*

@@ -47,7 +47,6 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/spccache.h"
 #include "storage/bufmgr.h"
 #include "access/relscan.h"
 #include "common/pg_prng.h"
@@ -55,6 +54,7 @@
 #include "io/block_cache.h"
 #include "core/shuffle.h"
 #include "util/datum_convert.h"
+#include "util/prefetch.h"
 #include "model/models.h"
 #include "io/prep.h"
 #include "nodes/first_pass.h"
@@ -642,7 +642,7 @@ typedef struct PassReader
 	MemoryContext row_cxt;		/* reset per row */
 	uint64		seed;
 	BlockNumber n_pages;		/* the scan's */
-	bool		prefetch;		/* effective_io_concurrency > 0 */
+	CpPrefetcher prefetch;		/* asks for the sample's next block */
 	bool		offsets_known;	/* desc's attcacheoff have been set */
 	bool		offsets_fixed;	/* every column read has one */
 	int64		seen;
@@ -799,16 +799,6 @@ read_pages(PassState *ps, PassReader *rd, BlockNumber first, BlockNumber end)
 	}
 }
 
-static void
-prefetch_pages(PassReader *rd, BlockNumber first, BlockNumber end)
-{
-#ifdef USE_PREFETCH
-	if (!rd->prefetch)
-		return;
-	for (BlockNumber p = first; p < Min(end, rd->n_pages); p++)
-		PrefetchBuffer(rd->scan->rs_rd, MAIN_FORKNUM, p);
-#endif
-}
 
 /*
  * How many blocks the statistics sample, or 0 to read every row.
@@ -865,8 +855,8 @@ read_sample(PassState *ps, PassReader *rd, int64 k)
 	for (int64 i = 0; i < taken; i++)
 	{
 		if (i + 1 < taken)
-			prefetch_pages(rd, (BlockNumber) blocks[i + 1] * ppb,
-						   (BlockNumber) blocks[i + 1] * ppb + ppb);
+			cp_prefetch_range(&rd->prefetch, (BlockNumber) blocks[i + 1] * ppb,
+							  Min((BlockNumber) blocks[i + 1] * ppb + ppb, rd->n_pages));
 		read_pages(ps, rd, (BlockNumber) blocks[i] * ppb,
 				   (BlockNumber) blocks[i] * ppb + ppb);
 	}
@@ -914,7 +904,7 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 									   ALLOCSET_DEFAULT_SIZES);
 	rd.seed = seed;
 	rd.n_pages = ((HeapScanDesc) rd.scan)->rs_nblocks;
-	rd.prefetch = get_tablespace_io_concurrency(rel->rd_rel->reltablespace) > 0;
+	cp_prefetch_init(&rd.prefetch, rel);
 	rd.seen = 0;
 	rd.offsets_known = false;
 	rd.offsets_fixed = false;
@@ -926,6 +916,7 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 		read_pages(ps, &rd, 0, rd.n_pages);
 	if (ps->cache != NULL)
 		flush_block(ps);
+	cp_prefetch_end(&rd.prefetch);
 	table_endscan(rd.scan);
 	MemoryContextDelete(rd.row_cxt);
 	ExecDropSingleTupleTableSlot(rd.slot);
