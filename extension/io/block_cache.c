@@ -18,9 +18,21 @@
  * The cache lives in a memory context under the node's, and goes with the
  * query.  Rows carry no ids here: shuffled_scan() does not use the cache.
  *
+ * The blocks' arrays are carved from slabs of up to 32MB (cache_alloc),
+ * whose pages are asked for at once (MADV_POPULATE_WRITE) rather than
+ * faulted in one at a time as the rows are copied: filling 464MB took
+ * 0.27 s of CPU in blocks of 170kB each malloc'd (mmap'd) and faulted,
+ * 0.19 s in populated slabs, and freeing it 0.04 s against 0.03 s
+ * (a standalone test of the 2M-row table's shapes on this machine's VM).
+ * A slab is sized for the blocks still to come, so a small table takes
+ * no more than it needs, and slabs never add up to more than the budget.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "miscadmin.h"
 #include "utils/memutils.h"
@@ -29,6 +41,15 @@
 #include "io/buffer.h"
 
 int			cp_block_cache_kb = 512 * 1024;
+
+#define CP_CACHE_SLAB ((Size) 32 * 1024 * 1024)
+/* each array of a block starts on a cache line of its own */
+#define CP_CACHE_ALIGN 64
+#define CACHE_ALIGNED(len) TYPEALIGN(CP_CACHE_ALIGN, (len))
+
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23	/* Linux 5.14; older kernels refuse it */
+#endif
 
 /* One block's rows, in the layout of a CpBuffer. */
 struct CpCachedBlock
@@ -66,7 +87,61 @@ cp_block_cache_create(MemoryContext parent, uint32 n_blocks, Size budget)
 											   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	cache->budget = budget;
 	cache->used = sizeof(CpCachedBlock *) * (Size) n_blocks;
+	cache->reserved = cache->used;
 	return cache;
+}
+
+/*
+ * Make room for a block's arrays of need bytes (CACHE_ALIGNED parts) in
+ * the current slab, taking a new one if they do not fit: false if that
+ * would take the slabs past the budget.  A new slab holds the blocks not
+ * yet cached, as large as this one (the table's blocks are of similar
+ * sizes), up to CP_CACHE_SLAB; the rest of the old slab is left unused.
+ */
+static bool
+cache_reserve(CpBlockCache *cache, Size need)
+{
+	Size		size;
+	uint32		to_come;
+
+	if (need <= cache->slab_free)
+		return true;
+	if (cache->reserved > cache->budget || need > cache->budget - cache->reserved)
+		return false;
+	to_come = cache->n_blocks > cache->n_cached ? cache->n_blocks - cache->n_cached : 1;
+	size = Min(CP_CACHE_SLAB, cache->budget - cache->reserved);
+	if ((double) need * to_come < (double) size)
+		size = need * to_come;
+	size = Max(size, need);
+	cache->slab = MemoryContextAllocHuge(cache->cxt, size + CP_CACHE_ALIGN);
+	cache->slab = (char *) TYPEALIGN(CP_CACHE_ALIGN, cache->slab);
+	cache->slab_free = size;
+	cache->reserved += size;
+#ifdef MADV_POPULATE_WRITE
+	{
+		/* the whole pages of the slab; a refusal leaves them to faults */
+		uintptr_t	page = (uintptr_t) sysconf(_SC_PAGESIZE);
+		uintptr_t	from = TYPEALIGN(page, (uintptr_t) cache->slab);
+		uintptr_t	to = TYPEALIGN_DOWN(page, (uintptr_t) cache->slab + size);
+
+		if (to > from)
+			(void) madvise((void *) from, to - from, MADV_POPULATE_WRITE);
+	}
+#endif
+	return true;
+}
+
+/* len bytes from the room cache_reserve made */
+static void *
+cache_alloc(CpBlockCache *cache, Size len)
+{
+	void	   *p = cache->slab;
+
+	len = CACHE_ALIGNED(Max(len, 1));
+	Assert(len <= cache->slab_free);
+	cache->slab += len;
+	cache->slab_free -= len;
+	return p;
 }
 
 /*
@@ -87,6 +162,9 @@ cp_block_cache_reset(CpBlockCache *cache)
 										MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	cache->blocks = blocks;
 	cache->used = sizeof(CpCachedBlock *) * (Size) cache->n_blocks;
+	cache->reserved = cache->used;
+	cache->slab = NULL;
+	cache->slab_free = 0;
 	cache->full = false;
 	cache->n_cached = 0;
 	cache->hits = 0;
@@ -263,6 +341,7 @@ cp_block_cache_add_held(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 	int64		nnz;
 	int64		held_n = held != NULL ? held->n_rows : 0;
 	Size		bytes;
+	Size		need;
 	CpCachedBlock *cb;
 
 	if (cache->full || block >= cache->n_blocks || cache->blocks[block] != NULL)
@@ -280,14 +359,26 @@ cp_block_cache_add_held(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 		cache->full = true;
 		return;
 	}
+	/* the same arrays, each on cache lines of its own (bytes is in budget) */
+	need = CACHE_ALIGNED(sizeof(double) * Max(n, 1)) + CACHE_ALIGNED(sizeof(double) * Max(nnz, 1));
+	if (src->sparse)
+		need += CACHE_ALIGNED(sizeof(int32) * Max(nnz, 1)) + CACHE_ALIGNED(sizeof(int32) * Max(n, 1));
+	if (held_n > 0)
+		need += CACHE_ALIGNED(sizeof(double) * held_n) +
+			CACHE_ALIGNED(sizeof(double) * held_n * src->n_features);
+	if (!cache_reserve(cache, need))
+	{
+		cache->full = true;
+		return;
+	}
 
 	cb = MemoryContextAlloc(cache->cxt, sizeof(CpCachedBlock));
 	cb->n_rows = n;
 	cb->n_features = src->n_features;
 	cb->nnz = nnz;
-	cb->labels = MemoryContextAllocHuge(cache->cxt, sizeof(double) * Max(n, 1));
+	cb->labels = cache_alloc(cache, sizeof(double) * n);
 	memcpy(cb->labels, src->labels + first_row, sizeof(double) * n);
-	cb->values = MemoryContextAllocHuge(cache->cxt, sizeof(double) * Max(nnz, 1));
+	cb->values = cache_alloc(cache, sizeof(double) * nnz);
 	cb->indices = NULL;
 	cb->lengths = NULL;
 	cb->held_seen = held_seen;
@@ -299,9 +390,9 @@ cp_block_cache_add_held(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 		Size		vals = mul_size(sizeof(double),
 									mul_size((Size) held_n, (Size) src->n_features));
 
-		cb->held_labels = MemoryContextAllocHuge(cache->cxt, sizeof(double) * held_n);
+		cb->held_labels = cache_alloc(cache, sizeof(double) * held_n);
 		memcpy(cb->held_labels, held->labels, sizeof(double) * held_n);
-		cb->held_values = MemoryContextAllocHuge(cache->cxt, Max(vals, 1));
+		cb->held_values = cache_alloc(cache, vals);
 		memcpy(cb->held_values, held->values, vals);
 	}
 	if (src->sparse)
@@ -309,9 +400,9 @@ cp_block_cache_add_held(CpBlockCache *cache, uint32 block, const CpBuffer *src,
 		int64		start = src->offsets[first_row];
 
 		memcpy(cb->values, src->values + start, sizeof(double) * nnz);
-		cb->indices = MemoryContextAllocHuge(cache->cxt, sizeof(int32) * Max(nnz, 1));
+		cb->indices = cache_alloc(cache, sizeof(int32) * nnz);
 		memcpy(cb->indices, src->indices + start, sizeof(int32) * nnz);
-		cb->lengths = MemoryContextAllocHuge(cache->cxt, sizeof(int32) * Max(n, 1));
+		cb->lengths = cache_alloc(cache, sizeof(int32) * n);
 		for (int64 i = 0; i < n; i++)
 			cb->lengths[i] = (int32) (src->offsets[first_row + i + 1] -
 									  src->offsets[first_row + i]);

@@ -24,7 +24,10 @@ typedef struct CpBlockCache
 	uint32		n_blocks;
 	CpCachedBlock **blocks;		/* by block number; NULL: not cached */
 	Size		budget;			/* bytes */
-	Size		used;
+	Size		used;			/* bytes of the blocks held */
+	char	   *slab;			/* free space of the newest slab */
+	Size		slab_free;		/* bytes at slab */
+	Size		reserved;		/* bytes of every slab taken, <= budget */
 	bool		full;			/* a block did not fit: stop adding */
 	int64		n_cached;		/* blocks held */
 	int64		hits;			/* blocks served from memory */
