@@ -53,6 +53,8 @@ typedef struct CpPrep
 	double	   *stds;
 	int32		n_constant;		/* constant numeric columns (std 0) */
 	int64		n_rows;			/* rows the statistics were learnt from */
+	int64		sampled_blocks; /* blocks they were sampled from, 0: every
+								 * row was read (params.stats_sample_blocks) */
 } CpPrep;
 
 /* a boolean column's categories, as its text output */

@@ -102,6 +102,13 @@ params_json(const CpTrainRecord *rec)
 	/* whether preprocess holds a transform: the models view may hide it */
 	json_key_string(&buf, "standardize", rec->layout->prep && rec->layout->prep->transform ?
 					cp_standardize_name(rec->layout->prep->standardize) : "off", true);
+	/*
+	 * Where the standardizing statistics came from: a seed gives the same
+	 * model only with the same sample (corgipile.stats_sample_size).  A
+	 * warm start keeps its model's statistics: that model's params say.
+	 */
+	if (rec->layout->prep && rec->layout->prep->transform && p->warm_start == NULL)
+		json_key_number(&buf, "stats_sample_blocks", rec->layout->prep->sampled_blocks);
 	json_key_number(&buf, "max_categories", p->max_categories);
 	json_key_number(&buf, "workers", Max(rec->workers, 1));
 	if (rec->parallel_sync != NULL)

@@ -981,6 +981,7 @@ build_prep(PassState *ps)
 
 	prep->standardize = ps->standardize;
 	prep->n_rows = ps->n_rows;
+	prep->sampled_blocks = ps->sampled_blocks;
 	if (lo->mode == CP_FEATURES_COLUMNS)
 	{
 		prep->n_columns = lo->n_columns;

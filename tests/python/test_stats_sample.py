@@ -109,6 +109,14 @@ def test_sampled_statistics_train_as_well(table):
         models[name] = conn.execute(
             "SELECT preprocess, weights FROM corgipile.models "
             "WHERE model_name = %s", (name,)).fetchone()
+        # the model says where its statistics came from (0: every row)
+        sampled = conn.execute(
+            "SELECT (params->>'stats_sample_blocks')::int, (params->>'n_blocks')::int "
+            "FROM corgipile.models WHERE model_name = %s", (name,)).fetchone()
+        if size == "0":
+            assert sampled[0] == 0
+        else:
+            assert 32 <= sampled[0] < sampled[1]
     exact, s1, s2 = models.values()
     assert s1 == s2
     assert s1[1] != exact[1]
