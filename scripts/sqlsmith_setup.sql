@@ -160,6 +160,18 @@ CREATE FUNCTION public.cp_shuffled_scan(r regclass, shuffle text, seed int8) RET
     LANGUAGE sql VOLATILE AS 'SELECT pg_catalog.count(*) FROM corgipile.shuffled_scan(r, shuffle, seed => seed)';
 CREATE FUNCTION public.cp_drop_model(m text) RETURNS void
     LANGUAGE sql VOLATILE AS 'SELECT corgipile.drop_model(m)';
+-- what corgipile.torch reads: the engine's sizing and whole blocks of rows
+CREATE FUNCTION public.cp_sizing(r regclass, block text, buffer text, pages int8) RETURNS int8
+    LANGUAGE sql STABLE AS
+$$SELECT s.n_blocks OPERATOR(pg_catalog.*) s.blocks_per_buffer
+    FROM corgipile.sizing(r, block, buffer, pages) AS s$$;
+CREATE FUNCTION public.cp_block_rows(r regclass, first_pages int8[], ppb int4, model text,
+                                      dtype text) RETURNS int8
+    LANGUAGE sql STABLE AS
+$$SELECT pg_catalog.sum(b.n_rows::int8 OPERATOR(pg_catalog.+) pg_catalog.length(b.x))
+    FROM corgipile.block_rows(r, first_pages, ppb, model => model, dtype => dtype) AS b$$;
+CREATE VIEW public.v_block_rows AS
+SELECT b.* FROM corgipile.block_rows('public.t_dense', ARRAY[0, 1, 2]::int8[], 1) AS b;
 
 RESET ROLE;
 ANALYZE;

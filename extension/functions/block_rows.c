@@ -177,10 +177,20 @@ begin(FunctionCallInfo fcinfo)
 	int32		ppb;
 	Bitmapset  *cols;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(9))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("corgipile.block_rows: relation, first_pages, pages_per_block and dtype must not be NULL")));
+	{
+		/* the arguments without a default, and dtype: name the NULL one */
+		static const struct
+		{
+			int			arg;
+			const char *name;
+		}			required[] = {{0, "relation"}, {1, "first_pages"}, {2, "pages_per_block"}, {9, "dtype"}};
+
+		for (int i = 0; i < lengthof(required); i++)
+			if (PG_ARGISNULL(required[i].arg))
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("corgipile.block_rows: %s must not be NULL", required[i].name)));
+	}
 	ppb = PG_GETARG_INT32(2);
 	if (ppb < 1)
 		ereport(ERROR,

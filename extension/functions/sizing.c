@@ -68,7 +68,17 @@ corgipile_sizing(PG_FUNCTION_ARGS)
 	nulls[CP_ARG_BLOCK_SIZE] = PG_ARGISNULL(1);
 	values[CP_ARG_BUFFER_SIZE] = PG_GETARG_DATUM(2);
 	nulls[CP_ARG_BUFFER_SIZE] = false;
-	cp_params_from_datums(values, nulls, &p);
+	/* the checks' errors name this function, not train() */
+	cp_params_fn = "corgipile.sizing";
+	PG_TRY();
+	{
+		cp_params_from_datums(values, nulls, &p);
+	}
+	PG_FINALLY();
+	{
+		cp_params_fn = "corgipile.train";
+	}
+	PG_END_TRY();
 
 	if (PG_ARGISNULL(3))
 	{

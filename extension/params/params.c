@@ -29,6 +29,12 @@
 #include "core/preprocess.h"
 #include "params/params.h"
 
+/*
+ * The function the checks' errors name: train()'s arguments are also
+ * sizing()'s (functions/sizing.c sets it while it checks them).
+ */
+const char *cp_params_fn = "corgipile.train";
+
 /* generated from the one list of train()'s parameters (train_args.h) */
 #define CP_ARG_NAME(id, name, type, isnull, datum, sqldefault) #name,
 static const char *const arg_names[CP_NUM_ARGS] = {
@@ -101,7 +107,7 @@ require_not_null(const bool *nulls, CpArg arg)
 	if (nulls[arg])
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("corgipile.train: %s must not be NULL", arg_names[arg])));
+				 errmsg("%s: %s must not be NULL", cp_params_fn, arg_names[arg])));
 }
 
 static double
@@ -114,7 +120,7 @@ positive_float(const Datum *values, const bool *nulls, CpArg arg)
 	if (!(v > 0.0) || isinf(v))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: %s must be a positive finite number, got %g",
+				 errmsg("%s: %s must be a positive finite number, got %g", cp_params_fn,
 						arg_names[arg], v)));
 	return v;
 }
@@ -129,7 +135,7 @@ positive_int(const Datum *values, const bool *nulls, CpArg arg)
 	if (v <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: %s must be positive, got %d",
+				 errmsg("%s: %s must be positive, got %d", cp_params_fn,
 						arg_names[arg], v)));
 	return v;
 }
@@ -145,7 +151,7 @@ text_arg(const Datum *values, const bool *nulls, CpArg arg)
 	if (s[0] == '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: %s must not be empty", arg_names[arg])));
+				 errmsg("%s: %s must not be empty", cp_params_fn, arg_names[arg])));
 	return s;
 }
 
@@ -175,7 +181,7 @@ parse_validation(const char *s, CpTrainParams *p)
 		if (!cp_prep_parse_percent(s, &p->validation_fraction))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("corgipile.train: validation \"%s\" is not a valid percentage", s),
+					 errmsg("%s: validation \"%s\" is not a valid percentage", cp_params_fn, s),
 					 errhint("Give a percentage strictly between 0%% and 100%%, such as '20%%', or the name of a table.")));
 		return;
 	}
@@ -229,7 +235,7 @@ parse_standardize(const char *s, CpTrainParams *p)
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("corgipile.train: unknown standardize \"%s\"", s),
+			 errmsg("%s: unknown standardize \"%s\"", cp_params_fn, s),
 			 errhint("Use auto, on, scale_only or off.")));
 }
 
@@ -267,7 +273,7 @@ parse_size(const char *s, CpArg arg, bool percent_ok, CpSize *out)
 		if (v > 100.0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("corgipile.train: %s of %s is above 100%% of the table",
+					 errmsg("%s: %s of %s is above 100%% of the table", cp_params_fn,
 							arg_names[arg], s)));
 		out->unit = CP_SIZE_PERCENT;
 		out->value = v;
@@ -294,14 +300,14 @@ parse_size(const char *s, CpArg arg, bool percent_ok, CpSize *out)
 	if (!(out->value > 0.0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: %s must be positive, got '%s'",
+				 errmsg("%s: %s must be positive, got '%s'", cp_params_fn,
 						arg_names[arg], s)));
 	return;
 
 bad:
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("corgipile.train: invalid %s '%s'", arg_names[arg], s),
+			 errmsg("%s: invalid %s '%s'", cp_params_fn, arg_names[arg], s),
 			 percent_ok ?
 			 errhint("Use a percentage of the table such as '10%%', a size such as '64MB', or a number of pages.") :
 			 errhint("Use a size such as '1MB' or a number of pages.")));
@@ -319,13 +325,13 @@ check_workers(const CpTrainParams *p)
 	if (p->workers - 1 > max_worker_processes)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: workers must be at most %d (max_worker_processes + 1, the leader included), got %d",
+				 errmsg("%s: workers must be at most %d (max_worker_processes + 1, the leader included), got %d", cp_params_fn,
 						max_worker_processes + 1, p->workers),
 				 errhint("Lower workers, or leave it NULL to let the server choose.")));
 	if (!cp_shuffle_has(p->shuffle, CP_SHUFFLE_PARALLEL))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("corgipile.train: shuffle \"%s\" cannot train with workers > 1",
+				 errmsg("%s: shuffle \"%s\" cannot train with workers > 1", cp_params_fn,
 						cp_shuffle_name(p->shuffle)),
 				 errhint("Use shuffle %s, or workers => 1.",
 						 cp_shuffle_names(CP_SHUFFLE_PARALLEL, false, " or "))));
@@ -346,7 +352,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	if (!cp_parse_model_kind(s, &p->model))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: unknown model \"%s\"", s),
+				 errmsg("%s: unknown model \"%s\"", cp_params_fn, s),
 				 errhint("Valid models are 'svm', 'logistic' (alias 'lr'), 'linear' and 'softmax'.")));
 
 	p->model_name = text_arg(values, nulls, CP_ARG_MODEL_NAME);
@@ -363,7 +369,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	if (!cp_shuffle_lookup(s, &p->shuffle))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: unknown shuffle \"%s\"", s),
+				 errmsg("%s: unknown shuffle \"%s\"", cp_params_fn, s),
 				 errhint("Valid shuffles are %s.", cp_shuffle_names(0, true, " and "))));
 
 	/*
@@ -390,7 +396,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	if (p->decay > 1.0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: decay must be in (0, 1], got %g", p->decay),
+				 errmsg("%s: decay must be in (0, 1], got %g", cp_params_fn, p->decay),
 				 errhint("The learning rate is multiplied by decay after each epoch; use 1 for a constant rate.")));
 	p->epochs_auto = nulls[CP_ARG_MAX_EPOCH_NUM];
 	p->max_epoch_num = p->epochs_auto ? CP_DEFAULT_EPOCHS :
@@ -403,7 +409,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	if (!(p->l2 >= 0.0) || isinf(p->l2))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: l2 must be a non-negative finite number, got %g",
+				 errmsg("%s: l2 must be a non-negative finite number, got %g", cp_params_fn,
 						p->l2)));
 
 	s = text_arg(values, nulls, CP_ARG_BLOCK_SIZE);
@@ -433,7 +439,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	if (!(p->l1 >= 0.0) || isinf(p->l1))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: l1 must be a non-negative finite number, got %g",
+				 errmsg("%s: l1 must be a non-negative finite number, got %g", cp_params_fn,
 						p->l1)));
 
 	p->early_stopping = !nulls[CP_ARG_TOLERANCE];
@@ -443,7 +449,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 		if (!(p->tolerance >= 0.0) || isinf(p->tolerance))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("corgipile.train: tolerance must be a non-negative finite number, got %g",
+					 errmsg("%s: tolerance must be a non-negative finite number, got %g", cp_params_fn,
 							p->tolerance),
 					 errhint("Leave tolerance NULL to train for max_epoch_num epochs.")));
 	}
@@ -456,7 +462,7 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 	if (p->max_categories > CP_PREP_MAX_CATEGORIES)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("corgipile.train: max_categories must be at most %d, got %d",
+				 errmsg("%s: max_categories must be at most %d, got %d", cp_params_fn,
 						CP_PREP_MAX_CATEGORIES, p->max_categories),
 				 errhint("A column with that many distinct values is an identifier, not a category: leave it out of features.")));
 	/* NULL: chosen at executor start from the table's size (parallel.c) */
@@ -475,7 +481,7 @@ cp_params_from_consts(List *args, CpTrainParams *p)
 	ListCell   *lc;
 
 	if (list_length(args) != CP_NUM_ARGS)
-		elog(ERROR, "corgipile.train: expected %d arguments, got %d",
+		elog(ERROR, "%s: expected %d arguments, got %d", cp_params_fn,
 			 CP_NUM_ARGS, list_length(args));
 	foreach(lc, args)
 	{

@@ -159,6 +159,7 @@ typedef struct CpSizing
 /* ... and a block is never larger than the paper's 10 MB */
 #define CP_MAX_BLOCK_BYTES (10 * 1024 * 1024)
 
+extern const char *cp_params_fn;
 extern void cp_params_from_datums(const Datum *values, const bool *nulls,
 								  CpTrainParams *p);
 extern void cp_params_from_consts(List *args, CpTrainParams *p);

@@ -48,7 +48,8 @@ STATEMENT_TIMEOUT = "3s"
 SERVER_GENERATION = ("SELECT pg_catalog.pg_postmaster_start_time(), a.stats_reset "
                      "FROM pg_catalog.pg_stat_archiver AS a")
 
-FAMILIES = ("train", "predict", "model_rows", "evaluate", "shuffle", "relations", "model_admin")
+FAMILIES = ("train", "predict", "model_rows", "evaluate", "shuffle", "relations", "model_admin",
+            "torch_io")
 
 
 def lit(value: str | None) -> str:
@@ -836,6 +837,62 @@ class Fuzzer:
                                f"(SELECT s.id FROM {call} AS s)",
                                f"SELECT t.* FROM {call} AS s JOIN r_cols AS t ON t.ctid OPERATOR(pg_catalog.=) s.ctid LIMIT 5"])]
         return Case("shuffle", i, stmts, as_superuser=self._as_superuser())
+
+    # corgipile.block_rows() and corgipile.sizing(), what corgipile.torch reads
+    FIRST_PAGES = ["ARRAY[0]::int8[]", "ARRAY[0, 1, 2]::int8[]", "ARRAY[0, 0, 0]::int8[]",
+                   "ARRAY[]::int8[]", "NULL::int8[]", "ARRAY[NULL]::int8[]", "ARRAY[-1]::int8[]",
+                   "ARRAY[4294967295]::int8[]", "ARRAY[4294967296]::int8[]",
+                   "ARRAY[9223372036854775807]::int8[]", "ARRAY[1, NULL, 2]::int8[]",
+                   "ARRAY[[0, 1], [2, 3]]::int8[]", "'[5:5]={0}'::int8[]",
+                   "ARRAY(SELECT g FROM pg_catalog.generate_series(0, 3000) AS g)::int8[]",
+                   "ARRAY(SELECT 0 FROM pg_catalog.generate_series(1, 2000))::int8[]"]
+    PAGES_PER_BLOCK = ["1", "2", "4", "0", "-1", "NULL::int", "2147483647", "131072", "1048576"]
+
+    def gen_torch_io(self, i: int) -> Case:
+        r = self.rng
+        rel = self._rel() if r.random() < 0.85 else None
+        relname = lit(rel.name) if rel else self._relname()
+        if r.random() < 0.3:
+            args = [relname]
+            for name, values in (
+                    ("block_size", self.TRAIN_PARAMS["block_size"]),
+                    ("buffer_size", self.TRAIN_PARAMS["buffer_size"] + ["NULL::text"]),
+                    ("pages", ["NULL::int8", "0", "1", "-1", "1000000", "4294967295",
+                               "4294967296", "9223372036854775807"])):
+                if r.random() < 0.6:
+                    args.append(f"{name} => {r.choice(values)}")
+            return Case("torch_io", i, [f"SELECT * FROM corgipile.sizing({', '.join(args)})"],
+                        as_superuser=self._as_superuser())
+        # mostly blocks that exist, so that most calls read rows
+        pages = r.choice(self.FIRST_PAGES[:3] * 4 + self.FIRST_PAGES)
+        ppb = r.choice(self.PAGES_PER_BLOCK[:3] * 3 + self.PAGES_PER_BLOCK)
+        args = [relname, pages, ppb]
+        cols = list(rel.all_columns) if rel else ["features", "label"]
+        if rel and rel.indices and r.random() < 0.7:
+            args.append(f"features => {lit(rel.array_col)}")
+            args.append(f"feature_indices => {lit(rel.indices)}")
+            if r.random() < 0.7:
+                args.append(f"n_features => {r.choice(self.TRAIN_PARAMS['n_features'])}")
+        elif rel and rel.columns and r.random() < 0.7:
+            args.append(f"features => {lit(rel.columns)}")
+        elif r.random() < 0.4:
+            args.append(f"features => {lit(r.choice(cols + ['', 'nope', 'ctid', 'features, features', 'x' * 100]))}")
+        if r.random() < 0.3:
+            args.append(f"label => {lit(r.choice(cols + ['nope', '', 'ctid', 'xmin']))}")
+        if r.random() < 0.35:
+            args.append(f"model => {self._model_name()}")
+        if r.random() < 0.35:
+            args.append(f"id_column => {lit(r.choice(cols + ['nope', '', 'ctid', 'tableoid']))}")
+        if r.random() < 0.4:
+            args.append(f"dtype => {r.choice(['NULL::text'] + [lit(t) for t in ('float4', 'float8', 'FLOAT8', 'int4', '')])}")
+        call = f"corgipile.block_rows({', '.join(args)})"
+        stmts = [r.choice([
+            f"SELECT b.page, b.n_rows, b.dim, pg_catalog.length(b.y), pg_catalog.length(b.x), "
+            f"pg_catalog.length(b.ids) FROM {call} AS b",
+            f"SELECT pg_catalog.sum(b.n_rows), pg_catalog.sum(pg_catalog.length(b.x)) FROM {call} AS b",
+            f"SELECT b FROM {call} AS b LIMIT 2",
+            f"SELECT pg_catalog.count(*) FROM pg_catalog.generate_series(1, 3) AS g, LATERAL {call} AS b"])]
+        return Case("torch_io", i, stmts, as_superuser=self._as_superuser())
 
     COLUMN_TYPES = ["float8[]", "float4[]", "int4[]", "int8[]", "numeric[]", "int2[]", "fuzz_dom[]",
                     "fuzz_arrdom", "text", "bytea", "float8", "int4", "bool", "jsonb", "text[]", "bool[]"]

@@ -56,6 +56,8 @@ FROM corgipile.block_rows('tio_cats', ARRAY[0]::int8[], 1, model => 'tio_m');
 -- clear errors
 SELECT * FROM corgipile.block_rows('tio_cats', ARRAY[0]::int8[], 1, features => 'num, color');
 SELECT * FROM corgipile.block_rows('tio_cats', ARRAY[0]::int8[], 1, model => 'tio_m', features => 'num');
+SELECT * FROM corgipile.block_rows('tio', NULL, 1);
+SELECT * FROM corgipile.block_rows('tio', ARRAY[0]::int8[], 1, dtype => NULL);
 SELECT * FROM corgipile.block_rows('tio', ARRAY[0]::int8[], 0);
 SELECT * FROM corgipile.block_rows('tio', ARRAY[-1]::int8[], 1);
 SELECT * FROM corgipile.block_rows('tio', ARRAY[NULL]::int8[], 1);
