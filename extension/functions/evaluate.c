@@ -109,6 +109,7 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 						lo.relname)));
 
 	cp_eval_metrics(&ev, put, rsinfo);
+	cp_eval_end(&ev);
 	/* category values the model had not seen (or NULL), encoded as zeros */
 	if (cp_prep_has_onehot(ev.stored->prep))
 		put(rsinfo, "unseen_values", (double) lo.n_unseen);

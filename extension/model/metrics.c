@@ -11,6 +11,11 @@
 
 #include <math.h>
 
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/float.h"
+
 #include "core/linear_model.h"
 #include "model/metrics.h"
 
@@ -18,6 +23,28 @@ static void *
 alloc_zero(Size size)
 {
 	return palloc0(size);
+}
+
+/*
+ * One sort of a class's scores, ascending as float8's btree orders them
+ * (NaN last), in half of work_mem each.
+ */
+static Tuplesortstate *
+begin_scores(void)
+{
+	return tuplesort_begin_datum(FLOAT8OID, Float8LessOperator, InvalidOid, false,
+								 Max(work_mem / 2, 64), NULL, TUPLESORT_NONE);
+}
+
+static void
+add_score(CpEvalState *ev, double z, bool positive)
+{
+	Tuplesortstate **sort = positive ? &ev->pos_scores : &ev->neg_scores;
+
+	if (*sort == NULL)
+		*sort = begin_scores();
+	tuplesort_putdatum(*sort, Float8GetDatum(z), false);
+	ev->n_pos += positive;
 }
 
 static void
@@ -49,16 +76,7 @@ add_rows(const CpBuffer *buf, void *arg)
 					else
 						ev->tn++;
 					ev->log_loss_sum += cp_loss(CP_MODEL_LOGISTIC, z[0], y);
-					if (ev->n > ev->cap)
-					{
-						ev->cap = Max(1024, ev->cap * 2);
-						ev->scores = ev->scores ? repalloc_huge(ev->scores, sizeof(double) * ev->cap) :
-							MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * ev->cap);
-						ev->positive = ev->positive ? repalloc_huge(ev->positive, sizeof(bool) * ev->cap) :
-							MemoryContextAllocHuge(CurrentMemoryContext, sizeof(bool) * ev->cap);
-					}
-					ev->scores[ev->n - 1] = z[0];
-					ev->positive[ev->n - 1] = pos;
+					add_score(ev, z[0], pos);
 					break;
 				}
 			case CP_MODEL_SOFTMAX:
@@ -94,47 +112,82 @@ add_rows(const CpBuffer *buf, void *arg)
 	}
 }
 
-static int
-cmp_score_index(const void *a, const void *b, void *arg)
+/* The next score of a sorted class into *z; false at its end. */
+static bool
+next_score(Tuplesortstate *sort, double *z)
 {
-	const double *scores = (const double *) arg;
-	double		x = scores[*(const int64 *) a];
-	double		y = scores[*(const int64 *) b];
+	Datum		d;
+	bool		isnull;
 
-	return (x > y) - (x < y);
+	if (sort == NULL || !tuplesort_getdatum(sort, true, &d, &isnull, NULL))
+		return false;
+	*z = DatumGetFloat8(d);
+	return true;
 }
 
-/* Area under the ROC curve: the Mann-Whitney U with average ranks for ties. */
+/*
+ * Area under the ROC curve: the Mann-Whitney U over the number of
+ * (positive, negative) pairs, a tie counting one half.  Both classes'
+ * scores come sorted; one walk over each counts, for every run of equal
+ * positive scores, the negatives below it and equal to it.  Scores are
+ * compared as float8's btree compares them (the sort's order; NaN equals
+ * NaN and is above every number).
+ */
 static double
-auc(const CpEvalState *ev)
+auc(CpEvalState *ev)
 {
-	int64	   *idx;
-	int64		n_pos = 0;
-	double		rank_sum = 0.0;
+	int64		n_neg = ev->n - ev->n_pos;
+	double		u = 0.0;
+	int64		neg_below = 0;
+	double		p;
+	double		q = 0.0;
+	bool		have_p;
+	bool		have_q;
 
-	for (int64 i = 0; i < ev->n; i++)
-		n_pos += ev->positive[i];
-	if (n_pos == 0 || n_pos == ev->n)
+	if (ev->n_pos == 0 || n_neg == 0)
 		return NAN;
-	idx = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * ev->n);
-	for (int64 i = 0; i < ev->n; i++)
-		idx[i] = i;
-	qsort_arg(idx, ev->n, sizeof(int64), cmp_score_index, ev->scores);
-	for (int64 i = 0; i < ev->n;)
+	tuplesort_performsort(ev->pos_scores);
+	tuplesort_performsort(ev->neg_scores);
+	have_p = next_score(ev->pos_scores, &p);
+	have_q = next_score(ev->neg_scores, &q);
+	while (have_p)
 	{
-		int64		j = i;
-		double		avg_rank;
+		double		s = p;
+		int64		run = 0;
+		int64		neg_equal = 0;
 
-		while (j + 1 < ev->n && ev->scores[idx[j + 1]] == ev->scores[idx[i]])
-			j++;
-		avg_rank = (i + j) / 2.0 + 1.0;
-		for (int64 k = i; k <= j; k++)
-			if (ev->positive[idx[k]])
-				rank_sum += avg_rank;
-		i = j + 1;
+		while (have_p && float8_cmp_internal(p, s) == 0)
+		{
+			run++;
+			have_p = next_score(ev->pos_scores, &p);
+		}
+		while (have_q && float8_cmp_internal(q, s) < 0)
+		{
+			neg_below++;
+			have_q = next_score(ev->neg_scores, &q);
+		}
+		while (have_q && float8_cmp_internal(q, s) == 0)
+		{
+			neg_equal++;
+			have_q = next_score(ev->neg_scores, &q);
+		}
+		u += (double) run * ((double) neg_below + 0.5 * (double) neg_equal);
+		neg_below += neg_equal;
+		CHECK_FOR_INTERRUPTS();
 	}
-	return (rank_sum - (double) n_pos * (n_pos + 1) / 2.0) /
-		((double) n_pos * (double) (ev->n - n_pos));
+	return u / ((double) ev->n_pos * (double) n_neg);
+}
+
+/* Free the sorts (and their temporary files); the state is done. */
+void
+cp_eval_end(CpEvalState *ev)
+{
+	if (ev->pos_scores != NULL)
+		tuplesort_end(ev->pos_scores);
+	if (ev->neg_scores != NULL)
+		tuplesort_end(ev->neg_scores);
+	ev->pos_scores = NULL;
+	ev->neg_scores = NULL;
 }
 
 static double
@@ -148,7 +201,7 @@ ratio(double num, double den)
  * corgipile.evaluate(), and training's held-out rows (validation => 'N%').
  */
 void
-cp_eval_metrics(const CpEvalState *ev, CpMetricFn fn, void *arg)
+cp_eval_metrics(CpEvalState *ev, CpMetricFn fn, void *arg)
 {
 	switch (ev->model.kind)
 	{

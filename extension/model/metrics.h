@@ -14,6 +14,7 @@
 #include "core/linear_model.h"
 #include "io/layout.h"
 #include "model/models.h"
+#include "utils/tuplesort.h"
 
 typedef struct CpEvalState
 {
@@ -26,9 +27,15 @@ typedef struct CpEvalState
 				tn,
 				fn;
 	double		log_loss_sum;
-	double	   *scores;			/* for auc */
-	bool	   *positive;
-	int64		cap;
+
+	/*
+	 * For auc: the scores of the positive and of the negative rows, each
+	 * sorted by PostgreSQL's tuplesort (in work_mem, then on disk), so that
+	 * memory does not grow with the rows evaluated.
+	 */
+	Tuplesortstate *pos_scores;
+	Tuplesortstate *neg_scores;
+	int64		n_pos;
 	/* softmax: per class */
 	int64	   *class_tp;
 	int64	   *class_fp;
@@ -45,6 +52,7 @@ typedef void (*CpMetricFn) (void *arg, const char *metric, double value);
 
 extern void cp_eval_init(CpEvalState *ev, const CpModel *like, double *w);
 extern void cp_eval_add_rows(const CpBuffer *buf, void *arg);
-extern void cp_eval_metrics(const CpEvalState *ev, CpMetricFn fn, void *arg);
+extern void cp_eval_metrics(CpEvalState *ev, CpMetricFn fn, void *arg);
+extern void cp_eval_end(CpEvalState *ev);
 
 #endif							/* CORGIPILE_METRICS_H */

@@ -266,6 +266,7 @@ cp_holdout_report(CpHoldout *h, const CpLayout *lo, Relation rel, Snapshot snaps
 	initStringInfo(&out.text);
 	if (r.ev.n > 0)
 		cp_eval_metrics(&r.ev, add_metric, &out);
+	cp_eval_end(&r.ev);
 	appendStringInfo(&buf, ", \"metrics\": {%s}}", out.json.data);
 	*summary = psprintf("held out " INT64_FORMAT " rows (%g%%), epoch %d:%s",
 						r.stats.n, h->fraction * 100.0, epoch, out.text.data);
