@@ -135,6 +135,7 @@ typedef struct CpParallelShared
 
 	/* set by the leader when it opens an epoch, before opened */
 	double		learning_rate;
+	double		l2;				/* l2 => NULL: 0 in epoch 1, then 1/rows */
 	int64		first_item;		/* the leader's prefilled group, or -1 */
 	uint32		epoch;			/* the open epoch (its permutation seeds) */
 
@@ -738,6 +739,7 @@ train_own_items(Participant *pt, uint32 epoch, int64 *skipped)
 	CpParallelShared *sh = pt->sh;
 
 	pt->model->learning_rate = sh->learning_rate;
+	pt->model->l2 = sh->l2;
 	for (int64 item = Max(sh->first_item + 1, 0); item < sh->n_items; item++)
 	{
 		if ((item % sh->n_slots) % sh->n_running != pt->index)
@@ -1026,9 +1028,11 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	memcpy(par->shared_order, par->order, sizeof(uint32) * sz->n_blocks);
 	memcpy(pt->global, model->w, sizeof(double) * (Size) sh->n_weights);
 	sh->learning_rate = model->learning_rate;
+	sh->l2 = model->l2;
 	sh->first_item = par->first_item < sh->n_items ? par->first_item : -1;
 	sh->epoch = (uint32) epoch;
 	par->lm.learning_rate = model->learning_rate;
+	par->lm.l2 = model->l2;
 	memset(&sh->epoch_stats, 0, sizeof(CpStats));
 	memset(&sh->hogwild_stats, 0, sizeof(CpStats));
 	sh->seen_minus_one = sh->seen_zero = sh->seen_one = false;
@@ -1055,6 +1059,7 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	if (sh->first_item >= 0)
 	{
 		par->lm.learning_rate = sh->learning_rate;
+		par->lm.l2 = sh->l2;
 		train_item(pt, (uint32) epoch, (uint64) sh->first_item, &skipped);
 	}
 	train_own_items(pt, (uint32) epoch, &skipped);

@@ -1065,10 +1065,10 @@ run_epoch(SgdState *s)
 
 	/*
 	 * l2 => NULL with the default schedule: scikit-learn's C = 1 per row,
-	 * 1/rows, from epoch 2 on (params.h).  Workers keep their own copies of
-	 * the settings: a parallel training stays unpenalised.
+	 * 1/rows, from epoch 2 on (params.h).  Parallel workers take it with
+	 * each epoch's learning rate (parallel.c).
 	 */
-	if (s->params.l2_auto && s->n_done == 1 && res->tuples > 0 && s->par == NULL)
+	if (s->params.l2_auto && s->n_done == 1 && res->tuples > 0)
 	{
 		s->params.l2 = 1.0 / (double) res->tuples;
 		s->model.l2 = s->params.l2;
