@@ -22,7 +22,11 @@ installed):
     - a one-epoch default training after dropping it, and a one-epoch
       no_shuffle training with standardize => 'off';
     - the heap pages each fetched (pg_stat_get_xact_blocks_fetched), as a
-      multiple of the table's pages: how many times the heap was read.
+      multiple of the table's pages: how many times the heap was read;
+    the cold queries' order rotates each round, and --settle waits after
+    dropping the cache (a VM that hands freed memory back to its host
+    makes a query that allocates right after a drop cheaper than one that
+    allocates seconds later; waiting gives every query the same state).
 
 CPU seconds are the backend's (user + system from /proc, the helper thread
 included): on a machine shared with other work they vary far less than
@@ -104,6 +108,10 @@ def main() -> int:
     parser.add_argument("--cold", action="store_true")
     parser.add_argument("--cache", default="128MB",
                         help="corgipile.block_cache_size for the cold runs")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds to wait after dropping the OS cache before each cold "
+                        "query (on a VM that returns freed memory to its host, so that "
+                        "every query finds the same memory state)")
     parser.add_argument("--gather", help="a built scripts/bench_gather.c, run each round: "
                         "the random-gather floor of a later corgipile epoch (2M x 28 shapes)")
     parser.add_argument("--output")
@@ -156,7 +164,7 @@ def main() -> int:
                     res.setdefault("gather", []).append(shuffled * args.rows / 1e9)
                 if args.cold:
                     conn.execute(f"SET corgipile.block_cache_size = '{args.cache}'")
-                    for key, q in (
+                    cold = [
                         ("cold count", count_q),
                         ("cold default", f"SELECT epoch FROM corgipile.train('{table}', 'svm', "
                                          "model_name => 'bfe_cold', seed => 1, max_epoch_num => 1)"),
@@ -167,11 +175,16 @@ def main() -> int:
                          f"SELECT epoch FROM corgipile.train('{table}', 'svm', "
                          "model_name => 'bfe_cold', seed => 1, max_epoch_num => 1, "
                          "shuffle => 'no_shuffle', standardize => 'off')"),
-                    ):
+                    ]
+                    # a different query first each round: none always follows
+                    # the same one (what ran before changes the memory state)
+                    k = rnd % len(cold)
+                    for key, q in cold[k:] + cold[:k]:
                         conn.execute("DELETE FROM corgipile.models WHERE model_name = 'bfe_cold'")
                         if not drop_os_cache():
                             print("cold runs need root", file=sys.stderr)
                             return 1
+                        time.sleep(args.settle)
                         wall, cpu, blocks, _ = fetched(conn, table, q)
                         add(name, key, (wall, cpu, blocks / pages))
                     conn.execute("RESET corgipile.block_cache_size")
@@ -204,7 +217,8 @@ def main() -> int:
                       f"{name} {statistics.mean(res[name]['later']) / statistics.mean(g):.2f}"
                       for name, _ in libs)]
     if args.cold:
-        lines += ["", f"Cold (OS page cache dropped before each; corgipile.block_cache_size = "
+        lines += ["", f"Cold (OS page cache dropped before each, then {args.settle:g} s of settling, "
+                  f"the queries' order rotated each round; corgipile.block_cache_size = "
                   f"{args.cache}, so the table does not fit): wall s / CPU s / heap reads "
                   "(pages fetched / table pages), median over rounds; throughput as a "
                   "fraction of count(*)'s in the same round.", "",
