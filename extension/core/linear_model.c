@@ -587,19 +587,43 @@ cp_model_average_init(CpModel *m, double *avg)
 	m->avg_n = 0;
 }
 
-/* Add the current weights to the running mean (Welford's form: no sum grows). */
+/*
+ * Add the current weights to the running mean (Welford's form: no sum
+ * grows).  Two weights a step, each computed as the scalar loop would
+ * (avg + (w - avg) * inv), so the same doubles; through local pointers,
+ * which the compiler must otherwise reload after every store (the
+ * arrays could alias m, as far as it knows): a later epoch of averaged
+ * SGD spent 98 instructions a row here, for a snapshot every 8 rows.
+ */
 void
 cp_model_average_add(CpModel *m)
 {
+	double	   *avg = m->avg;
+	const double *w = m->w;
+	int			n = m->n_weights;
 	double		inv;
+	int			j = 0;
 
 	m->avg_rows = 0;
-	if (m->avg == NULL)
+	if (avg == NULL)
 		return;
 	m->avg_n++;
 	inv = 1.0 / (double) m->avg_n;
-	for (int j = 0; j < m->n_weights; j++)
-		m->avg[j] += (m->w[j] - m->avg[j]) * inv;
+#ifdef __SSE2__
+	{
+		const __m128d vinv = _mm_set1_pd(inv);
+
+		for (; j + 2 <= n; j += 2)
+		{
+			__m128d		a = _mm_loadu_pd(avg + j);
+			__m128d		d = _mm_mul_pd(_mm_sub_pd(_mm_loadu_pd(w + j), a), vinv);
+
+			_mm_storeu_pd(avg + j, _mm_add_pd(a, d));
+		}
+	}
+#endif
+	for (; j < n; j++)
+		avg[j] += (w[j] - avg[j]) * inv;
 }
 
 /* The weights the model stands for: the average once it has any, else w. */
