@@ -88,7 +88,7 @@ GRANT SELECT ON corgipile.models TO PUBLIC;
 CREATE FUNCTION corgipile.sizing(
     relation regclass,
     block_size text DEFAULT NULL,
-    buffer_size text DEFAULT '10%',
+    buffer_size text DEFAULT NULL,
     pages bigint DEFAULT NULL,
     OUT n_pages bigint,
     OUT page_size integer,
@@ -98,7 +98,7 @@ CREATE FUNCTION corgipile.sizing(
 AS 'MODULE_PATHNAME', 'corgipile_sizing'
 LANGUAGE C STABLE PARALLEL SAFE;
 
-COMMENT ON FUNCTION corgipile.sizing IS 'How corgipile.train() would cut the relation (or pages heap pages, when given) into blocks and buffers for these block_size and buffer_size.';
+COMMENT ON FUNCTION corgipile.sizing IS 'How corgipile.train() would cut the relation (or pages heap pages, when given) into blocks and buffers for these block_size and buffer_size (NULL: train()''s defaults, a buffer of the whole table when its heap fits maintenance_work_mem, else 10%).';
 
 CREATE FUNCTION corgipile.block_rows(
     relation regclass,

@@ -47,11 +47,6 @@ corgipile_sizing(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("corgipile.sizing: relation must not be NULL")));
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("corgipile.sizing: buffer_size must not be NULL"),
-				 errhint("Give a percentage of the table such as '10%%', a size such as '64MB', or a number of pages.")));
 
 	/* train()'s defaults, then this call's sizes: the same checks apply */
 #define CP_ARG_DEFAULT(id, name, type, isnull, datum, sqldefault) \
@@ -66,8 +61,9 @@ corgipile_sizing(PG_FUNCTION_ARGS)
 	nulls[CP_ARG_MODEL] = false;
 	values[CP_ARG_BLOCK_SIZE] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[CP_ARG_BLOCK_SIZE] = PG_ARGISNULL(1);
-	values[CP_ARG_BUFFER_SIZE] = PG_GETARG_DATUM(2);
-	nulls[CP_ARG_BUFFER_SIZE] = false;
+	/* NULL: train()'s default, the whole table if it fits (cp_buffer_choice) */
+	values[CP_ARG_BUFFER_SIZE] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+	nulls[CP_ARG_BUFFER_SIZE] = PG_ARGISNULL(2);
 	/* the checks' errors name this function, not train() */
 	cp_params_fn = "corgipile.sizing";
 	PG_TRY();

@@ -72,6 +72,12 @@ class CorgiPileDataset(IterableDataset):
     corgipile.shuffle_table, named ``shuffled_table`` or
     '<table>_shuffled_<seed>'; it is reused when it exists).
 
+    ``buffer_size`` (the total over every rank and reader) and
+    ``block_size`` are sized by the engine as ``corgipile.train`` sizes
+    them; ``buffer_size=None`` (the default) is train()'s default: the
+    whole table when its heap fits the server's maintenance_work_mem (a
+    full shuffle), else 10% of it.
+
     ``dsn`` may be a list: the same table on several servers (shards), read
     as one dataset; rank r prefers shard r % len(dsn).
 
@@ -102,7 +108,7 @@ class CorgiPileDataset(IterableDataset):
     def __init__(self, dsn: str | Sequence[str], table: str, features: str | Sequence[str] = "features",
                  label: str = "label", id_column: str | None = None,
                  feature_indices: str | None = None, block_size: str | int | None = None,
-                 buffer_size: str | int = "10%", shuffle: str = "corgipile",
+                 buffer_size: str | int | None = None, shuffle: str = "corgipile",
                  seed: int | None = None, transform: Callable[[torch.Tensor], Any] | None = None,
                  *, n_features: int | None = None, sparse_output: str = "dense",
                  with_block: bool = False, method: str = "auto",
@@ -330,7 +336,8 @@ class CorgiPileDataset(IterableDataset):
                 raise ValueError(f"corgipile.torch: {e.diag.message_primary}"
                                  + (f" ({e.diag.message_hint})" if e.diag.message_hint else "")
                                  ) from e
-        buffer = plan.parse_size(self.buffer_size_text, "buffer_size")
+        # a server before 0.4.0: its train() buffered 10% by default
+        buffer = plan.parse_size(self.buffer_size_text or "10%", "buffer_size")
         block = plan.parse_size(self.block_size_text, "block_size", percent_ok=False)
         assert buffer is not None
         return plan.resolve_sizing(buffer, block, pages, page_size)

@@ -99,7 +99,7 @@ def size_text(size: str | int | None) -> str | None:
 
 
 def server_sizing(conn: Any, relation: str, block_size: str | int | None,
-                  buffer_size: str | int, pages: int | None = None) -> Sizing:
+                  buffer_size: str | int | None, pages: int | None = None) -> Sizing:
     """The engine's sizing (corgipile.sizing(), extension 0.4.0) of
     relation, or of ``pages`` heap pages when given."""
     row = conn.execute(

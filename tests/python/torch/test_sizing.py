@@ -70,3 +70,20 @@ def test_the_dataset_uses_the_engine_sizing(conn, dsn):
     with pytest.raises(ValueError, match="invalid block_size '5%'"):
         CorgiPileDataset(dsn, "s5", block_size="5%")
     ds.close()
+
+
+def test_the_default_buffer_is_trains_default(conn, dsn):
+    """buffer_size=None asks the engine for train()'s default: the whole
+    table when its heap fits maintenance_work_mem, else 10%."""
+    make_table(conn, "s6", 5000)
+    ds = CorgiPileDataset(dsn, "s6", block_size="1")
+    assert ds.sizing == plan.server_sizing(conn, "s6", "1", None)
+    assert ds.sizing.blocks_per_buffer == ds.sizing.n_blocks > 1  # a full shuffle
+    ds.close()
+    # a server whose maintenance_work_mem the heap exceeds buffers 10% of it
+    # (at least 256 blocks, as train() does): sized for a million pages here
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SET maintenance_work_mem = '1MB'")
+        big = plan.server_sizing(c, "s6", None, None, 1_000_000)
+        assert big == plan.server_sizing(c, "s6", None, "10%", 1_000_000)
+        assert big.blocks_per_buffer < big.n_blocks

@@ -6,6 +6,11 @@ SELECT i AS id, i % 3 AS label, ARRAY[i, 0.5, -1]::float4[] AS features
 FROM generate_series(1, 1000) AS i;
 SELECT * FROM corgipile.sizing('tio');
 SELECT * FROM corgipile.sizing('tio', '2', '4 pages');
+-- buffer_size NULL is train()'s default: the whole table when it fits maintenance_work_mem
+SELECT * FROM corgipile.sizing('tio', NULL, NULL);
+SET maintenance_work_mem = '1MB';
+SELECT * FROM corgipile.sizing('tio', NULL, NULL, 1000000);
+RESET maintenance_work_mem;
 SELECT * FROM corgipile.sizing('tio', NULL, '10%', 1000000);
 SELECT * FROM corgipile.sizing('tio', NULL, '1GB', 10000000);
 SELECT * FROM corgipile.sizing('tio', '1MB', '2TB', 5);
@@ -15,7 +20,6 @@ SELECT pages_per_block, blocks_per_buffer FROM corgipile.sizing('tio', '1', '100
 -- bad sizes, as train() refuses them
 SELECT * FROM corgipile.sizing('tio', '5%');
 SELECT * FROM corgipile.sizing('tio', NULL, '0%');
-SELECT * FROM corgipile.sizing('tio', NULL, NULL);
 SELECT * FROM corgipile.sizing('tio', NULL, '10%', -1);
 SELECT * FROM corgipile.sizing(NULL);
 
