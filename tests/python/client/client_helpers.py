@@ -39,3 +39,27 @@ def dsn_with(dsn: str, **changes: str) -> str:
     info = dict(item.split("=", 1) for item in dsn.split())
     info.update(changes)
     return " ".join(f"{k}={v}" for k, v in info.items())
+
+
+def backend_state(dsn: str, pid: int) -> str:
+    """What a training backend is doing, for a test that gives up on it:
+    its pg_stat_activity row and each of its threads' state, wait channel
+    and CPU ticks (the server runs on this machine)."""
+    with psycopg.connect(dsn, autocommit=True) as other:
+        row = other.execute("SELECT state, wait_event_type, wait_event, now() - query_start "
+                            "FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+    threads = []
+    try:
+        for tid in sorted(os.listdir(f"/proc/{pid}/task")):
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            try:
+                with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                    wchan = f.read()
+            except OSError:
+                wchan = "?"
+            ticks = int(fields[11]) + int(fields[12])
+            threads.append(f"{tid}: {fields[0]} wchan={wchan} ticks={ticks}")
+    except OSError as e:
+        threads.append(f"/proc unreadable: {e}")
+    return f"activity {row}; threads {threads}"

@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from client_helpers import CLIENT, linear_task, make_table
+from client_helpers import CLIENT, backend_state, linear_task, make_table
 
 
 @pytest.fixture
@@ -242,7 +242,18 @@ def test_ctrl_c_cancels_the_training(cli_env, conn, dsn, tmp_path):
                 pytest.fail("the training never started: " + "".join(proc.communicate()))
             time.sleep(0.3)
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=30)
+            try:
+                out, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                # what the training's backend was doing, before giving up
+                pids = [r[0] for r in watch.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE query LIKE '%corgipile.train%' "
+                    "AND pid <> pg_backend_pid()").fetchall()]
+                states = [backend_state(dsn, p) for p in pids]
+                proc.kill()
+                out, err = proc.communicate()
+                pytest.fail(f"the CLI did not stop within 30 s of Ctrl-C: {states}; "
+                            f"stderr {err[-2000:]!r}")
             assert proc.returncode == 130, (out, err)
             assert "interrupted" in err and "cancelled" in err and "Traceback" not in err
             still = watch.execute(

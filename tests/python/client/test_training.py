@@ -15,7 +15,7 @@ import pytest
 import corgipile
 from corgipile.training import parse_progress
 
-from client_helpers import linear_task, make_table
+from client_helpers import backend_state, linear_task, make_table
 
 
 def test_train_returns_the_stored_model(client, points):
@@ -184,13 +184,16 @@ def test_ctrl_c_cancels_the_query_on_the_server(client, slow, conn, dsn):
 
     # a watchdog turns a lost cancel into a failure instead of a hang
     pid = conn.info.backend_pid
-    watchdog = threading.Timer(60.0, lambda: _cancel_backend(dsn, pid))
+    stuck = []
+    watchdog = threading.Timer(60.0, lambda: _cancel_backend(dsn, pid, stuck))
     watchdog.start()
     started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt) as info:
             client.train(slow, "svm", model_name="never", max_epoch_num=1_000_000,
                          callback=callback)
+    except corgipile.TrainingCancelled:
+        pytest.fail(f"the watchdog cancelled the training after {len(epochs)} epochs: {stuck}")
     finally:
         watchdog.cancel()
         for timer in timers:
@@ -236,13 +239,16 @@ def test_ctrl_c_whose_cancel_is_lost_is_sent_again(client, slow, conn, dsn, monk
         os.kill(os.getpid(), signal.SIGINT)
 
     interrupter = threading.Thread(target=interrupt_once_training)
-    watchdog = threading.Timer(60.0, lambda: _cancel_backend(dsn, pid))
+    stuck = []
+    watchdog = threading.Timer(60.0, lambda: _cancel_backend(dsn, pid, stuck))
     interrupter.start()
     watchdog.start()
     try:
         with pytest.raises(corgipile.TrainingInterrupted):
             client.train(slow, "svm", model_name="never", max_epoch_num=1_000_000)
         stopped = time.monotonic()
+    except corgipile.TrainingCancelled:
+        pytest.fail(f"the watchdog cancelled the training ({len(sent)} cancels sent): {stuck}")
     finally:
         watchdog.cancel()
         interrupter.join()
@@ -267,7 +273,9 @@ def test_connection_check_during_training(slow, dsn, dba, during):
         assert session.execute("SHOW client_connection_check_interval").fetchone()[0] == dba
 
 
-def _cancel_backend(dsn, pid):
+def _cancel_backend(dsn, pid, log=None):
+    if log is not None:
+        log.append(backend_state(dsn, pid))
     with psycopg.connect(dsn, autocommit=True) as other:
         other.execute("SELECT pg_cancel_backend(%s)", (pid,))
 
