@@ -9,6 +9,7 @@ template in which ``CREATE EXTENSION corgipile`` has run
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,16 @@ import pytest
 from pytest_postgresql import factories
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# The Ctrl-C tests send SIGINT to this process and to CLI children.  A
+# suite started in the background by a shell without job control (`make
+# test &` in a script) inherits SIGINT ignored, and the client rightly
+# leaves an ignored SIGINT alone (training.py, _cancel_on_ctrl_c): those
+# tests then trained until their watchdogs cancelled them.  Python's
+# default handler here (children get the default action at exec) makes the
+# suite the same however it was started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 if "PGHOST" not in os.environ or "PGPORT" not in os.environ:
     raise pytest.UsageError(
