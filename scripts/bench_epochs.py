@@ -82,6 +82,15 @@ def ensure_table(conn: psycopg.Connection, table: str, rows: int, dims: int) -> 
     conn.execute(f"VACUUM ANALYZE {table}")
 
 
+def report(lines: list[str], output: str | None) -> None:
+    """Print a benchmark's Markdown lines, and write them to output if given."""
+    text = "\n".join(lines)
+    print(text)
+    if output:
+        with open(output, "w") as f:
+            f.write(text + "\n")
+
+
 def drop_os_cache() -> bool:
     """Write back and drop the OS page cache (root only); False if not allowed."""
     try:
@@ -267,11 +276,7 @@ def main() -> int:
               + ("" if scan_cpu is None else
                  f", {later('corgipile', False, True) / later('no_shuffle', False, True):.2f} (CPU)")]
     lines += cold
-    text = "\n".join(lines)
-    print(text)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
+    report(lines, args.output)
     return 0
 
 

@@ -49,7 +49,7 @@ import time
 import psycopg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_epochs import backend_cpu, drop_os_cache, ensure_table  # noqa: E402
+from bench_epochs import backend_cpu, drop_os_cache, ensure_table, report  # noqa: E402
 
 
 def install_lib(path: str, pkglibdir: str) -> None:
@@ -237,11 +237,7 @@ def main() -> int:
                              f"{statistics.median(cpus) * us:.2f} | "
                              f"{statistics.median(reads):.2f} | "
                              f"{statistics.median(tput):.2f} ({min(tput):.2f}-{max(tput):.2f}) |")
-    text = "\n".join(lines)
-    print(text)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
+    report(lines, args.output)
     return 0
 
 

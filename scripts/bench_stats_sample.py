@@ -38,6 +38,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_epochs import report  # noqa: E402
 
 
 def diamonds():
@@ -211,11 +212,7 @@ def main() -> int:
                 conn.execute(f"DROP TABLE bss_{name}_{part}")
         if args.fashion:
             lines += ["", fashion(conn, seeds)]
-    text = "\n".join(lines)
-    print(text)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
+    report(lines, args.output)
     return 0
 
 

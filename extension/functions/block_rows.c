@@ -367,18 +367,6 @@ put_float4(char *dst, double v)
 }
 
 static void
-put_float8(char *dst, double v)
-{
-	uint64		u;
-
-	memcpy(&u, &v, sizeof(u));
-#ifdef WORDS_BIGENDIAN
-	u = pg_bswap64(u);
-#endif
-	memcpy(dst, &u, sizeof(u));
-}
-
-static void
 put_int8(char *dst, int64 v)
 {
 	uint64		u = (uint64) v;
@@ -387,6 +375,16 @@ put_int8(char *dst, int64 v)
 	u = pg_bswap64(u);
 #endif
 	memcpy(dst, &u, sizeof(u));
+}
+
+/* a double's bits, little-endian, as put_int8 writes them */
+static void
+put_float8(char *dst, double v)
+{
+	uint64		u;
+
+	memcpy(&u, &v, sizeof(u));
+	put_int8(dst, (int64) u);
 }
 
 /* The buffer's rows as an output row: page, n_rows, dim, y, x, ids. */

@@ -247,6 +247,28 @@ cp_block_shuffle_prefetch(BlockShuffleState *bs, int64 pos)
 }
 
 /*
+ * Read the current block's next page (its first, after
+ * cp_block_shuffle_next_block) with heapgetpage(), which pins it and
+ * lists its visible tuples; false at the block's end.
+ */
+static bool
+load_next_page(BlockShuffleState *bs)
+{
+	if (bs->page_loaded)
+	{
+		if (bs->page + 1 >= bs->page_end)
+			return false;
+		bs->page++;
+	}
+	else if (bs->page >= bs->page_end)
+		return false;			/* an empty block: past the table's last page */
+	CHECK_FOR_INTERRUPTS();
+	heapgetpage(bs->scan, bs->page);
+	bs->page_loaded = true;
+	return true;
+}
+
+/*
  * The next visible tuple of the current block, or false at its end.  tup
  * points into the scan's current page, which stays pinned until the next
  * call: no slot and no pin per tuple.  The pages are read with
@@ -260,17 +282,8 @@ cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup)
 
 	while (!bs->page_loaded || bs->tuple_idx >= hscan->rs_ntuples)
 	{
-		if (bs->page_loaded)
-		{
-			if (bs->page + 1 >= bs->page_end)
-				return false;
-			bs->page++;
-		}
-		else if (bs->page >= bs->page_end)
-			return false;	/* an empty block: past the table's last page */
-		CHECK_FOR_INTERRUPTS();
-		heapgetpage(bs->scan, bs->page);
-		bs->page_loaded = true;
+		if (!load_next_page(bs))
+			return false;
 		bs->tuple_idx = 0;
 	}
 
@@ -302,17 +315,8 @@ cp_block_shuffle_next_page(BlockShuffleState *bs, Page *page, BlockNumber *blkno
 {
 	HeapScanDesc hscan = (HeapScanDesc) bs->scan;
 
-	if (bs->page_loaded)
-	{
-		if (bs->page + 1 >= bs->page_end)
-			return false;
-		bs->page++;
-	}
-	else if (bs->page >= bs->page_end)
-		return false;			/* an empty block: past the table's last page */
-	CHECK_FOR_INTERRUPTS();
-	heapgetpage(bs->scan, bs->page);
-	bs->page_loaded = true;
+	if (!load_next_page(bs))
+		return false;
 	bs->tuple_idx = hscan->rs_ntuples;
 	*page = BufferGetPage(hscan->rs_cbuf);
 	*blkno = bs->page;

@@ -876,7 +876,8 @@ class Fuzzer:
         elif rel and rel.columns and r.random() < 0.7:
             args.append(f"features => {lit(rel.columns)}")
         elif r.random() < 0.4:
-            args.append(f"features => {lit(r.choice(cols + ['', 'nope', 'ctid', 'features, features', 'x' * 100]))}")
+            odd = ['', 'nope', 'ctid', 'features, features', 'x' * 100]
+            args.append(f"features => {lit(r.choice(cols + odd))}")
         if r.random() < 0.3:
             args.append(f"label => {lit(r.choice(cols + ['nope', '', 'ctid', 'xmin']))}")
         if r.random() < 0.35:
@@ -884,7 +885,8 @@ class Fuzzer:
         if r.random() < 0.35:
             args.append(f"id_column => {lit(r.choice(cols + ['nope', '', 'ctid', 'tableoid']))}")
         if r.random() < 0.4:
-            args.append(f"dtype => {r.choice(['NULL::text'] + [lit(t) for t in ('float4', 'float8', 'FLOAT8', 'int4', '')])}")
+            dtypes = ["NULL::text"] + [lit(t) for t in ("float4", "float8", "FLOAT8", "int4", "")]
+            args.append(f"dtype => {r.choice(dtypes)}")
         call = f"corgipile.block_rows({', '.join(args)})"
         stmts = [r.choice([
             f"SELECT b.page, b.n_rows, b.dim, pg_catalog.length(b.y), pg_catalog.length(b.x), "
