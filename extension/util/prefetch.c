@@ -85,18 +85,23 @@ void
 cp_prefetch_range(CpPrefetcher *pf, BlockNumber first, BlockNumber end)
 {
 #ifdef USE_PREFETCH
+	bool		asked = false;
+
 	while (pf->enabled && first < end)
 	{
 		BlockNumber segno = first / RELSEG_SIZE;
 		BlockNumber seg_end = Min(end, (segno + 1) * (BlockNumber) RELSEG_SIZE);
 
 		if (pf->segno != segno && !open_segment(pf, segno))
-			return;
+			break;
 		if (posix_fadvise(pf->fd, (off_t) (first % RELSEG_SIZE) * BLCKSZ,
 						  (off_t) (seg_end - first) * BLCKSZ, POSIX_FADV_WILLNEED) == 0)
-			pf->runs++;
+			asked = true;
 		first = seg_end;
 	}
+	/* one run however many segments it spans */
+	if (asked)
+		pf->runs++;
 #endif
 }
 
