@@ -68,7 +68,13 @@ REGRESS = setup train explain errors predict models strategies multiclass shuffl
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
 PG_CPPFLAGS = -I$(srcdir)/extension
-PG_CFLAGS = -pthread
+# -fno-semantic-interposition: in position-independent code GCC will not
+# inline a function other files can see (cp_margin_dense, cp_dloss,
+# cp_stats_add into the SGD step), in case another library interposes it;
+# nothing does, and inlining them takes 2-5% of an epoch's instructions
+# (callgrind_epoch.sh: a later corgipile epoch 708 -> 678 a row) with the
+# same arithmetic, so the same weights
+PG_CFLAGS = -pthread -fno-semantic-interposition
 # GraB's per-element adds (core/grab.c) vectorized: no sum is reordered
 # (GCC keeps floating-point reductions in order), so the weights stay
 # bit-identical; docs/grab.md
