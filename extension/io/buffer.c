@@ -13,12 +13,23 @@
 
 #include "io/buffer.h"
 
+/*
+ * A sparse buffer has offsets[0] from the start, so that offsets[n_rows]
+ * is the end of its values even before it has held a row: a block whose
+ * rows were all skipped (NULL labels) may be the first a buffer reads, and
+ * the block cache and the strategies read offsets[first_row] for it.
+ */
 void
 cp_buffer_init(CpBuffer *buf, MemoryContext cxt, bool sparse)
 {
 	memset(buf, 0, sizeof(*buf));
 	buf->memcxt = cxt;
 	buf->sparse = sparse;
+	if (sparse)
+	{
+		buf->offsets = MemoryContextAlloc(cxt, sizeof(int64));
+		buf->offsets[0] = 0;
+	}
 }
 
 /* Buffers that remember where their rows came from. */

@@ -85,3 +85,26 @@ def test_shuffle_once_fills_no_cache(tables):
         "max_epoch_num => 3, seed => 1, model_name => 'bc_once')"))
     assert "Cached Blocks" not in ts
     assert "Buffers Filled" in ts
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_empty_first_block_of_sparse_rows(conn, seed):
+    """A block whose rows are all skipped (NULL labels, stored last as
+    unlabelled rows often are) read first into a buffer of one-hot rows: the
+    buffer had never held a row, and caching the empty block read its row
+    offsets before they existed (a segmentation fault on ISLR::Hitters, whose
+    59 NULL salaries are stored after the others)."""
+    conn.execute("CREATE TABLE bc_unlabelled (y float8, c text, x float8)")
+    conn.execute("INSERT INTO bc_unlabelled SELECT 2 * (g % 3) + g / 50.0, 'c' || (g % 3), "
+                 "g / 50.0 FROM generate_series(1, 60) g")
+    conn.execute("INSERT INTO bc_unlabelled SELECT NULL, 'c' || (g % 3), g "
+                 "FROM generate_series(1, 3000) g")
+    conn.execute("SET corgipile.progress = off")
+    rows = conn.execute("SELECT epoch FROM corgipile.train('bc_unlabelled', 'linear', label => 'y', "
+                        "features => 'c, x', block_size => '1', seed => %s, model_name => %s)",
+                        (seed, f"bc_unlabelled_{seed}")).fetchall()
+    assert len(rows) >= 2
+    # scored on the labelled rows (evaluate skips the unlabelled ones too)
+    metrics = dict(conn.execute("SELECT metric, value FROM corgipile.evaluate(%s, 'bc_unlabelled')",
+                                (f"bc_unlabelled_{seed}",)).fetchall())
+    assert np.isfinite(metrics["rmse"]) and metrics["r2"] > 0.9
