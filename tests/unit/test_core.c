@@ -387,17 +387,23 @@ test_sparse_equals_dense(void)
  * step, as on the dense rows of the same values, with only the margin's
  * summation order (and, for l2 alone, the O(nnz) scaled step's rounding)
  * apart.  A large lr * l2 makes the scaled step fold its scale mid-buffer;
- * a cancel and resume gives exactly the uninterrupted weights.
+ * a cancel and resume gives exactly the uninterrupted weights.  The last
+ * two cases are the default schedule's linear step from epoch 2: l2, the
+ * implicit squared-loss step and averaged iterates (the scaled step had
+ * neither of the last two: plain steps, and no average).
  */
 static void
 test_reg_all_equals_dense(void)
 {
-	const double l2s[] = {0.01, 0.0, 0.01, 1.0};
-	const double l1s[] = {0.0, 0.002, 0.001, 0.0};
-	const double lrs[] = {0.1, 0.1, 0.1, 0.9};
+	const double l2s[] = {0.01, 0.0, 0.01, 1.0, 0.01, 1.0};
+	const double l1s[] = {0.0, 0.002, 0.001, 0.0, 0.0, 0.0};
+	const double lrs[] = {0.1, 0.1, 0.1, 0.9, 0.1, 0.9};
+	const CpModelKind kinds[] = {CP_MODEL_LOGISTIC, CP_MODEL_LOGISTIC, CP_MODEL_LOGISTIC,
+	CP_MODEL_LOGISTIC, CP_MODEL_LINEAR, CP_MODEL_LINEAR};
 
-	for (int c = 0; c < 4; c++)
+	for (int c = 0; c < lengthof(l2s); c++)
 	{
+		bool		schedule = (kinds[c] == CP_MODEL_LINEAR);
 		int			d = 12;
 		CpBuffer	dn = blobs(3000, d, 1.0, 31 + c);
 		CpBuffer	sp;
@@ -436,20 +442,38 @@ test_reg_all_equals_dense(void)
 		pg_prng_seed(&rng, 9);
 		cp_shuffle_uint32(dn.order, dn.n_rows, &rng);
 		sp.order = dn.order;
-		cp_model_init(&md, CP_MODEL_LOGISTIC, d, 1, false, 1, l2s[c], l1s[c], alloc_zero);
-		cp_model_init(&ms, CP_MODEL_LOGISTIC, d, 1, true, 1, l2s[c], l1s[c], alloc_zero);
-		cp_model_init(&mr, CP_MODEL_LOGISTIC, d, 1, true, 1, l2s[c], l1s[c], alloc_zero);
+		cp_model_init(&md, kinds[c], d, 1, false, 1, l2s[c], l1s[c], alloc_zero);
+		cp_model_init(&ms, kinds[c], d, 1, true, 1, l2s[c], l1s[c], alloc_zero);
+		cp_model_init(&mr, kinds[c], d, 1, true, 1, l2s[c], l1s[c], alloc_zero);
 		ms.reg_all = mr.reg_all = true;
 		md.learning_rate = ms.learning_rate = mr.learning_rate = lrs[c];
+		if (schedule)
+		{
+			CpModel    *each[] = {&md, &ms, &mr};
+
+			for (int k = 0; k < lengthof(each); k++)
+			{
+				each[k]->normalized_step = true;
+				cp_model_average_init(each[k], alloc_zero(sizeof(double) * (d + 1)));
+				each[k]->averaging = true;
+			}
+		}
 		for (int epoch = 0; epoch < 2; epoch++)
 		{
-			cp_model_train(&md, &dn, 0, NULL);
 			cp_model_train(&ms, &sp, 0, NULL);
+			/* snapshots at the same rows: sparse rows space them by nnz */
+			md.avg_every = ms.avg_every;
+			cp_model_train(&md, &dn, 0, NULL);
 		}
+		if (schedule)
+			CHECK(md.avg_n > 100 && ms.avg_n == md.avg_n,
+				  "case %d: " INT64_FORMAT " snapshots of the sparse rows' weights, " INT64_FORMAT " of the dense",
+				  c, ms.avg_n, md.avg_n);
 		for (int j = 0; j <= d; j++)
 		{
-			maxdiff = Max(maxdiff, fabs(md.w[j] - ms.w[j]));
-			maxw = Max(maxw, fabs(md.w[j]));
+			maxdiff = Max(maxdiff, fabs(cp_model_final_weights(&md)[j] -
+										cp_model_final_weights(&ms)[j]));
+			maxw = Max(maxw, fabs(cp_model_final_weights(&md)[j]));
 		}
 		CHECK(maxw > 1e-3 && maxdiff <= 1e-12 * Max(maxw, 1.0),
 			  "case %d: one-hot sparse rows differ from dense by %g (weights up to %g)",
@@ -464,7 +488,8 @@ test_reg_all_equals_dense(void)
 				stops++;
 		}
 		CHECK(stops >= 10, "case %d: the flag did not stop training", c);
-		CHECK(memcmp(ms.w, mr.w, sizeof(double) * (d + 1)) == 0,
+		CHECK(memcmp(cp_model_final_weights(&ms), cp_model_final_weights(&mr),
+					 sizeof(double) * (d + 1)) == 0,
 			  "case %d: resumed training differs", c);
 	}
 }
