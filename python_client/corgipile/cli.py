@@ -78,7 +78,7 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
      "first epoch's step size (0.1; 0.01 for linear)"),
     (["--decay"], "decay", float, "learning rate multiplier after each epoch (0.95)"),
     (["--epochs", "--max-epoch-num"], "max_epoch_num", int,
-     "number of epochs (default: 20, or up to 200 on a small table)"),
+     "number of epochs (default: 20, or up to 1000 on a smaller table)"),
     (["--batch-size"], "batch_size", int, "mini-batch size (1)"),
     (["--l2"], "l2", float,
      "L2 penalty (default: 1/rows with the default rate, as scikit-learn's C=1; else 0)"),
