@@ -987,6 +987,36 @@ prefetch_gather(const CpBuffer *buf, int64 pos, Size row_bytes, bool grab)
 }
 
 /*
+ * Sparse rows visited in shuffled order: prefetch_gather's two stages for
+ * a sparse buffer, which is trained where it lies (no gather).  The row's
+ * offsets and label CP_GATHER_PREFETCH_ROWS positions ahead of pos, and at
+ * pos the row's indices and values (their first lines: one-hot rows are
+ * short).  Without it a default training with text columns on a
+ * 204k-row buffer (AER::Fertility) spent three quarters of its SGD time
+ * waiting for the margin's first load of each row.
+ */
+static pg_attribute_always_inline void
+prefetch_sparse(const CpBuffer *buf, int64 pos)
+{
+	int64		ahead = pos + CP_GATHER_PREFETCH_ROWS;
+
+	if (ahead < buf->n_rows)
+	{
+		uint32		r = buf->order[ahead];
+
+		prefetch_l2(&buf->offsets[r]);
+		prefetch_l2(&buf->labels[r]);
+	}
+	if (pos < buf->n_rows)
+	{
+		int64		k = buf->offsets[buf->order[pos]];
+
+		prefetch_l2(&buf->indices[k]);
+		prefetch_l2(&buf->values[k]);
+	}
+}
+
+/*
  * Dense rows visited in shuffled order are each a cache miss, and the
  * training loop's long dependency chains keep the CPU from overlapping
  * them: measured here, training in a random order of a 45 MB buffer took
@@ -1116,12 +1146,16 @@ train_scaled_l2(CpModel *m, const CpBuffer *buf, int64 start, CpCancel *cancel)
 	/* a resumed call carries on with the scale where the last one stopped */
 	double		scale = m->l2_scale > 0.0 ? m->l2_scale : 1.0;
 
+	for (int64 k = 0; k < CP_GATHER_PREFETCH_ROWS / 2; k++)
+		prefetch_sparse(buf, start + k);
 	for (int64 i = start; i < buf->n_rows; i++)
 	{
 		int64		row = buf->order[i];
 		int64		begin = buf->offsets[row];
 		int64		end = buf->offsets[row + 1];
 		double		y = buf->labels[row];
+
+		prefetch_sparse(buf, i + CP_GATHER_PREFETCH_ROWS / 2);
 
 		if (i > start && ((i - start) % CP_CANCEL_CHECK_ROWS) == 0 &&
 			cp_cancel_requested(cancel))
@@ -1225,6 +1259,8 @@ cp_model_train(CpModel *m, const CpBuffer *buf, int64 start,
 		if (i > start && ((i - start) % CP_CANCEL_CHECK_ROWS) == 0 &&
 			cp_cancel_requested(cancel))
 			return i;
+		if (buf->sparse && !buf->order_is_identity)
+			prefetch_sparse(buf, i + CP_GATHER_PREFETCH_ROWS / 2);
 		train_row(m, buf, buf->order[i]);
 	}
 	return buf->n_rows;
