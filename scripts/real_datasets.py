@@ -5,8 +5,9 @@ R's data sets as pandas frames, no download).
 
 For each data set the raw frame is loaded into PostgreSQL as it is: text
 columns stay ``text``, integers ``bigint``, reals ``float8``, R's ``NA``
-becomes ``NULL`` (kept: the engine skips rows with a NULL label or feature,
-and the scikit-learn side drops the same rows, so both see the same rows).
+becomes ``NULL`` (kept: the engine skips rows with a NULL label or number
+and takes a NULL text value as a category of its own; the scikit-learn side
+does the same, so both see the same rows).
 Each split puts a seeded random 30 % of the rows in a test table and the
 rest in a training table; both sides train on the same rows and are scored
 on the same test rows:
@@ -262,15 +263,29 @@ def export_frame(conn, table: str, columns: list[str]) -> tuple[pd.DataFrame, fl
     return frame, time.perf_counter() - start
 
 
+def engine_rows(ds: DataSet, frame: pd.DataFrame, features: list[str]) -> pd.DataFrame:
+    """The rows the engine trains on and scores, as the engine reads them: a
+    NULL label or a NULL number skips the row; a NULL in a text column is a
+    category of its own (its one-hot level: README, max_categories)."""
+    numeric = [c for c in features if pd.api.types.is_numeric_dtype(frame[c])]
+    text = [c for c in features if c not in numeric]
+    rows = frame.dropna(subset=[ds.label, *numeric]).copy()
+    for c in text:
+        rows[c] = rows[c].astype(object).where(rows[c].notna(), "\x00NULL")
+    return rows
+
+
 def sklearn_run(ds: DataSet, train: pd.DataFrame, test: pd.DataFrame, features: list[str]):
     numeric = [c for c in features if pd.api.types.is_numeric_dtype(test[c])]
     text = [c for c in features if c not in numeric]
+    train, test = engine_rows(ds, train, features), engine_rows(ds, test, features)
     prep = ColumnTransformer([("num", StandardScaler(), numeric),
                               ("cat", OneHotEncoder(handle_unknown="ignore"), text)])
     est = Ridge() if ds.kind == "linear" else LogisticRegression(max_iter=5000)
     pipe = make_pipeline(prep, est)
     # the export's numbers arrive as Python objects (Decimal-free: float, int)
     train = train.astype({c: "float64" for c in numeric})
+    test = test.astype({c: "float64" for c in numeric})
     start = time.perf_counter()
     pipe.fit(train[features], train[ds.label])
     seconds = time.perf_counter() - start
@@ -303,11 +318,11 @@ def run(conn, seeds: list[int], test_fraction: float, extra: dict[str, str],
             ours = corgipile_run(conn, ds, train_name, test_name, features, seed, extra)
             old = (corgipile_run(conn, ds, train_name, test_name, features, seed,
                                  {**OLD_DEFAULTS, **extra}) if baseline else None)
-            # export and fit as a user would; the engine skips rows with a
-            # NULL label or feature: so does this side
+            # export and fit as a user would, on the rows the engine reads
+            # (engine_rows: a NULL label or number skips a row, a NULL text
+            # value is a category)
             exported, export_s = export_frame(conn, train_name, [ds.label, *features])
-            sk = sklearn_run(ds, exported.dropna(subset=[ds.label, *features]),
-                             frame[is_test].dropna(subset=[ds.label, *features]), features)
+            sk = sklearn_run(ds, exported, frame[is_test], features)
             sk["export_seconds"] = export_s
             results.append({"dataset": ds, "seed": seed, "rows": len(frame),
                             "train_rows": int((~is_test).sum()),
