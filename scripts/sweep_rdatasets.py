@@ -86,7 +86,8 @@ def connect(dsn: str) -> psycopg.Connection:
     return conn
 
 
-def sweep_one(conn, package: str, item: str, df: pd.DataFrame) -> dict | None:
+def sweep_one(conn, package: str, item: str, df: pd.DataFrame,
+              extra: dict[str, str]) -> dict | None:
     label, kind = pick_label(df)
     if label is None or df.shape[1] < 2:
         return None
@@ -101,13 +102,15 @@ def sweep_one(conn, package: str, item: str, df: pd.DataFrame) -> dict | None:
     model = name[:40] + "_m"
     conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (model,))
     feature_list = ", ".join(sql.Identifier(c).as_string(conn) for c in features)
+    # --param NAME=VALUE: named arguments on top of the defaults
+    named = sql.SQL("").join(sql.SQL(", {} => %s").format(sql.Identifier(k)) for k in extra)
     start = time.perf_counter()
     try:
         rec["epochs"] = conn.execute(
-            "SELECT pg_catalog.count(*) FROM corgipile.train(%s::regclass, %s, model_name => %s, "
-            "label => %s, features => %s, seed => 1)",
+            sql.SQL("SELECT pg_catalog.count(*) FROM corgipile.train(%s::regclass, %s, "
+                    "model_name => %s, label => %s, features => %s, seed => 1{})").format(named),
             (f"{SCHEMA}.{name}_tr", kind, model, sql.Identifier(label).as_string(conn),
-             feature_list)).fetchone()[0]
+             feature_list, *extra.values())).fetchone()[0]
         rec["seconds"] = time.perf_counter() - start
         metrics = dict(conn.execute("SELECT metric, value FROM corgipile.evaluate(%s, %s::regclass)",
                                     (model, f"{SCHEMA}.{name}_te")).fetchall())
@@ -135,7 +138,11 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=300, help="data sets to try (before skipping)")
     ap.add_argument("--seed", type=int, default=0, help="which data sets: a seeded choice")
     ap.add_argument("--jsonl", help="append every record to this file")
+    ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                    help="a corgipile.train argument on top of the defaults (other paths: "
+                         "shuffle=grab, workers=2, validation=20%%, ...)")
     args = ap.parse_args()
+    extra = dict(p.split("=", 1) for p in args.param)
 
     conn = connect(args.dsn)
     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA)))
@@ -146,7 +153,7 @@ def main() -> int:
         if df is None:
             continue
         try:
-            rec = sweep_one(conn, package, item, df)
+            rec = sweep_one(conn, package, item, df, extra)
         except psycopg.OperationalError as e:
             rec = {"package": package, "item": item, "crash": str(e).splitlines()[0]}
         if rec is None:
@@ -164,7 +171,9 @@ def main() -> int:
     compared = [r for r in records if r.get("score") is not None and r.get("sklearn") is not None]
     below = sorted(((r["score"] - r["sklearn"], r) for r in compared
                     if r["score"] - r["sklearn"] < -BELOW[r["kind"]]), key=lambda dr: dr[0])
-    print(f"{len(records)} tables (seed {args.seed}): {len(crashes)} crashed the backend, "
+    print(f"{len(records)} tables (seed {args.seed}"
+          + "".join(f", {k} => {v}" for k, v in extra.items())
+          + f"): {len(crashes)} crashed the backend, "
           f"{len(errors)} errors, {len(compared)} compared with scikit-learn, "
           f"{len(below)} below it by more than {BELOW['logistic'] * 100:.1f} points "
           f"/ {BELOW['linear']} R² (one seed)")
