@@ -42,6 +42,19 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("corgipile.polish",
+							 "Finishes a default training of a small table with the exact "
+							 "minimum of its objective.",
+							 "With learning_rate left NULL, a table of up to 50000 training "
+							 "rows held whole in the block cache, and a smooth loss, L-BFGS "
+							 "continues from SGD's model to the minimum scikit-learn's "
+							 "solvers find (params.polish says what it did). Off keeps "
+							 "SGD's model.",
+							 &cp_polish_enabled,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	cp_parallel_init();
 	/*
 	 * Superuser-set: the cache is memory a training holds for its whole run,

@@ -45,6 +45,8 @@ typedef struct CpTrainRecord
 	const char *validation_name;	/* or NULL */
 	const char *holdout_json;	/* validation => 'N%': the held-out rows'
 								 * figures (holdout.c), or NULL */
+	const char *polish_json;	/* the polish after the last epoch (sgd.c),
+								 * or NULL */
 	int64		seed;
 	const CpModel *model;
 	const double *weights;		/* the weights kept (the best epoch's) */

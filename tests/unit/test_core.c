@@ -16,6 +16,7 @@
 #include "core/buffer.h"
 #include "core/grab.h"
 #include "core/linear_model.h"
+#include "core/polish.h"
 #include "core/shuffle.h"
 #include "core/worker.h"
 
@@ -1004,6 +1005,142 @@ test_averaging(void)
 	}
 }
 
+/*
+ * cp_polish: ridge regression against the closed form (normal equations,
+ * solved here by Gaussian elimination), and logistic and softmax models to
+ * a vanishing gradient from zero weights, the same weights from the rows
+ * held sparse; the objective never rises.
+ */
+static double
+polish_ridge_exact(const CpBuffer *b, double l2, double *w)
+{
+	int			d = b->n_features;
+	int			k = d + 1;
+	double		a[8][9];
+
+	/* (X'X / n + l2 I') w = X'y / n, I' without the bias */
+	memset(a, 0, sizeof(a));
+	for (int64 i = 0; i < b->n_rows; i++)
+	{
+		double		x[8];
+
+		for (int j = 0; j < d; j++)
+			x[j] = b->values[i * d + j];
+		x[d] = 1.0;
+		for (int r = 0; r < k; r++)
+		{
+			for (int c = 0; c < k; c++)
+				a[r][c] += x[r] * x[c] / (double) b->n_rows;
+			a[r][k] += x[r] * b->labels[i] / (double) b->n_rows;
+		}
+	}
+	for (int j = 0; j < d; j++)
+		a[j][j] += l2;
+	for (int c = 0; c < k; c++)
+		for (int r = c + 1; r < k; r++)
+		{
+			double		f = a[r][c] / a[c][c];
+
+			for (int cc = c; cc <= k; cc++)
+				a[r][cc] -= f * a[c][cc];
+		}
+	for (int r = k - 1; r >= 0; r--)
+	{
+		double		v = a[r][k];
+
+		for (int c = r + 1; c < k; c++)
+			v -= a[r][c] * w[c];
+		w[r] = v / a[r][r];
+	}
+	return 0.0;
+}
+
+static void
+test_polish(void)
+{
+	const CpModelKind kinds[] = {CP_MODEL_LINEAR, CP_MODEL_LOGISTIC, CP_MODEL_SOFTMAX};
+
+	for (int c = 0; c < lengthof(kinds); c++)
+	{
+		int			d = 5;
+		int			outputs = kinds[c] == CP_MODEL_SOFTMAX ? 3 : 1;
+		CpBuffer	dn = blobs(400, d, 0.7, 77 + c);
+		CpBuffer	sp;
+		CpModel		m;
+		CpPolishResult res;
+		CpPolishResult res_sp;
+		double	   *w;
+		double	   *w_sp;
+		double		maxdiff = 0.0;
+		int64		nnz = 0;
+
+		for (int64 i = 0; i < dn.n_rows; i++)
+		{
+			if (kinds[c] == CP_MODEL_SOFTMAX)
+				dn.labels[i] = (double) (i % 3);
+			else if (kinds[c] == CP_MODEL_LINEAR)
+				dn.labels[i] = 3.0 * dn.values[i * d] - dn.values[i * d + 1] + 0.5 +
+					0.1 * dn.values[i * d + 4];
+			/* a few zeros, so that the sparse rows are shorter */
+			dn.values[i * d + 3] = (i % 4 == 0) ? 0.0 : dn.values[i * d + 3];
+		}
+		/* nearly collinear columns 1 and 2: a slow problem for SGD */
+		for (int64 i = 0; i < dn.n_rows; i++)
+			dn.values[i * d + 2] = dn.values[i * d + 1] + 1e-3 * dn.values[i * d + 4];
+		sp = dn;
+		sp.sparse = true;
+		sp.values = tracked_calloc(dn.n_rows * d, sizeof(double));
+		sp.indices = tracked_calloc(dn.n_rows * d, sizeof(int32));
+		sp.offsets = tracked_calloc(dn.n_rows + 1, sizeof(int64));
+		for (int64 i = 0; i < dn.n_rows; i++)
+		{
+			for (int j = 0; j < d; j++)
+				if (dn.values[i * d + j] != 0.0)
+				{
+					sp.values[nnz] = dn.values[i * d + j];
+					sp.indices[nnz++] = j;
+				}
+			sp.offsets[i + 1] = nnz;
+		}
+		sp.nnz = nnz;
+
+		cp_model_init(&m, kinds[c], d, outputs, false, 1, 1.0 / 400.0, 0.0, alloc_zero);
+		CHECK(cp_polish_applies(&m), "case %d: a smooth loss is polished", c);
+		w = alloc_zero(sizeof(double) * m.n_weights);
+		w_sp = alloc_zero(sizeof(double) * m.n_weights);
+		CHECK(cp_polish(&m, &dn, w, 2000, alloc_zero, NULL, &res),
+			  "case %d: polish ran", c);
+		CHECK(res.converged && res.gradient_max <= 1e-7,
+			  "case %d: gradient %g after %d steps (converged %d)",
+			  c, res.gradient_max, res.iterations, (int) res.converged);
+		CHECK(res.objective_after < res.objective_before,
+			  "case %d: objective %g -> %g", c, res.objective_before, res.objective_after);
+		m.sparse = true;
+		CHECK(cp_polish(&m, &sp, w_sp, 2000, alloc_zero, NULL, &res_sp) && res_sp.converged,
+			  "case %d: sparse rows polished", c);
+		for (int j = 0; j < m.n_weights; j++)
+			maxdiff = Max(maxdiff, fabs(w[j] - w_sp[j]));
+		CHECK(maxdiff < 1e-6, "case %d: sparse and dense optima differ by %g", c, maxdiff);
+		if (kinds[c] == CP_MODEL_LINEAR)
+		{
+			double		exact[6];
+
+			polish_ridge_exact(&dn, m.l2, exact);
+			maxdiff = 0.0;
+			for (int j = 0; j <= d; j++)
+				maxdiff = Max(maxdiff, fabs(w[j] - exact[j]));
+			CHECK(maxdiff < 1e-6, "ridge: polished weights differ from the closed form by %g",
+				  maxdiff);
+		}
+	}
+	{
+		CpModel		svm;
+
+		cp_model_init(&svm, CP_MODEL_SVM, 3, 1, false, 1, 0.0, 0.0, alloc_zero);
+		CHECK(!cp_polish_applies(&svm), "the hinge loss is not polished");
+	}
+}
+
 int
 main(void)
 {
@@ -1016,6 +1153,7 @@ main(void)
 	test_training();
 	test_sparse_equals_dense();
 	test_reg_all_equals_dense();
+	test_polish();
 	test_resume();
 	test_gather_matches_direct();
 	test_grab_block_sums();

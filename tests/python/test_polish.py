@@ -1,0 +1,108 @@
+"""The polish after a default training of a small table (core/polish.c,
+nodes/sgd.c polish_model): L-BFGS from SGD's model to the minimum of the
+objective scikit-learn's exact solvers minimise, so that the model is
+theirs. On a small table with nearly collinear columns, where SGD with the
+decaying default rate stops short of that minimum, the polished model's
+probabilities and predictions match scikit-learn's LogisticRegression and
+Ridge; with corgipile.polish off, or where the polish does not apply, the
+model is SGD's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from psycopg import sql
+
+from datagen import linear_task
+
+pytest.importorskip("sklearn")
+from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+
+N, D = 60, 20
+
+
+def problem(seed: int):
+    """Few rows, many columns, two of them nearly the same: ill-conditioned."""
+    x, y = linear_task(N, D, seed=seed, noise=0.8)
+    rng = np.random.default_rng(seed + 1)
+    x[:, 1] = x[:, 0] + 1e-3 * rng.normal(size=N)
+    target = x @ np.linspace(-2.0, 2.0, D) + 0.5 * rng.normal(size=N) + 10.0
+    return x, y, target
+
+
+@pytest.fixture
+def tables(conn):
+    x, y, target = problem(5)
+    conn.execute("CREATE TABLE pol (id int, label int, target float8, features float8[])")
+    with conn.cursor().copy("COPY pol FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int4", "int4", "float8", "float8[]"])
+        for i in np.argsort(y, kind="stable"):
+            copy.write_row((int(i), int(y[i]), float(target[i]), x[i].tolist()))
+    conn.execute("ANALYZE pol")
+    conn.execute("SET corgipile.progress = off")
+    return conn, x, y, target
+
+
+def train(conn, name: str, kind: str, label: str, extra: str = "") -> dict:
+    conn.execute(sql.SQL("SELECT count(*) FROM corgipile.train('pol', {}, label => {}, "
+                         "model_name => {}, seed => 2" + extra + ")").format(
+        sql.Literal(kind), sql.Literal(label), sql.Literal(name)))
+    return conn.execute("SELECT params FROM corgipile.models WHERE model_name = %s",
+                        (name,)).fetchone()[0]
+
+
+def probabilities(conn, name: str) -> np.ndarray:
+    """The positive class's probability, the last of each row's array."""
+    rows = conn.execute("SELECT id, corgipile.predict_proba(%s, features) FROM pol ORDER BY id",
+                        (name,)).fetchall()
+    return np.array([np.atleast_1d(r[1])[-1] for r in rows], dtype=float)
+
+
+def predictions(conn, name: str) -> np.ndarray:
+    rows = conn.execute("SELECT id, corgipile.predict(%s, features) FROM pol ORDER BY id",
+                        (name,)).fetchall()
+    return np.array([r[1] for r in rows])
+
+
+def test_logistic_is_scikit_learns(tables):
+    conn, x, y, _ = tables
+    params = train(conn, "pol_lr", "logistic", "label")
+    polish = params["polish"]
+    assert polish["rows"] == N and polish["converged"], polish
+    assert polish["objective"] < polish["objective_sgd"], polish
+    sk = make_pipeline(StandardScaler(), LogisticRegression(max_iter=10000, tol=1e-10)).fit(x, y)
+    want = sk.predict_proba(x)[:, 1]
+    got = probabilities(conn, "pol_lr")
+    assert np.abs(got - want).max() < 1e-4
+
+    # SGD's own model, without the polish, is measurably elsewhere
+    conn.execute("SET corgipile.polish = off")
+    params = train(conn, "pol_lr_sgd", "logistic", "label")
+    assert "polish" not in params
+    assert np.abs(probabilities(conn, "pol_lr_sgd") - want).max() > 1e-3
+
+
+def test_linear_is_ridges(tables):
+    conn, x, _, target = tables
+    params = train(conn, "pol_ridge", "linear", "target")
+    assert params["polish"]["converged"], params["polish"]
+    sk = make_pipeline(StandardScaler(), Ridge(alpha=1.0)).fit(x, target)
+    want = sk.predict(x)
+    got = predictions(conn, "pol_ridge")
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("kind,extra", [
+    ("logistic", ", learning_rate => 0.1"),      # a rate given: plain SGD
+    ("logistic", ", validation => '20%'"),       # per-epoch scores describe the model
+    ("logistic", ", tolerance => 0.0001"),       # early stopping keeps an epoch's model
+    ("logistic", ", average => false"),          # 0.3.0's default arithmetic
+    ("svm", ""),                                 # the hinge loss has no gradient
+    ("logistic", ", l2 => 0"),                   # no minimum on separable rows
+])
+def test_where_the_polish_does_not_apply(tables, kind, extra):
+    conn = tables[0]
+    params = train(conn, "pol_no", kind, "label", extra)
+    assert "polish" not in params, (kind, extra)
