@@ -38,6 +38,18 @@ cp_polish_applies(const CpModel *m)
 	return m->kind != CP_MODEL_SVM && m->l1 == 0.0;
 }
 
+/*
+ * The memory cp_polish takes: the gradient, the direction, a candidate
+ * and its gradient, and CP_POLISH_MEMORY steps and gradient changes, of
+ * n_weights doubles each (the caller weighs it against its budget).
+ */
+Size
+cp_polish_bytes(const CpModel *m)
+{
+	return (Size) (4 + 2 * CP_POLISH_MEMORY) * sizeof(double) * (Size) m->n_weights +
+		sizeof(double) * (Size) m->n_outputs;
+}
+
 static double
 dot(const double *a, const double *b, int n)
 {

@@ -34,6 +34,7 @@ typedef struct CpPolishResult
 } CpPolishResult;
 
 extern bool cp_polish_applies(const CpModel *m);
+extern Size cp_polish_bytes(const CpModel *m);
 extern bool cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 					  CpAllocZero alloc, CpCancel *cancel, CpPolishResult *res);
 

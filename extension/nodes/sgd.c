@@ -1227,8 +1227,10 @@ save_model(SgdState *s)
  * decaying rate leaves it short of that minimum where the table is small
  * and ill-conditioned (docs/real-datasets.md).  Not for the hinge loss,
  * l1, l2 = 0 (no minimum on separable rows), a best epoch kept by early
- * stopping, workers (no process holds every row), or a validation (the
- * stored model stays the one its per-epoch scores describe).
+ * stopping, workers (no process holds every row), a validation (the
+ * stored model stays the one its per-epoch scores describe), or weights
+ * whose L-BFGS history (22 copies of them) would not fit
+ * maintenance_work_mem.
  */
 #define CP_POLISH_MAX_ROWS (CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS)
 
@@ -1253,7 +1255,8 @@ polish_model(SgdState *s)
 
 	if (!cp_polish_enabled || !s->model_ready || !s->params.default_rate || !s->params.average ||
 		s->par != NULL || s->best_epoch > 0 || s->vrel != NULL || s->holdout != NULL ||
-		m->l2 <= 0.0 || !cp_polish_applies(m))
+		m->l2 <= 0.0 || !cp_polish_applies(m) ||
+		cp_polish_bytes(m) > (Size) maintenance_work_mem * 1024)
 		return;
 	old = MemoryContextSwitchTo(s->train_cxt);
 	cp_buffer_init(&rows, s->train_cxt, m->sparse);

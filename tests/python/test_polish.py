@@ -106,3 +106,20 @@ def test_where_the_polish_does_not_apply(tables, kind, extra):
     conn = tables[0]
     params = train(conn, "pol_no", kind, "label", extra)
     assert "polish" not in params, (kind, extra)
+
+
+def test_polish_stays_within_maintenance_work_mem(tables):
+    """Its history is 24 copies of the weights: a model whose copies do not
+    fit maintenance_work_mem keeps SGD's weights. 300 classes x 21 weights
+    x 24 x 8 bytes is 1.2 MB, above the smallest setting (1 MB)."""
+    conn = tables[0]
+    conn.execute("CREATE TABLE pol_wide AS SELECT g AS id, g % 300 AS label, "
+                 "array(SELECT sin(g * k) FROM generate_series(1, 20) k) AS features "
+                 "FROM generate_series(1, 600) g")
+    for setting, name, polished in (("1MB", "pol_wide", False), ("64MB", "pol_wide2", True)):
+        conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(setting)))
+        conn.execute("SELECT count(*) FROM corgipile.train('pol_wide', 'softmax', "
+                     "model_name => %s, seed => 2, max_epoch_num => 2)", (name,))
+        params = conn.execute("SELECT params FROM corgipile.models WHERE model_name = %s",
+                              (name,)).fetchone()[0]
+        assert ("polish" in params) is polished, (setting, params.get("polish"))
