@@ -239,6 +239,9 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 
 		for (int h = 0; h < CP_POLISH_HALVINGS && res->passes < max_passes; h++)
 		{
+			/* a pass can be long: a cancel is answered between passes */
+			if (h > 0 && cp_cancel_requested(cancel))
+				break;
 			for (int j = 0; j < n; j++)
 				x_new[j] = w[j] + t * dir[j];
 			f_new = objective(&mw, buf, x_new, g_new, z);

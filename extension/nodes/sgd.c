@@ -1229,7 +1229,7 @@ save_model(SgdState *s)
  * l1, l2 = 0 (no minimum on separable rows), a best epoch kept by early
  * stopping, workers (no process holds every row), a validation (the
  * stored model stays the one its per-epoch scores describe), or weights
- * whose L-BFGS history (22 copies of them) would not fit
+ * whose L-BFGS history (24 copies of them) would not fit
  * maintenance_work_mem.
  */
 #define CP_POLISH_MAX_ROWS (CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS)
