@@ -1076,14 +1076,15 @@ train_gathered(CpModel *m, const CpBuffer *buf, int64 start,
  * multiplication of scale, and a step adds - lr g x / scale to v where x is
  * not 0.  That is the dense step w <- w * shrink - lr g x but for rounding.
  * The weights are folded back (v *= scale) when the buffer is done, so
- * that between buffers m->w holds the weights as always, and whenever
- * scale gets so small that v could lose range (both at row positions that
+ * that between buffers m->w holds the weights as always, before each
+ * averaging snapshot, and whenever
+ * scale gets so small that v could lose range (all at row positions that
  * do not depend on timing: a call stopped by a cancel keeps the scale in
  * m->l2_scale for the call that resumes it).  Biases are not shrunk (as ever).  Not
  * with l1 (a soft threshold of every weight is not a scaling), mini-
  * batches or GraB (their own paths).  Everything else of a row's step is
  * train_row_impl's: the implicit squared-loss step (normalized_step) and
- * the averaging snapshots (of scale * v), which this path had lacked, so
+ * the averaging snapshots (the scale folded into v first), which this path had lacked, so
  * that a default linear training with one-hot columns took plain steps
  * from epoch 2 on (and diverged where lr |x|^2 > 2) and no default
  * training with one-hot columns averaged its iterates.
@@ -1108,32 +1109,6 @@ fold_scale(CpModel *m, double scale)
 
 		for (int j = 0; j < m->n_features; j++)
 			w[j] *= scale;
-	}
-}
-
-/*
- * cp_model_average_add for weights kept as scale * v: the same snapshot of
- * the weights w (feature weights scale * v, biases v) a row position of
- * the unscaled step would take.
- */
-static void
-average_add_scaled(CpModel *m, double scale)
-{
-	double		inv;
-
-	m->avg_rows = 0;
-	if (m->avg == NULL)
-		return;
-	m->avg_n++;
-	inv = 1.0 / (double) m->avg_n;
-	for (int o = 0; o < m->n_outputs; o++)
-	{
-		const double *v = m->w + (int64) o * m->stride;
-		double	   *avg = m->avg + (int64) o * m->stride;
-
-		for (int j = 0; j < m->n_features; j++)
-			avg[j] += (scale * v[j] - avg[j]) * inv;
-		avg[m->n_features] += (v[m->n_features] - avg[m->n_features]) * inv;
 	}
 }
 
@@ -1209,7 +1184,12 @@ train_scaled_l2(CpModel *m, const CpBuffer *buf, int64 start, CpCancel *cancel)
 			scale = 1.0;
 		}
 		if (m->averaging && ++m->avg_rows >= m->avg_every)
-			average_add_scaled(m, scale);
+		{
+			/* the snapshot is of w: fold first (at a row position, as ever) */
+			fold_scale(m, scale);
+			scale = 1.0;
+			cp_model_average_add(m);
+		}
 	}
 	fold_scale(m, scale);
 	m->l2_scale = 0.0;

@@ -1227,7 +1227,8 @@ save_model(SgdState *s)
  * decaying rate leaves it short of that minimum where the table is small
  * and ill-conditioned (docs/real-datasets.md).  Not for the hinge loss,
  * l1, l2 = 0 (no minimum on separable rows), a best epoch kept by early
- * stopping, workers (no process holds every row), a validation (the
+ * stopping, workers (no process holds every row: the parallel path does
+ * not call this), a validation (the
  * stored model stays the one its per-epoch scores describe), or weights
  * whose L-BFGS history (24 copies of them) would not fit
  * maintenance_work_mem.
@@ -1253,15 +1254,16 @@ polish_model(SgdState *s)
 	MemoryContext old;
 	int			passes = Min(Max(s->n_done, CP_POLISH_MIN_PASSES), CP_POLISH_MAX_PASSES);
 
+	/* workers never come here: their leader stores the model (sgd_next) */
 	if (!cp_polish_enabled || !s->model_ready || !s->params.default_rate || !s->params.average ||
-		s->par != NULL || s->best_epoch > 0 || s->vrel != NULL || s->holdout != NULL ||
+		s->best_epoch > 0 || s->vrel != NULL || s->holdout != NULL ||
 		m->l2 <= 0.0 || !cp_polish_applies(m) ||
-		cp_polish_bytes(m) > (Size) maintenance_work_mem * 1024)
+		cp_polish_bytes(m) > (Size) maintenance_work_mem * 1024 ||
+		s->n_done < 1 || s->results[0].tuples > CP_POLISH_MAX_ROWS)
 		return;
 	old = MemoryContextSwitchTo(s->train_cxt);
 	cp_buffer_init(&rows, s->train_cxt, m->sparse);
-	if (cp_tuple_source_cached_rows(s->src, &rows) && rows.n_rows > 0 &&
-		rows.n_rows <= CP_POLISH_MAX_ROWS)
+	if (cp_tuple_source_cached_rows(s->src, &rows) && rows.n_rows > 0)
 	{
 		/* the main thread runs it: its interrupt flag stops it */
 		cp_cancel_init(&cancel, &InterruptPending);

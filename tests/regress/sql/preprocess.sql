@@ -29,6 +29,21 @@ SELECT n_features, classes, preprocess->'standardize' AS standardize,
        round((preprocess#>>'{features,1,std}')::numeric, 4) AS age_std,
        preprocess->'n_model_features' AS n_model_features
 FROM corgipile.models WHERE model_name = 'ch_auto';
+-- the default schedule on a small cached table ends with the polish
+-- (params.polish); corgipile.polish = off keeps SGD's model; a bad value is
+-- refused by name
+SELECT params->'polish'->>'rows' AS polished_rows,
+       (params->'polish'->>'converged')::boolean AS converged,
+       (params->'polish'->>'objective')::float8 <= (params->'polish'->>'objective_sgd')::float8
+         AS not_worse
+FROM corgipile.models WHERE model_name = 'ch_auto';
+SET corgipile.polish = off;
+SELECT count(*) FROM corgipile.train('churn', 'logistic', model_name => 'ch_sgd',
+                                     label => 'churned', features => 'amount, age',
+                                     seed => 1, max_epoch_num => 5);
+SELECT params ? 'polish' AS polished FROM corgipile.models WHERE model_name = 'ch_sgd';
+RESET corgipile.polish;
+SET corgipile.polish = 'sometimes';
 -- SGD on raw numbers (a rate given: no polish, which would find the
 -- objective's minimum on any scale): a worse model, and no preprocess
 SELECT count(*) FROM corgipile.train('churn', 'logistic', model_name => 'ch_off',
