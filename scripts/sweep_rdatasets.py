@@ -100,7 +100,7 @@ def sweep_one(conn, package: str, item: str, df: pd.DataFrame,
     load(conn, name + "_tr", train)
     load(conn, name + "_te", df[is_test])
     model = name[:40] + "_m"
-    conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (model,))
+    conn.execute("DELETE FROM corgipile.models WHERE model_name OPERATOR(pg_catalog.=) %s", (model,))
     feature_list = ", ".join(sql.Identifier(c).as_string(conn) for c in features)
     # --param NAME=VALUE: named arguments on top of the defaults
     named = sql.SQL("").join(sql.SQL(", {} => %s").format(sql.Identifier(k)) for k in extra)
