@@ -16,7 +16,9 @@
  * that is not positive, restarts from the gradient.  It stops when no
  * gradient entry exceeds CP_POLISH_GRADIENT (scikit-learn's lbfgs stops
  * at 1e-4 on the same mean-scaled objective), when a step no longer
- * changes f, before a pass would exceed max_passes, or on a cancel.
+ * changes f, before a pass would exceed max_passes, or when no step along
+ * the direction decreases f.  Interrupts are the caller's (polish.h): the
+ * same rows and start give the same passes and weights, whatever arrives.
  *
  *-------------------------------------------------------------------------
  */
@@ -147,7 +149,8 @@ max_abs(const double *v, int n)
  */
 bool
 cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
-		  CpAllocZero alloc, CpCancel *cancel, CpPolishResult *res)
+		  CpAllocZero alloc, CpPolishYield yield, void *yield_arg,
+		  CpPolishResult *res)
 {
 	int			n = m->n_weights;
 	CpModel		mw = *m;
@@ -165,6 +168,7 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 	double		f;
 
 	memset(res, 0, sizeof(*res));
+	res->stop = CP_POLISH_BUDGET;
 	if (!g || !dir || !x_new || !g_new || !s || !y || !z || buf->n_rows == 0)
 		return false;
 	f = objective(&mw, buf, w, g, z);
@@ -185,11 +189,9 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 		res->gradient_max = max_abs(g, n);
 		if (res->gradient_max <= CP_POLISH_GRADIENT)
 		{
-			res->converged = true;
+			res->stop = CP_POLISH_CONVERGED;
 			break;
 		}
-		if (cp_cancel_requested(cancel))
-			break;
 
 		/* dir = -H g, H from the stored pairs (two-loop recursion) */
 		memcpy(dir, g, sizeof(double) * n);
@@ -239,9 +241,9 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 
 		for (int h = 0; h < CP_POLISH_HALVINGS && res->passes < max_passes; h++)
 		{
-			/* a pass can be long: a cancel is answered between passes */
-			if (h > 0 && cp_cancel_requested(cancel))
-				break;
+			/* a pass can be long: the caller is heard between passes */
+			if (yield)
+				yield(yield_arg);
 			for (int j = 0; j < n; j++)
 				x_new[j] = w[j] + t * dir[j];
 			f_new = objective(&mw, buf, x_new, g_new, z);
@@ -254,7 +256,11 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 			t *= 0.5;
 		}
 		if (!accepted)
+		{
+			if (res->passes < max_passes)
+				res->stop = CP_POLISH_NO_DESCENT;
 			break;
+		}
 		res->iterations++;
 
 		/* the new curvature pair, kept if it is positive */
@@ -282,12 +288,13 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 			/* f no longer moves: as close as doubles tell */
 			f = f_new;
 			res->gradient_max = max_abs(g, n);
-			res->converged = true;
+			res->stop = CP_POLISH_CONVERGED;
 			break;
 		}
 		f = f_new;
 	}
 	res->objective_after = f;
+	res->converged = res->stop == CP_POLISH_CONVERGED;
 	if (!res->converged)
 		res->gradient_max = max_abs(g, n);
 	return true;

@@ -23,6 +23,14 @@
 #include "buffer.h"
 #include "linear_model.h"
 
+/* why the polish ended */
+typedef enum CpPolishStop
+{
+	CP_POLISH_CONVERGED,		/* the gradient vanished, or f stopped moving */
+	CP_POLISH_BUDGET,			/* the next pass would exceed max_passes */
+	CP_POLISH_NO_DESCENT		/* no step along the direction decreased f */
+} CpPolishStop;
+
 typedef struct CpPolishResult
 {
 	int			iterations;		/* L-BFGS steps taken */
@@ -30,12 +38,23 @@ typedef struct CpPolishResult
 	double		objective_before;
 	double		objective_after;
 	double		gradient_max;	/* largest |gradient| entry at the end */
-	bool		converged;		/* the gradient vanished (else: stopped) */
+	bool		converged;		/* stop == CP_POLISH_CONVERGED */
+	CpPolishStop stop;
 } CpPolishResult;
+
+/*
+ * Called between passes over the rows, where the caller may serve what is
+ * pending for it (the backend: CHECK_FOR_INTERRUPTS, which leaves by an
+ * error on a cancel and returns on anything else).  The polish itself
+ * never stops for an interrupt, so that a connection check or a reload
+ * cannot change the model: only the caller's error can cut it short.
+ */
+typedef void (*CpPolishYield) (void *arg);
 
 extern bool cp_polish_applies(const CpModel *m);
 extern Size cp_polish_bytes(const CpModel *m);
 extern bool cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
-					  CpAllocZero alloc, CpCancel *cancel, CpPolishResult *res);
+					  CpAllocZero alloc, CpPolishYield yield, void *yield_arg,
+					  CpPolishResult *res);
 
 #endif							/* CORGIPILE_POLISH_H */

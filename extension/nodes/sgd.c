@@ -1244,13 +1244,39 @@ save_model(SgdState *s)
 #define CP_POLISH_MIN_PASSES 100
 #define CP_POLISH_MAX_PASSES 1000
 
+/*
+ * Between the polish's passes: serve what is pending.  A cancel or a lost
+ * client leaves by an error, so nothing is stored, as in SGD; anything
+ * else (a connection check, a reload) returns, and the polish goes on
+ * from where it was, so the model does not depend on when they arrive.
+ */
+static void
+polish_yield(void *arg)
+{
+	CHECK_FOR_INTERRUPTS();
+}
+
+static const char *
+polish_stop_name(CpPolishStop stop)
+{
+	switch (stop)
+	{
+		case CP_POLISH_CONVERGED:
+			return "converged";
+		case CP_POLISH_BUDGET:
+			return "pass budget";
+		case CP_POLISH_NO_DESCENT:
+			return "no descent";
+	}
+	return "unknown";
+}
+
 static void
 polish_model(SgdState *s)
 {
 	CpModel    *m = &s->model;
 	CpBuffer	rows;
 	CpPolishResult res;
-	CpCancel	cancel;
 	MemoryContext old;
 	int			passes = Min(Max(s->n_done, CP_POLISH_MIN_PASSES), CP_POLISH_MAX_PASSES);
 
@@ -1263,22 +1289,31 @@ polish_model(SgdState *s)
 		return;
 	old = MemoryContextSwitchTo(s->train_cxt);
 	cp_buffer_init(&rows, s->train_cxt, m->sparse);
-	if (cp_tuple_source_cached_rows(s->src, &rows) && rows.n_rows > 0)
+	if (cp_tuple_source_cached_rows(s->src, &rows) && rows.n_rows > 0 &&
+		cp_polish(m, &rows, (double *) cp_model_final_weights(m), passes,
+				  palloc0, polish_yield, NULL, &res))
 	{
-		/* the main thread runs it: its interrupt flag stops it */
-		cp_cancel_init(&cancel, &InterruptPending);
-		if (cp_polish(m, &rows, (double *) cp_model_final_weights(m), passes,
-					  palloc0, &cancel, &res))
-		{
-			CHECK_FOR_INTERRUPTS();
-			s->polish_json = psprintf("{\"rows\": " INT64_FORMAT ", \"iterations\": %d, "
-									  "\"passes\": %d, \"objective_sgd\": %.17g, "
-									  "\"objective\": %.17g, \"gradient_max\": %.3g, "
-									  "\"converged\": %s}",
-									  rows.n_rows, res.iterations, res.passes,
-									  res.objective_before, res.objective_after,
-									  res.gradient_max, res.converged ? "true" : "false");
-		}
+		s->polish_json = psprintf("{\"rows\": " INT64_FORMAT ", \"iterations\": %d, "
+								  "\"passes\": %d, \"objective_sgd\": %.17g, "
+								  "\"objective\": %.17g, \"gradient_max\": %.3g, "
+								  "\"converged\": %s, \"stop\": \"%s\"}",
+								  rows.n_rows, res.iterations, res.passes,
+								  res.objective_before, res.objective_after,
+								  res.gradient_max, res.converged ? "true" : "false",
+								  polish_stop_name(res.stop));
+		if (!res.converged)
+			ereport(WARNING,
+					(errmsg("model \"%s\" is not at the minimum of its objective: the polish %s after %d passes with a largest gradient entry of %.3g",
+							s->model_name,
+							res.stop == CP_POLISH_BUDGET ? "reached its pass budget" :
+							"found no step that decreased the objective",
+							res.passes, res.gradient_max),
+					 errdetail("The polish stops at a gradient of 1e-7; the objective went from %.10g (SGD) to %.10g. The model stored is the best point reached.",
+							   res.objective_before, res.objective_after),
+					 res.stop == CP_POLISH_BUDGET ?
+					 errhint("The polish may take as many passes as the epochs trained, from %d to %d: train with a larger max_epoch_num, or standardize features of very different scales.",
+							 CP_POLISH_MIN_PASSES, CP_POLISH_MAX_PASSES) :
+					 errhint("Features of very different scales or nearly equal columns make the objective hard to minimise: standardize them, or drop one of each near-duplicate pair.")));
 	}
 	MemoryContextSwitchTo(old);
 }

@@ -123,3 +123,70 @@ def test_polish_stays_within_maintenance_work_mem(tables):
         params = conn.execute("SELECT params FROM corgipile.models WHERE model_name = %s",
                               (name,)).fetchone()[0]
         assert ("polish" in params) is polished, (setting, params.get("polish"))
+
+
+def wide_softmax_table(conn, name: str) -> None:
+    """800 rows of 200 features in 8 classes, stored by class; the
+    features are 15 latent ones mixed, nearly collinear as an image's
+    pixels are: a wide softmax whose polish takes about 300 passes."""
+    rng = np.random.default_rng(11)
+    k, d, n, r = 8, 200, 800, 15
+    centres = rng.normal(size=(k, r))
+    y = np.sort(rng.integers(0, k, size=n))
+    z = centres[y] + rng.normal(size=(n, r))
+    x = z @ rng.normal(size=(r, d)) + 0.05 * rng.normal(size=(n, d))
+    conn.execute(sql.SQL("CREATE TABLE {} (id int, label int, features float8[])").format(
+        sql.Identifier(name)))
+    with conn.cursor().copy(sql.SQL("COPY {} FROM STDIN (FORMAT BINARY)").format(
+            sql.Identifier(name))) as copy:
+        copy.set_types(["int4", "int4", "float8[]"])
+        for i in range(n):
+            copy.write_row((i, int(y[i]), x[i].tolist()))
+    conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
+
+
+def test_same_seed_same_polish_through_the_client_with_connection_checks(conn, dsn):
+    """Interrupts that are not a cancel (here the connection check the
+    client sets for every training, every 10 ms) do not end the polish:
+    the same seed gives bit-identical weights through the client as through
+    SQL without checks, and the polish runs to the same end.  Before, each
+    check ended the polish where it was: a few passes, different weights."""
+    import corgipile
+
+    wide_softmax_table(conn, "wide")
+    conn.execute("SET corgipile.progress = off")
+    conn.execute("SELECT count(*) FROM corgipile.train('wide', 'softmax', label => 'label', "
+                 "model_name => 'by_sql', seed => 1)")
+    reference = conn.execute("SELECT weights, params->'polish' FROM corgipile.models "
+                             "WHERE model_name = 'by_sql'").fetchone()
+    assert reference[1]["passes"] > 100, reference[1]
+    assert reference[1]["converged"] is True, reference[1]
+    for run in range(2):
+        with corgipile.connect(dsn + " options='-c client_connection_check_interval=10ms'") as c:
+            assert c.execute("SHOW client_connection_check_interval").fetchall() == [("10ms",)]
+            c.train("wide", "softmax", label="label", model_name=f"by_client{run}", seed=1,
+                    progress=False)
+        got = conn.execute("SELECT weights, params->'polish' FROM corgipile.models "
+                           "WHERE model_name = %s", (f"by_client{run}",)).fetchone()
+        assert got[1] == reference[1]
+        assert got[0] == reference[0], f"run {run}: weights differ from the SQL training's"
+
+
+def test_a_polish_cut_short_says_so(conn):
+    """A polish that ends at its pass budget stores its best point, and a
+    WARNING says the model is not at the minimum, with the gradient."""
+    wide_softmax_table(conn, "wide")
+    conn.execute("SET corgipile.progress = off")
+    warnings: list[str] = []
+    conn.add_notice_handler(lambda d: warnings.append(f"{d.severity}: {d.message_primary}"))
+    conn.execute("SELECT count(*) FROM corgipile.train('wide', 'softmax', label => 'label', "
+                 "model_name => 'short', seed => 1, max_epoch_num => 2)")
+    polish = conn.execute("SELECT params->'polish' FROM corgipile.models "
+                          "WHERE model_name = 'short'").fetchone()[0]
+    assert polish["passes"] == 100 and polish["converged"] is False, polish
+    assert polish["stop"] == "pass budget", polish
+    assert polish["objective"] < polish["objective_sgd"], polish
+    assert [w for w in warnings if "is not at the minimum" in w] == [
+        f'WARNING: model "short" is not at the minimum of its objective: the polish reached '
+        f'its pass budget after 100 passes with a largest gradient entry of '
+        f'{polish["gradient_max"]:.3g}'], warnings

@@ -1056,6 +1056,12 @@ polish_ridge_exact(const CpBuffer *b, double l2, double *w)
 }
 
 static void
+count_yield(void *arg)
+{
+	(*(int *) arg)++;
+}
+
+static void
 test_polish(void)
 {
 	const CpModelKind kinds[] = {CP_MODEL_LINEAR, CP_MODEL_LOGISTIC, CP_MODEL_SOFTMAX};
@@ -1108,7 +1114,7 @@ test_polish(void)
 		CHECK(cp_polish_applies(&m), "case %d: a smooth loss is polished", c);
 		w = alloc_zero(sizeof(double) * m.n_weights);
 		w_sp = alloc_zero(sizeof(double) * m.n_weights);
-		CHECK(cp_polish(&m, &dn, w, 2000, alloc_zero, NULL, &res),
+		CHECK(cp_polish(&m, &dn, w, 2000, alloc_zero, NULL, NULL, &res),
 			  "case %d: polish ran", c);
 		CHECK(res.converged && res.gradient_max <= 1e-7,
 			  "case %d: gradient %g after %d steps (converged %d)",
@@ -1116,11 +1122,25 @@ test_polish(void)
 		CHECK(res.objective_after < res.objective_before,
 			  "case %d: objective %g -> %g", c, res.objective_before, res.objective_after);
 		m.sparse = true;
-		CHECK(cp_polish(&m, &sp, w_sp, 2000, alloc_zero, NULL, &res_sp) && res_sp.converged,
+		CHECK(cp_polish(&m, &sp, w_sp, 2000, alloc_zero, NULL, NULL, &res_sp) && res_sp.converged,
 			  "case %d: sparse rows polished", c);
 		for (int j = 0; j < m.n_weights; j++)
 			maxdiff = Max(maxdiff, fabs(w[j] - w_sp[j]));
 		CHECK(maxdiff < 1e-6, "case %d: sparse and dense optima differ by %g", c, maxdiff);
+		{
+			/* a budget cut: the caller heard before every pass after the first */
+			double	   *w_cut = alloc_zero(sizeof(double) * m.n_weights);
+			int			heard = 0;
+
+			m.sparse = false;
+			CHECK(cp_polish(&m, &dn, w_cut, 5, alloc_zero, count_yield, &heard, &res),
+				  "case %d: polish ran with a budget of 5", c);
+			CHECK(res.stop == CP_POLISH_BUDGET && !res.converged && res.passes == 5 &&
+				  heard == res.passes - 1,
+				  "case %d: a budget of 5: stop %d, passes %d, caller heard %d times",
+				  c, (int) res.stop, res.passes, heard);
+			m.sparse = true;
+		}
 		if (kinds[c] == CP_MODEL_LINEAR)
 		{
 			double		exact[6];
