@@ -46,6 +46,14 @@ OBJS = \
 	extension/nodes/parallel.o \
 	extension/nodes/planner.o \
 	extension/nodes/sgd.o \
+	extension/nodes/sgd_checks.o \
+	extension/nodes/sgd_epoch.o \
+	extension/nodes/sgd_grab.o \
+	extension/nodes/sgd_polish.o \
+	extension/nodes/sgd_save.o \
+	extension/nodes/sgd_train.o \
+	extension/nodes/sgd_validate.o \
+	extension/nodes/sgd_warm.o \
 	extension/nodes/tuple_shuffle.o \
 	extension/functions/evaluate.o \
 	extension/functions/model_admin.o \

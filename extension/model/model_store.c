@@ -286,7 +286,7 @@ cp_models_check_new_name(const char *model_name)
 						 model_name)));
 }
 
-/* Kept for sgd.c's call site: the same checks. */
+/* Kept for sgd.c's call site (sgd_begin): the same checks. */
 void
 cp_models_check_absent(const char *model_name)
 {

@@ -45,7 +45,7 @@ typedef struct CpTrainRecord
 	const char *validation_name;	/* or NULL */
 	const char *holdout_json;	/* validation => 'N%': the held-out rows'
 								 * figures (holdout.c), or NULL */
-	const char *polish_json;	/* the polish after the last epoch (sgd.c),
+	const char *polish_json;	/* the polish after the last epoch (sgd_polish.c),
 								 * or NULL */
 	int64		seed;
 	const CpModel *model;

@@ -1196,7 +1196,7 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 					   cp_layout_sparse_rows(src->layout), src->params->batch_size,
 					   src->params->l2, src->params->l1, palloc0))
 		elog(ERROR, "corgipile: model sizes do not fit");	/* the leader's did */
-	model.reg_all = src->layout->has_onehot;	/* as the leader's (sgd.c) */
+	model.reg_all = src->layout->has_onehot;	/* as the leader's (sgd_train.c) */
 
 	pt.sh = sh;
 	pt.order = shm_toc_lookup(toc, CP_KEY_ORDER, false);

@@ -707,7 +707,7 @@ cp_tuple_source_reset_cache(CpTupleSource *src)
 /*
  * Every training row, from the block cache, into dst (empty; dense rows
  * lent, sparse rows copied), in block order: false when the cache does not
- * hold every block.  For the polish after the last epoch (sgd.c); not
+ * hold every block.  For the polish after the last epoch (sgd_polish.c); not
  * counted as cache hits, which EXPLAIN reports per epoch.
  */
 bool

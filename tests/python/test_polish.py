@@ -1,5 +1,5 @@
 """The polish after a default training of a small table (core/polish.c,
-nodes/sgd.c polish_model): L-BFGS from SGD's model to the minimum of the
+nodes/sgd_polish.c): L-BFGS from SGD's model to the minimum of the
 objective scikit-learn's exact solvers minimise, so that the model is
 theirs. On a small table with nearly collinear columns, where SGD with the
 decaying default rate stops short of that minimum, the polished model's

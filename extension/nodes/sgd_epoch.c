@@ -1,0 +1,220 @@
+/*-------------------------------------------------------------------------
+ *
+ * sgd_epoch.c
+ *	  One epoch of the SGD operator: its driver, its figures, the checks and
+ *	  the progress NOTICE.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "executor/executor.h"
+#include "portability/instr_time.h"
+
+#include "core/grab.h"
+#include "core/worker.h"
+#include "nodes/sgd.h"
+#include "nodes/sgd_state.h"
+#include "shuffle/grab.h"
+
+void
+cp_sgd_no_rows_error(SgdState *s)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NO_DATA),
+			 errmsg("relation \"%s\" has no rows with a non-NULL label and features to train on",
+					s->lo->relname),
+			 s->holdout != NULL ?
+			 errdetail("%lld rows were held out for validation => '%g%%'.",
+					   (long long) s->holdout->n_seen,
+					   s->params.validation_fraction * 100.0) : 0));
+}
+
+void
+cp_sgd_run_epoch(SgdState *s)
+{
+	CpEpochResult *res;
+	instr_time	start;
+	instr_time	elapsed;
+
+	if (s->n_done >= s->results_cap)
+	{
+		int			cap = (int) Min((int64) s->results_cap * 2,
+									(int64) s->params.max_epoch_num);
+
+		s->results = repalloc_huge(s->results, mul_size(sizeof(CpEpochResult), cap));
+		memset(s->results + s->results_cap, 0,
+			   sizeof(CpEpochResult) * (cap - s->results_cap));
+		s->results_cap = cap;
+	}
+	res = &s->results[s->n_done];
+
+	INSTR_TIME_SET_CURRENT(start);
+
+	if (s->n_done > 0)
+		ExecReScan(s->child);
+	else
+	{
+		/* what the weights' shape needs, found before the first epoch */
+		cp_tuple_source_find_shape(s->src, (uint64) s->seed);
+		if (s->params.warm_start != NULL)
+			cp_sgd_warm_load(s);
+		if (s->params.model == CP_MODEL_SOFTMAX)
+			s->vlayout.classes = s->lo->classes;
+		/* preprocessing: validation rows are encoded as training rows are */
+		if (s->vrel != NULL)
+			cp_layout_share_encoding(&s->vlayout, s->lo, s->model_name);
+		/* the dimension may have been inferred: refuse a model too big now */
+		if (s->lo->n_features > 0)
+			cp_check_model_size(s->params.model, s->lo->n_features,
+								s->lo->classes ? s->lo->classes->n_classes : 1,
+								cp_layout_sparse_rows(s->lo),
+								s->params.batch_size, s->lo->relname);
+	}
+
+	s->learning_rate = s->params.learning_rate * pow(s->params.decay, s->n_done);
+	if (s->model_ready)
+	{
+		s->model.learning_rate = s->learning_rate;
+		memset(&s->model.stats, 0, sizeof(CpStats));
+	}
+
+	/*
+	 * Averaged SGD averages the iterates from the second epoch on, as
+	 * Bottou's ASGD starts averaging after one epoch: the first epoch's
+	 * iterates are still far from the optimum.  Workers train on their own
+	 * copies: there the average is of the weights at the end of each epoch.
+	 */
+	s->model.averaging = s->params.average && s->n_done >= 1 && s->par == NULL;
+	/* GraB: an epoch in a random block order trains as corgipile does */
+	if (s->grab != NULL && s->par == NULL)
+		s->model.grab = cp_grab_collects(s->src->strategy_state) ?
+			s->grab : NULL;
+
+	if (s->par != NULL)
+		cp_sgd_train_parallel(s);
+	else if (s->params.double_buffer)
+	{
+		PG_TRY();
+		{
+			cp_sgd_train_double_buffered(s);
+		}
+		PG_CATCH();
+		{
+			cp_worker_stop(&s->worker);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+	else
+		cp_sgd_train_single_buffered(s);
+
+	if (!s->model_ready)
+		cp_sgd_no_rows_error(s);
+	cp_model_flush(&s->model);
+	if (s->params.average && s->n_done >= 1 && s->par != NULL)
+		cp_model_average_add(&s->model);
+	if (s->model.stats.n == 0)
+		cp_sgd_no_rows_error(s);
+
+	/*
+	 * GraB: the epoch's block sums give the next epoch's block order (a
+	 * parallel training's sums are in shared memory: parallel.c orders it)
+	 */
+	if (s->grab != NULL && s->par == NULL)
+	{
+		/* the next epoch's buffer choice, at the next epoch's rate */
+		cp_grab_plan_epoch(s->src->strategy_state,
+						   s->learning_rate * s->params.decay,
+						   s->model.grab_g2 / (double) Max(s->model.stats.n, 1));
+		s->model.grab_g2 = 0.0;
+		cp_tuple_source_epoch_feedback(s->src, s->grab);
+		cp_grab_acc_reset(s->grab);
+	}
+
+	res->epoch = s->n_done + 1;
+	res->tuples = s->model.stats.n;
+	res->loss = cp_stats_loss(&s->model.stats);
+	res->score = cp_stats_score(&s->model.stats, s->model.kind);
+	cp_sgd_check_divergence(s, res->epoch);
+	if (s->holdout != NULL)
+		cp_holdout_epoch_done(s->holdout);
+	if (s->vrel != NULL || s->holdout != NULL)
+	{
+		CpStats		vst = cp_sgd_validate(s);
+
+		/* a share too small for the table: nothing to score, nothing to stop on */
+		if (s->holdout != NULL && vst.n == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_NO_DATA),
+					 errmsg("validation => '%g%%' held out no rows of \"%s\" with a non-NULL label and features",
+							s->params.validation_fraction * 100.0, s->lo->relname),
+					 errhint("Give a larger percentage, or the name of a validation table.")));
+		res->has_validation = true;
+		res->validation_score = cp_stats_score(&vst, s->model.kind);
+		res->validation_loss = cp_stats_loss(&vst);
+		res->validation_n = vst.n;
+	}
+	if (s->params.early_stopping)
+		cp_sgd_track_best(s, res);
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
+	res->seconds = INSTR_TIME_GET_DOUBLE(elapsed);
+	s->n_done++;
+
+	/*
+	 * max_epoch_num => NULL: once the first epoch has counted the rows, as
+	 * many epochs as make CP_DEFAULT_MIN_ROW_STEPS row steps, at least
+	 * CP_DEFAULT_EPOCHS and at most CP_DEFAULT_MAX_EPOCHS.
+	 */
+	if (s->params.epochs_auto && s->n_done == 1 && res->tuples > 0)
+		s->params.max_epoch_num = (int32)
+			Max((int64) CP_DEFAULT_EPOCHS,
+				Min((int64) CP_DEFAULT_MAX_EPOCHS,
+					(CP_DEFAULT_MIN_ROW_STEPS + res->tuples - 1) / res->tuples));
+
+	/*
+	 * l2 => NULL with the default schedule: scikit-learn's C = 1 per row,
+	 * 1/rows, from epoch 2 on (params.h).  Parallel workers take it with
+	 * each epoch's learning rate (parallel.c).
+	 */
+	if (s->params.l2_auto && s->n_done == 1 && res->tuples > 0)
+	{
+		s->params.l2 = 1.0 / (double) res->tuples;
+		s->model.l2 = s->params.l2;
+	}
+	if (s->n_done >= s->params.max_epoch_num)
+		s->finished = true;
+
+	if (s->n_done == 1 && s->lo->n_skipped > 0)
+		ereport(NOTICE,
+				(errmsg("corgipile: skipped %lld rows of \"%s\" with a NULL label or NULL features",
+						(long long) s->lo->n_skipped, s->lo->relname)));
+	if (cp_progress_notices)
+	{
+		char		vbuf[64];
+
+		if (res->has_validation)
+			snprintf(vbuf, sizeof(vbuf), "%.6f", res->validation_score);
+		else
+			strlcpy(vbuf, "null", sizeof(vbuf));
+		/*
+		 * The first epoch's notice says what the figures measure (the
+		 * message itself is the fixed form the client parses).
+		 */
+		ereport(NOTICE,
+				(errmsg("corgipile: model=%s epoch=%d/%d tuples=%lld loss=%.6f score=%.6f validation_score=%s seconds=%.3f",
+						s->model_name, res->epoch, s->params.max_epoch_num,
+						(long long) res->tuples, res->loss, res->score, vbuf,
+						res->seconds),
+				 res->epoch == 1 ?
+				 errdetail("loss and score (%s) are taken on the training rows, each predicted before its own update; validation_score is %s%s.",
+						   s->params.model == CP_MODEL_LINEAR ? "R2" : "accuracy",
+						   res->has_validation ? "the model's score on rows it does not train on" :
+						   "null: no validation rows (validation => '20%' holds some out)",
+						   s->params.average ?
+						   "; the stored model is the average of the iterates from epoch 2, scored by validation_score, not by score" : "") : 0));
+	}
+}
