@@ -19,6 +19,10 @@ from pytest_postgresql import factories
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# scikit-learn's check_array_api_input runs only with SciPy's array API
+# support on, which must be set before SciPy is first imported
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
 # The Ctrl-C tests send SIGINT to this process and to CLI children.  A
 # suite started in the background by a shell without job control (`make
 # test &` in a script) inherits SIGINT ignored, and the client rightly

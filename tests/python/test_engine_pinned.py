@@ -18,8 +18,7 @@ from psycopg import sql
 
 from datagen import linear_task, load_table, weights
 
-STRATEGIES = ["corgipile", "block_only", "no_shuffle", "sliding_window", "mrs",
-              "shuffle_once", "epoch_shuffle"]
+from corgipile.strategies import ALL as STRATEGIES
 
 # (strategy, layout, double_buffer) -> sha256 of the weights as float8s,
 # (the first 16 hex digits)
@@ -52,6 +51,10 @@ PINNED: dict[tuple[str, str, bool], str] = {
     ('epoch_shuffle', 'dense', False): '62e8e09719967d1d',
     ('epoch_shuffle', 'sparse', True): 'cc8b3e72d1bd2ec4',
     ('epoch_shuffle', 'sparse', False): 'cc8b3e72d1bd2ec4',
+    ('grab', 'dense', True): 'bd8782647e14a197',
+    ('grab', 'dense', False): 'bd8782647e14a197',
+    ('grab', 'sparse', True): '5be0080c4219ec58',
+    ('grab', 'sparse', False): '5be0080c4219ec58',
     ('corgipile', 'softmax', True): 'c3df87ad0458c88b',
     ('sliding_window', 'softmax', True): '432d8316f0487221',
     ('epoch_shuffle', 'softmax', True): '98f8a76cf85e447e',

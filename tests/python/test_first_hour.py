@@ -4,7 +4,9 @@ Docker images carry one version."""
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import subprocess
 import sys
 import tomllib
@@ -91,18 +93,35 @@ def test_the_demo_set_is_small_and_pinned_as_the_full_set():
     assert 'install_deps.sh "${CORGIPILE_DEPS:-demo}"' in script
 
 
-def test_two_checkouts_get_two_demo_ports(tmp_path):
-    ports = []
-    for name in ("a", "b"):
-        copy = tmp_path / name / "scripts"
-        copy.mkdir(parents=True)
-        (copy / "demo_port.sh").write_text((ROOT / "scripts" / "demo_port.sh").read_text())
-        out = subprocess.run(["bash", str(copy / "demo_port.sh")], capture_output=True,
-                             text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+def test_demo_port_follows_the_checkout_and_steps_past_taken_ports(tmp_path):
+    """scripts/demo_port.sh: a running demo cluster's port, else
+    CORGIPILE_DEMO_PORT, else a port derived from the checkout's path,
+    moved up past a port something answers on."""
+    def copy(name):
+        scripts = tmp_path / name / "scripts"
+        scripts.mkdir(parents=True)
+        (scripts / "demo_port.sh").write_text((ROOT / "scripts" / "demo_port.sh").read_text())
+        return scripts / "demo_port.sh"
+
+    def port(script, **env):
+        out = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30,
+                             env={"PATH": "/usr/bin:/bin", **env})
         assert out.returncode == 0, out.stderr
-        ports.append(int(out.stdout))
-    assert ports[0] != ports[1] and all(55400 <= p < 55950 for p in ports)
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "demo_port.sh")], capture_output=True,
-                         text=True, timeout=30,
-                         env={"PATH": "/usr/bin:/bin", "CORGIPILE_DEMO_PORT": "61234"})
-    assert out.stdout.strip() in ("61234",) or (ROOT / ".demo").exists()
+        return int(out.stdout)
+
+    a, b = copy("a"), copy("b")
+    first = port(a)
+    assert 55400 <= first < 55950 and port(a) == first
+    # something listens on a's port: the script moves past it
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", first))
+        taken.listen()
+        moved = port(a)
+    assert moved != first and 55400 <= moved < 55950
+    assert port(b, CORGIPILE_DEMO_PORT="61234") == 61234
+    # a running demo cluster's port wins over the setting
+    (b.parent.parent / ".demo" / "data").mkdir(parents=True)
+    (b.parent.parent / ".demo" / "data" / "postmaster.pid").write_text(
+        f"{os.getpid()}\n/data\n0\n55999\n")
+    assert port(b, CORGIPILE_DEMO_PORT="61234") == 55999

@@ -46,6 +46,19 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:
         time.sleep(0.05)
 
 
+def free_worker_slots(conn) -> int:
+    """Background worker slots a new parallel query could still get: the
+    lesser of max_parallel_workers less the parallel workers running and
+    max_worker_processes less every background worker running (the
+    logical replication launcher is one)."""
+    return conn.execute(
+        "SELECT least(current_setting('max_parallel_workers')::int - count(*) FILTER "
+        "(WHERE backend_type = 'parallel worker'), current_setting('max_worker_processes')::int "
+        "- count(*) FILTER (WHERE backend_type IN ('parallel worker', 'background worker', "
+        "'logical replication launcher', 'logical replication worker'))) FROM pg_stat_activity"
+    ).fetchone()[0]
+
+
 def test_same_seed_and_n_give_the_same_weights(data):
     train(data, "p1", workers=3, seed=5, max_epoch_num=3)
     train(data, "p2", workers=3, seed=5, max_epoch_num=3)
@@ -247,8 +260,8 @@ def test_background_workers_held_by_another_query(data, dsn):
     try:
         # it asked for more workers than are free (max_worker_processes also
         # counts the logical replication launcher): it holds all it got
-        wait_for(lambda: len(workers_of(data, hog_pid)) > 0, what="the other query's workers")
-        time.sleep(1.0)
+        wait_for(lambda: len(workers_of(data, hog_pid)) > 0 and free_worker_slots(data) == 0,
+                 what="the other query's workers to take every free slot")
         notices: list[str] = []
         data.add_notice_handler(lambda d: notices.append(d.message_primary))
         train(data, "squeezed", workers=2, seed=4, max_epoch_num=1)

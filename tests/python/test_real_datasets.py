@@ -31,12 +31,12 @@ def test_real_datasets_script_runs(dsn, conn):
     labels = [r[0] for r in conn.execute(
         "SELECT deny FROM real_datasets.aer_hmda_deny_train ORDER BY ctid").fetchall()]
     assert labels == sorted(labels)
-    # the scikit-learn side scored every data set; both corgipile runs (the
-    # defaults and 0.3.0's) have their columns
+    # both sides scored every data set and the defaults meet the goal
+    # against scikit-learn's score on the same rows; 0.3.0's defaults have
+    # their column
     for r in rows:
         cells = [c.strip() for c in r.split("|")]
-        assert float(cells[5]) > 0.2 and float(cells[6]) > 0.2, r
-        assert cells[9] in ("met", "median met, worst seed not", "not met"), r
+        assert cells[9] == "met", r
         assert "," in cells[10], r
     # the timing table has the export and the fit
     assert any(line.startswith("| AER::HMDA (deny) | ") and line.count("|") == 10

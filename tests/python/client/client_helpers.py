@@ -63,3 +63,37 @@ def backend_state(dsn: str, pid: int) -> str:
     except OSError as e:
         threads.append(f"/proc unreadable: {e}")
     return f"activity {row}; threads {threads}"
+
+
+def sklearn_frame_score(train: "pandas.DataFrame", y_train: np.ndarray,
+                        test: "pandas.DataFrame", y_test: np.ndarray) -> float:
+    """scikit-learn's exact logistic regression (C=1) on the encoding the
+    server gives a mixed frame: text, category and boolean-as-text columns
+    one-hot (a missing value a category of its own), numbers standardized;
+    the reference a default corgipile training should reach."""
+    from sklearn.compose import make_column_transformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    def encode(frame):
+        out = frame.copy()
+        for c in text:
+            out[c] = out[c].astype(object).where(out[c].notna(), "(null)").astype(str)
+        return out.astype({c: float for c in numbers})
+
+    text = [c for c in train.columns
+            if train[c].dtype == object or str(train[c].dtype) == "category"]
+    numbers = [c for c in train.columns if c not in text]
+    model = make_pipeline(
+        make_column_transformer((OneHotEncoder(handle_unknown="ignore"), text),
+                                (StandardScaler(), numbers)),
+        LogisticRegression(C=1.0, max_iter=2000))
+    model.fit(encode(train), y_train)
+    return float(model.score(encode(test), y_test))
+
+
+def majority_rate(y: np.ndarray) -> float:
+    """The accuracy of always predicting the most frequent label."""
+    _, counts = np.unique(y, return_counts=True)
+    return float(counts.max() / counts.sum())

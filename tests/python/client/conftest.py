@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -64,3 +65,19 @@ def cli_env(dsn) -> dict[str, str]:
                    p for p in (str(CLIENT), env.get("PYTHONPATH")) if p),
                COLUMNS="200")
     return env
+
+
+@pytest.fixture
+def cli(cli_env, tmp_path):
+    """run(*args) -> CompletedProcess of `python -m corgipile ARGS`."""
+
+    def run(*args, check=True, stdin=None, env=None):
+        proc = subprocess.run([sys.executable, "-m", "corgipile", *map(str, args)],
+                              cwd=tmp_path, env=env or cli_env, capture_output=True,
+                              text=True, input=stdin, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"corgipile {' '.join(map(str, args))} exited "
+                                 f"{proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    return run

@@ -20,22 +20,6 @@ from client_helpers import CLIENT, backend_state, linear_task, make_table
 
 
 @pytest.fixture
-def cli(cli_env, tmp_path):
-    """run(*args) -> CompletedProcess of `python -m corgipile ARGS`."""
-
-    def run(*args, check=True, stdin=None, env=None):
-        proc = subprocess.run([sys.executable, "-m", "corgipile", *map(str, args)],
-                              cwd=tmp_path, env=env or cli_env, capture_output=True,
-                              text=True, input=stdin, timeout=120)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"corgipile {' '.join(map(str, args))} exited "
-                                 f"{proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-    return run
-
-
-@pytest.fixture
 def csv_file(tmp_path):
     x, y = linear_task(300, 3, seed=21)
     path = tmp_path / "points.csv"

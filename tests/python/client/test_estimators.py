@@ -16,7 +16,7 @@ import corgipile
 from corgipile.estimators import TRAIN_PARAMS
 from corgipile.params import TrainSignature, train_defaults
 
-from client_helpers import linear_task
+from client_helpers import linear_task, majority_rate
 
 from sklearn.base import clone  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
@@ -157,11 +157,16 @@ def test_unfitted_and_wrong_loss(points, dsn):
         corgipile.SGDClassifier(dsn).fit(x, np.arange(90) % 3)
 
 
-def test_from_model_wraps_a_stored_model(client, points, dsn):
+def test_from_model_wraps_a_stored_model(client, points, dsn, conn):
     client.train("points", "svm", model_name="stored", max_epoch_num=2)
     clf = corgipile.SGDClassifier.from_model("stored", dsn)
     assert clf.model_name_ == "stored" and clf.coef_.shape == (1, 4) and clf.loss == "hinge"
-    assert clf.score("heldout") > 0.5
+    # the wrapped model scores what the stored one predicts in SQL, and has
+    # learnt the rule (balanced labels: a constant scores about 0.5)
+    in_sql = conn.execute("SELECT avg((corgipile.predict('stored', h) = h.label)::int)::float8 "
+                          "FROM heldout h").fetchone()[0]
+    assert clf.score("heldout") == pytest.approx(in_sql)
+    assert in_sql > majority_rate(points[1][600:]) + 0.3, in_sql
     x, _ = points
     assert np.array_equal(clf.predict(x[600:]), clf.predict("heldout"))
     with pytest.raises(ValueError, match="svm model"):
@@ -350,6 +355,6 @@ def test_sklearn_estimator_checks(estimator, check, dsn):
     estimator's tags select them: sparse input, no sample weights,
     hinge is binary only), each against this test's database. The checks
     that cannot pass are listed in _expected_failures with the reason;
-    check_array_api_input skips itself without SCIPY_ARRAY_API."""
+    check_array_api_input runs because conftest.py sets SCIPY_ARRAY_API."""
     estimator.set_params(dsn=dsn)
     check(estimator)

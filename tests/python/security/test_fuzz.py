@@ -8,10 +8,10 @@ XX000 (internal error), or when a function of the hostile role ran inside
 ours (the canary).  Ordinary errors are the expected answer to hostile
 input.  The failing cases are printed as SQL.
 
-Findings that are known and not fixed yet are listed in KNOWN_OPEN: the
-family tests let them pass, and each has its own replay test, marked
-xfail(strict=True), which starts to fail (XPASS) once the bug is fixed;
-then its entry moves to FIXED, whose replays must stay free of findings.
+Every finding has a replay in FINDINGS.  One known and not fixed yet has
+its reason there: the family tests let it pass, and its replay is marked
+xfail(strict=True), so it starts to fail (XPASS) once the bug is fixed;
+then its reason goes, and its replay must stay free of findings.
 
 Longer runs: scripts/fuzz_sql.py --seed N --cases M.
 """
@@ -38,46 +38,40 @@ CASES = {
     "torch_io": 150,
 }
 
-# Findings the fuzzer and sqlsmith made on 2026-11-23 and that were fixed
-# since: each replay must stay free of findings.
-# (id, kind, message pattern, reproduction, what was wrong)
-FIXED = [
+# Findings of the fuzzer and sqlsmith: (id, kind, message pattern,
+# reproduction, what was wrong, and for one not fixed yet why: None once
+# fixed).  A fixed one's replay must stay free of findings; an open one's
+# replay is xfail(strict=True) and the family tests let it pass.
+FINDINGS: list[tuple[str, str, str, str, str, str | None]] = [
     ("evaluate_missing_relation", "XX000", r"could not open relation with OID",
      "SELECT * FROM corgipile.evaluate('m_svm', 0::oid::regclass)",
-     "evaluate() opens a regclass that names no relation without checking it: XX000"),
+     "evaluate() opens a regclass that names no relation without checking it: XX000", None),
     ("shuffle_table_missing_relation", "XX000", r"could not open relation with OID",
      "SELECT corgipile.shuffle_table(1::oid::regclass, 'fz_copy', 1)",
-     "shuffle_table() opens a regclass that names no relation without checking it: XX000"),
+     "shuffle_table() opens a regclass that names no relation without checking it: XX000", None),
     ("shuffled_scan_missing_relation", "XX000", r"could not open relation with OID",
      "SELECT pg_catalog.count(*) FROM corgipile.shuffled_scan(0::oid::regclass)",
-     "shuffled_scan() opens a regclass that names no relation without checking it: XX000"),
+     "shuffled_scan() opens a regclass that names no relation without checking it: XX000", None),
     ("train_missing_relation", "XX000", r"could not open relation with OID",
      "SELECT * FROM corgipile.train(1::oid::regclass, 'svm')",
-     "train() opens a regclass that names no relation without checking it: XX000"),
+     "train() opens a regclass that names no relation without checking it: XX000", None),
     ("train_whole_row", "XX000", r"variable not found in subplan target list",
      "SELECT r FROM corgipile.train('r_dense', 'svm', max_epoch_num => 1) AS r",
      "a whole-row reference to train()'s row (SELECT r FROM train(...) r, or train() as the "
-     "source of UPDATE/DELETE/MERGE) is missing from the CustomScan's target list: XX000"),
+     "source of UPDATE/DELETE/MERGE) is missing from the CustomScan's target list: XX000", None),
     ("shuffled_scan_whole_row", "XX000", r"variable not found in subplan target list",
      "SELECT s FROM corgipile.shuffled_scan('r_dense') AS s LIMIT 1",
-     "a whole-row reference to shuffled_scan()'s row is missing from the CustomScan's target list: XX000"),
+     "a whole-row reference to shuffled_scan()'s row is missing from the CustomScan's target list: XX000", None),
     ("train_huge_max_epoch_num", "XX000", r"invalid memory alloc request size",
      "SELECT pg_catalog.count(*) FROM corgipile.train('r_dense', 'svm', max_epoch_num => 2147483647)",
      "train() allocates its per-epoch history for max_epoch_num epochs up front: "
-     "invalid memory alloc request size (XX000) instead of an ordinary error"),
+     "invalid memory alloc request size (XX000) instead of an ordinary error", None),
 ]
-
-
-# Findings known and not fixed yet: (id, kind, message pattern,
-# reproduction, reason).  The family tests let them pass; each replay is
-# marked xfail(strict=True), so it fails (XPASS) once the bug is fixed: then
-# move its entry to FIXED.
-KNOWN_OPEN: list[tuple[str, str, str, str, str]] = []
 
 
 def known(finding: Finding) -> bool:
     return any(finding.kind == kind and re.search(pattern, finding.detail)
-               for _, kind, pattern, _, _ in KNOWN_OPEN)
+               for _, kind, pattern, _, _, open_reason in FINDINGS if open_reason)
 
 
 def make_fuzzer(conn, dsn, roles, seed: int) -> Fuzzer:
@@ -124,13 +118,8 @@ def replay(case: str, conn, dsn, roles) -> None:
 
 
 @pytest.mark.parametrize("case", [
-    pytest.param(sql, id=name, marks=pytest.mark.xfail(strict=True, reason=reason))
-    for name, _, _, sql, reason in KNOWN_OPEN
-])
-def test_known_open(case, conn, dsn, roles, canary):
-    replay(case, conn, dsn, roles)
-
-
-@pytest.mark.parametrize("case", [pytest.param(sql, id=name) for name, _, _, sql, _ in FIXED])
-def test_fixed_finding(case, conn, dsn, roles, canary):
+    pytest.param(sql, id=name, marks=[pytest.mark.xfail(strict=True, reason=open_reason)]
+                 if open_reason else [])
+    for name, _, _, sql, _, open_reason in FINDINGS])
+def test_finding_replay(case, conn, dsn, roles, canary):
     replay(case, conn, dsn, roles)

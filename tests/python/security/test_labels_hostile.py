@@ -27,6 +27,25 @@ LABELS = {
     "bool": "i % 2 = 0",
 }
 TEXT = {"text3", "varchar2"}
+# the values each label takes (a boolean is 0/1 as a label)
+VALUES = {"text3": {"a", "b", "c"}, "varchar2": {"x", "y"}, "int3": {0, 1, 2},
+          "int2": {0, 1}, "bigint2": {0, 1}, "bool": {0, 1}}
+
+
+def _check(session, query: str, model: str, trained: str, scored: str) -> None:
+    """The one outcome each pair must have: labels of the other kind are
+    refused by type, labels outside the model's classes by value, and
+    labels among them are scored."""
+    if (trained in TEXT) != (scored in TEXT):
+        with pytest.raises(errors.DatatypeMismatch, match="but the classes of model"):
+            session.execute(query)
+    elif not VALUES[scored] <= VALUES[trained]:
+        message = ("is not a valid" if model != "softmax" and trained not in TEXT
+                   else "is not one of the")
+        with pytest.raises(errors.DataException, match=message):
+            session.execute(query)
+    else:
+        assert session.execute(query).fetchone()[0] > 0
 
 
 @pytest.fixture
@@ -55,15 +74,7 @@ def test_validation_label_kind_is_checked(tables, train_name, valid_name):
         query = (f"SELECT count(*) FROM corgipile.train('lab_{train_name}', '{model}', "
                  f"label => 'lab', features => 'f', validation => 'lab_{valid_name}', "
                  f"model_name => 'v_{model}_{train_name}_{valid_name}', max_epoch_num => 1, seed => 1)")
-        if (train_name in TEXT) != (valid_name in TEXT):
-            with pytest.raises(errors.DatatypeMismatch, match="classes of model"):
-                session.execute(query)
-        else:
-            try:
-                session.execute(query)
-            except errors.DataException as e:
-                # labels of the same kind that are not the model's classes
-                assert "is not one of" in str(e) or "not a valid" in str(e)
+        _check(session, query, model, train_name, valid_name)
 
 
 @pytest.mark.parametrize("train_name", ["text3", "varchar2", "int3", "int2", "bool"])
@@ -78,14 +89,7 @@ def test_evaluate_label_kind_is_checked(tables, train_name):
                         "max_epoch_num => 1, seed => 1)")
         for other in LABELS:
             query = f"SELECT count(*) FROM corgipile.evaluate('{name}', 'lab_{other}')"
-            if (train_name in TEXT) != (other in TEXT):
-                with pytest.raises(errors.DatatypeMismatch, match="classes of model"):
-                    session.execute(query)
-            else:
-                try:
-                    session.execute(query)
-                except errors.DataException as e:
-                    assert "is not one of" in str(e) or "not a valid" in str(e)
+            _check(session, query, model, train_name, other)
 
 
 def test_warm_start_does_not_copy_hidden_preprocessing(conn, roles):
