@@ -20,6 +20,7 @@ OBJS = \
 	extension/params/shuffles.o \
 	extension/io/block_cache.o \
 	extension/io/buffer.o \
+	extension/io/heap_page.o \
 	extension/io/layout.o \
 	extension/io/prep.o \
 	extension/model/metrics.o \

@@ -24,9 +24,9 @@
  * positive class) or the value for linear regression.  Without a model the
  * features are the raw numbers and the label is its numeric value.
  *
- * Pages are read as BlockShuffle reads them (heapgetpage: pruning,
+ * Pages are read as BlockShuffle reads them (io/heap_page.h: pruning,
  * visibility under the query's snapshot, serializable checks; then the
- * visible tuples of rs_vistuples), after the checks train() makes: a heap
+ * visible tuples in line pointer order), after the checks train() makes: a heap
  * table without row-level security, and SELECT on the columns read.
  * Memory is bounded by CP_BLOCK_ROWS_CHUNK_BYTES of converted features per
  * output row, whatever the block size.
@@ -35,10 +35,8 @@
  */
 #include "postgres.h"
 
-#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
-#include "access/relscan.h"
 #include "access/sysattr.h"
 #include "access/tableam.h"
 #include "catalog/pg_type.h"
@@ -47,7 +45,6 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/pg_bswap.h"
-#include "storage/bufmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -56,6 +53,7 @@
 #include "utils/snapmgr.h"
 
 #include "util/relation.h"
+#include "io/heap_page.h"
 #include "io/layout.h"
 #include "model/metrics.h"
 #include "io/prep.h"
@@ -103,6 +101,7 @@ typedef struct BlockRowsState
 	BlockNumber page;
 	BlockNumber page_end;
 	bool		page_loaded;
+	CpHeapPage	hp;				/* the page read, once page_loaded */
 	int			tuple_idx;
 
 	AttrNumber	id_attno;		/* 0: no id column */
@@ -316,8 +315,7 @@ begin(FunctionCallInfo fcinfo)
 	cp_buffer_init(&st->buf, CurrentMemoryContext, cp_layout_sparse_rows(&st->lo));
 	st->row_cxt = AllocSetContextCreate(CurrentMemoryContext, "corgipile block_rows row",
 										ALLOCSET_DEFAULT_SIZES);
-	st->scan = table_beginscan_strat(st->rel, GetActiveSnapshot(), 0, NULL, true, false);
-	st->rel_pages = ((HeapScanDesc) st->scan)->rs_nblocks;
+	st->scan = cp_heap_begin(st->rel, GetActiveSnapshot(), &st->rel_pages);
 	st->slot = table_slot_create(st->rel, NULL);
 	return st;
 }
@@ -326,30 +324,18 @@ begin(FunctionCallInfo fcinfo)
 static bool
 next_tuple(BlockRowsState *st)
 {
-	HeapScanDesc hscan = (HeapScanDesc) st->scan;
-
-	while (!st->page_loaded || st->tuple_idx >= hscan->rs_ntuples)
+	while (!st->page_loaded || st->tuple_idx >= st->hp.n)
 	{
 		if (st->page_loaded)
 			st->page++;
 		if (st->page >= st->page_end)
 			return false;
-		CHECK_FOR_INTERRUPTS();
-		heapgetpage(st->scan, st->page);
+		cp_heap_read_page(st->scan, st->page, &st->hp);
 		st->page_loaded = true;
 		st->tuple_idx = 0;
 	}
-	{
-		OffsetNumber off = hscan->rs_vistuples[st->tuple_idx++];
-		Page		page = BufferGetPage(hscan->rs_cbuf);
-		ItemId		lpp = PageGetItemId(page, off);
-
-		st->tuple.t_data = (HeapTupleHeader) PageGetItem(page, lpp);
-		st->tuple.t_len = ItemIdGetLength(lpp);
-		st->tuple.t_tableOid = RelationGetRelid(st->rel);
-		ItemPointerSet(&st->tuple.t_self, st->page, off);
-		ExecStoreBufferHeapTuple(&st->tuple, st->slot, hscan->rs_cbuf);
-	}
+	cp_heap_page_tuple(&st->hp, st->tuple_idx++, &st->tuple);
+	ExecStoreBufferHeapTuple(&st->tuple, st->slot, st->hp.buffer);
 	return true;
 }
 

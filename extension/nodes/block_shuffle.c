@@ -1,14 +1,15 @@
 /*-------------------------------------------------------------------------
  *
- * blockshuffle.c
+ * block_shuffle.c
  *	  BlockShuffle: visit a heap table block by block in a random order.
  *
  * A block is a run of contiguous heap pages (CpSizing.pages_per_block).
  * Each scan, and each rescan (one per epoch), draws a fresh permutation of
- * the blocks.  Pages are read through the buffer manager with heapgetpage(),
- * which prunes, checks visibility against the query snapshot, handles
- * serializable conflicts and uses the bulk-read ring for large tables; we
- * then walk the visible tuples it found.  While a block is read, the pages
+ * the blocks.  Pages are read through the buffer manager as a sequential
+ * scan reads them (io/heap_page.h: heapgetpage prunes, checks visibility
+ * against the query snapshot, handles serializable conflicts and uses the
+ * bulk-read ring for large tables); we then walk the visible tuples it
+ * found.  While a block is read, the pages
  * of the next block are prefetched.
  *
  * The parent (TupleShuffle) reads block_seq to see where one block ends and
@@ -18,8 +19,6 @@
  */
 #include "postgres.h"
 
-#include "access/heapam.h"
-#include "access/relscan.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -133,9 +132,7 @@ block_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 		 * table.  The scan's page count is fixed here, after the snapshot,
 		 * so every tuple the snapshot can see lies below it.
 		 */
-		bs->scan = table_beginscan_strat(rel, estate->es_snapshot, 0, NULL,
-										 true, false);
-		n_pages = ((HeapScanDesc) bs->scan)->rs_nblocks;
+		bs->scan = cp_heap_begin(rel, estate->es_snapshot, &n_pages);
 	}
 	cp_resolve_sizing(&bs->params, n_pages, &bs->sizing);
 
@@ -248,7 +245,7 @@ cp_block_shuffle_prefetch(BlockShuffleState *bs, int64 pos)
 
 /*
  * Read the current block's next page (its first, after
- * cp_block_shuffle_next_block) with heapgetpage(), which pins it and
+ * cp_block_shuffle_next_block) with cp_heap_read_page(), which pins it and
  * lists its visible tuples; false at the block's end.
  */
 static bool
@@ -262,8 +259,7 @@ load_next_page(BlockShuffleState *bs)
 	}
 	else if (bs->page >= bs->page_end)
 		return false;			/* an empty block: past the table's last page */
-	CHECK_FOR_INTERRUPTS();
-	heapgetpage(bs->scan, bs->page);
+	cp_heap_read_page(bs->scan, bs->page, &bs->hp);
 	bs->page_loaded = true;
 	return true;
 }
@@ -271,58 +267,38 @@ load_next_page(BlockShuffleState *bs)
 /*
  * The next visible tuple of the current block, or false at its end.  tup
  * points into the scan's current page, which stays pinned until the next
- * call: no slot and no pin per tuple.  The pages are read with
- * heapgetpage(), which prunes, checks visibility against the scan's
- * snapshot and records serializable reads, as a sequential scan does.
+ * call: no slot and no pin per tuple.  The pages are read as a sequential
+ * scan reads them (io/heap_page.h: pruning, visibility against the scan's
+ * snapshot, serializable reads).
  */
 bool
 cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup)
 {
-	HeapScanDesc hscan = (HeapScanDesc) bs->scan;
-
-	while (!bs->page_loaded || bs->tuple_idx >= hscan->rs_ntuples)
+	while (!bs->page_loaded || bs->tuple_idx >= bs->hp.n)
 	{
 		if (!load_next_page(bs))
 			return false;
 		bs->tuple_idx = 0;
 	}
-
-	{
-		OffsetNumber off = hscan->rs_vistuples[bs->tuple_idx++];
-		Page		page = BufferGetPage(hscan->rs_cbuf);
-		ItemId		lpp = PageGetItemId(page, off);
-
-		tup->t_data = (HeapTupleHeader) PageGetItem(page, lpp);
-		tup->t_len = ItemIdGetLength(lpp);
-		tup->t_tableOid = RelationGetRelid(bs->css.ss.ss_currentRelation);
-		ItemPointerSet(&tup->t_self, bs->page, off);
-	}
+	cp_heap_page_tuple(&bs->hp, bs->tuple_idx++, tup);
 	return true;
 }
 
 /*
  * The next page of the current block, read as cp_block_shuffle_next_tuple
- * reads it (heapgetpage), with its visible tuples all at once: *offsets[0
- * .. *n) are their line pointers on *page (page number *blkno), valid
- * until the next call.  False at the block's end.  For a caller that walks
- * a page's tuples itself (TupleShuffle): no call per tuple.  The tuples
- * handed over are consumed: cp_block_shuffle_next_tuple moves on to the
- * next page.
+ * reads it (cp_heap_read_page), with its visible tuples all at once, valid
+ * until the next call; NULL at the block's end.  For a caller that walks a
+ * page's tuples itself (TupleShuffle, with cp_heap_page_tuple): no call
+ * per tuple.  The tuples handed over are consumed:
+ * cp_block_shuffle_next_tuple moves on to the next page.
  */
-bool
-cp_block_shuffle_next_page(BlockShuffleState *bs, Page *page, BlockNumber *blkno,
-						   const OffsetNumber **offsets, int *n)
+const CpHeapPage *
+cp_block_shuffle_next_page(BlockShuffleState *bs)
 {
-	HeapScanDesc hscan = (HeapScanDesc) bs->scan;
-
 	if (!load_next_page(bs))
-		return false;
-	bs->tuple_idx = hscan->rs_ntuples;
-	*page = BufferGetPage(hscan->rs_cbuf);
-	*blkno = bs->page;
-	*offsets = hscan->rs_vistuples;
-	*n = hscan->rs_ntuples;
-	return true;
+		return NULL;
+	bs->tuple_idx = bs->hp.n;
+	return &bs->hp;
 }
 
 /*
@@ -363,8 +339,7 @@ block_shuffle_exec(CustomScanState *node)
 	{
 		if (bs->block_seq >= 0 && !bs->need_order &&
 			cp_block_shuffle_next_tuple(bs, &bs->tuple))
-			return ExecStoreBufferHeapTuple(&bs->tuple, bs->slot,
-											((HeapScanDesc) bs->scan)->rs_cbuf);
+			return ExecStoreBufferHeapTuple(&bs->tuple, bs->slot, bs->hp.buffer);
 		if (!cp_block_shuffle_next_block(bs, PG_INT64_MAX, &block))
 			return ExecClearTuple(bs->slot);
 		cp_block_shuffle_prefetch(bs, bs->next_block);

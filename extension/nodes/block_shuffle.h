@@ -17,6 +17,7 @@
 #include "nodes/extensible.h"
 #include "storage/bufpage.h"
 
+#include "io/heap_page.h"
 #include "params/params.h"
 #include "util/prefetch.h"
 
@@ -49,7 +50,8 @@ typedef struct BlockShuffleState
 	BlockNumber page;			/* page being read */
 	BlockNumber page_end;		/* first page after the current block */
 	bool		page_loaded;
-	int			tuple_idx;		/* next entry of rs_vistuples */
+	CpHeapPage	hp;				/* the page read, once page_loaded */
+	int			tuple_idx;		/* next of hp's visible tuples */
 	HeapTupleData tuple;		/* the tuple the slot points at */
 	TupleTableSlot *slot;		/* buffer heap tuple slot (ExecProcNode) */
 	int64		epochs_started;
@@ -65,9 +67,7 @@ extern void cp_block_shuffle_set_order_source(BlockShuffleState *bs,
 /* TupleShuffle's read path: a block at a time, a tuple at a time */
 extern bool cp_block_shuffle_next_block(BlockShuffleState *bs, int64 limit,
 										uint32 *block);
-extern bool cp_block_shuffle_next_page(BlockShuffleState *bs, Page *page,
-									   BlockNumber *blkno,
-									   const OffsetNumber **offsets, int *n);
+extern const CpHeapPage *cp_block_shuffle_next_page(BlockShuffleState *bs);
 extern bool cp_block_shuffle_next_tuple(BlockShuffleState *bs, HeapTuple tup);
 extern const uint32 *cp_block_shuffle_upcoming(BlockShuffleState *bs, int64 limit,
 											   int64 *from, int64 *to);

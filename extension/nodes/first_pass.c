@@ -36,7 +36,6 @@
 
 #include <math.h>
 
-#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/tableam.h"
 #include "catalog/pg_type.h"
@@ -48,10 +47,10 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "storage/bufmgr.h"
-#include "access/relscan.h"
 #include "common/pg_prng.h"
 
 #include "io/block_cache.h"
+#include "io/heap_page.h"
 #include "core/shuffle.h"
 #include "util/datum_convert.h"
 #include "util/prefetch.h"
@@ -763,9 +762,9 @@ pass_row(PassState *ps, PassReader *rd, HeapTuple tup)
 
 /*
  * The visible rows of heap pages [first, end), in page and line pointer
- * order: heapgetpage() prunes, checks visibility against the snapshot a
- * page at a time and records serializable reads, as a sequential scan
- * (heap_getnext) does, and each tuple is deformed straight from the pinned
+ * order, read as a sequential scan (heap_getnext) reads them
+ * (io/heap_page.h: pruning, visibility against the snapshot a page at a
+ * time, serializable reads), and each tuple is deformed straight from the pinned
  * page (heap_deform_tuple over the cut descriptor) rather than stored in a
  * slot: the same rows in the same order as heap_getnext gives, so the same
  * statistics.  The descriptor keeps the table's constraints, so a row
@@ -774,28 +773,18 @@ pass_row(PassState *ps, PassReader *rd, HeapTuple tup)
 static void
 read_pages(PassState *ps, PassReader *rd, BlockNumber first, BlockNumber end)
 {
-	HeapScanDesc hscan = (HeapScanDesc) rd->scan;
 	HeapTupleData tup;
+	CpHeapPage	hp;
 
-	tup.t_tableOid = RelationGetRelid(rd->scan->rs_rd);
 	for (BlockNumber page = first; page < Min(end, rd->n_pages); page++)
 	{
-		Page		dp;
-
-		CHECK_FOR_INTERRUPTS();
-		heapgetpage(rd->scan, page);
-		dp = BufferGetPage(hscan->rs_cbuf);
-		for (int i = 0; i < hscan->rs_ntuples; i++)
+		cp_heap_read_page(rd->scan, page, &hp);
+		for (int i = 0; i < hp.n; i++)
 		{
-			OffsetNumber off = hscan->rs_vistuples[i];
-			ItemId		lpp = PageGetItemId(dp, off);
-
-			tup.t_data = (HeapTupleHeader) PageGetItem(dp, lpp);
-			tup.t_len = ItemIdGetLength(lpp);
-			ItemPointerSet(&tup.t_self, page, off);
+			cp_heap_page_tuple(&hp, i, &tup);
 			pass_row(ps, rd, &tup);
 		}
-		rd->seen += hscan->rs_ntuples;
+		rd->seen += hp.n;
 	}
 }
 
@@ -895,7 +884,7 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 	 * statistics' last bits depend on the order rows are added in, and a
 	 * seed must give the same model whatever else reads the table.
 	 */
-	rd.scan = table_beginscan_strat(rel, snapshot, 0, NULL, true, false);
+	rd.scan = cp_heap_begin(rel, snapshot, &rd.n_pages);
 	rd.desc = CreateTupleDescCopyConstr(RelationGetDescr(rel));
 	rd.desc->natts = Min(rd.desc->natts, lo->max_attno);
 	rd.slot = MakeSingleTupleTableSlot(rd.desc, &TTSOpsVirtual);
@@ -903,7 +892,6 @@ read_table(PassState *ps, Relation rel, Snapshot snapshot, uint64 seed)
 									   "corgipile first pass row",
 									   ALLOCSET_DEFAULT_SIZES);
 	rd.seed = seed;
-	rd.n_pages = ((HeapScanDesc) rd.scan)->rs_nblocks;
 	cp_prefetch_init(&rd.prefetch, rel);
 	rd.seen = 0;
 	rd.offsets_known = false;

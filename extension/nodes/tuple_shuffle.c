@@ -325,7 +325,7 @@ direct_rows(const TupleShuffleState *ts, const CpBuffer *dst)
 /*
  * Append the rows of the block BlockShuffle has just started to dst.
  *
- * BlockShuffle hands over a page at a time (heapgetpage's visible tuples).
+ * BlockShuffle hands over a page at a time (its visible tuples, io/heap_page.h).
  * The common row, float8[] features and a label in a tuple without NULLs
  * whose columns lie at fixed offsets, is converted straight from the page
  * (cp_layout_append_float8: no slot, no deformed row, no memory to
@@ -342,24 +342,17 @@ read_block(TupleShuffleState *ts, uint32 block, CpBuffer *dst)
 	TupleDesc	desc = ts->read_desc;
 	HeapTupleData tup;
 	int64		n = 0;
-	Page		page;
-	BlockNumber blkno;
-	const OffsetNumber *offsets;
-	int			n_tuples;
+	const CpHeapPage *hp;
 
-	tup.t_tableOid = RelationGetRelid(ts->child->css.ss.ss_currentRelation);
-	while (cp_block_shuffle_next_page(ts->child, &page, &blkno, &offsets, &n_tuples))
+	while ((hp = cp_block_shuffle_next_page(ts->child)) != NULL)
 	{
-		n += n_tuples;
-		for (int i = 0; i < n_tuples; i++)
+		n += hp->n;
+		for (int i = 0; i < hp->n; i++)
 		{
-			ItemId		lpp = PageGetItemId(page, offsets[i]);
 			bool		keep = false;
 			bool		held_out;
 
-			tup.t_data = (HeapTupleHeader) PageGetItem(page, lpp);
-			tup.t_len = ItemIdGetLength(lpp);
-			ItemPointerSet(&tup.t_self, blkno, offsets[i]);
+			cp_heap_page_tuple(hp, i, &tup);
 
 			/*
 			 * validation => 'N%': held-out rows are never trained on (nor
