@@ -38,7 +38,7 @@ main(void)
 		x[i] = (double) ((i * 2654435761u) % 1000) * 0.37 + (double) (i % NF);
 		idx[i] = (int32) (i % NF);
 	}
-	cp_prep_stats_init(&st, NF, false, alloc_zero);
+	cp_prep_stats_init(&st, NF, alloc_zero);
 	t0 = now();
 	for (int i = 0; i < NR; i++)
 		cp_prep_stats_add_dense(&st, x + (int64) i * NF);

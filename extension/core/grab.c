@@ -434,23 +434,6 @@ cp_grab_add_sparse(CpGrabAcc *acc, int64 block, int32 offset,
 	}
 }
 
-/* out (dim) = the projection of g (n_weights): what adding g stores. */
-void
-cp_grab_project(const CpGrabAcc *acc, const double *g, double *out)
-{
-	memset(out, 0, sizeof(double) * acc->dim);
-	if (acc->proj_nnz == 0)
-	{
-		memcpy(out, g, sizeof(double) * acc->dim);
-		return;
-	}
-	for (int32 j = 0; j < acc->n_weights; j++)
-	{
-		if (g[j] != 0.0)
-			grab_proj_add(acc, out, j, g[j]);
-	}
-}
-
 /*
  * Harvey and Samadi's reordering (CD-GraB's Algorithm 1): the +1 entries of
  * visit in order, then the -1 entries reversed.  Filling the -1 entries from
@@ -530,6 +513,25 @@ grab_run_add(double *run, int sign, const double *sum, double count,
 }
 
 /*
+ * One step of the balancing walk: centre sum by count * mean (NULL for
+ * none), take the sign and update run.  The walk below takes its steps
+ * here; so can a caller that keeps no per-block sums beyond the current
+ * ones, with the previous epoch's mean per tuple (the sign-only GraB of
+ * scripts/grab_simulation.py).  The caller records the sign and reorders
+ * with cp_grab_reorder at the end.
+ */
+int
+cp_grab_online_step(double *run, const double *sum, int64 count,
+					const double *mean, int32 dim)
+{
+	int			sign;
+
+	sign = grab_dot_centred(run, sum, (double) count, mean, dim) <= 0.0 ? 1 : -1;
+	grab_run_add(run, sign, sum, (double) count, mean, dim);
+	return sign;
+}
+
+/*
  * The balancing walk with a given centre: signs[i] for the block visit[i],
  * next = the reordering.  run is dim doubles of scratch (the final running
  * sum is left there).
@@ -545,12 +547,9 @@ cp_grab_walk_with_mean(const CpGrabAcc *acc, const uint32 *visit, int64 n,
 	for (int64 i = 0; i < n; i++)
 	{
 		const double *g = acc->sums + (int64) visit[i] * dim;
-		double		count = (double) acc->counts[visit[i]];
-		int			sign;
 
-		sign = grab_dot_centred(run, g, count, mean, dim) <= 0.0 ? 1 : -1;
-		grab_run_add(run, sign, g, count, mean, dim);
-		signs[i] = (int8) sign;
+		signs[i] = (int8) cp_grab_online_step(run, g, acc->counts[visit[i]],
+											  mean, dim);
 	}
 	cp_grab_reorder(visit, signs, n, next);
 }
@@ -619,23 +618,6 @@ cp_grab_walk_units(const CpGrabAcc *acc, const uint32 *visit, int64 n_blocks,
 		signs[i] = unit_sign[unit_of[visit[i]]];
 	cp_grab_reorder(visit, signs, n_blocks, next);
 	return true;
-}
-
-/*
- * One step of the online walk, for a caller that keeps no per-block sums
- * beyond the current ones: centre sum by count * stale_mean (the previous
- * epoch's mean per tuple; NULL for none), take the sign and update run.
- * The caller records the sign and reorders with cp_grab_reorder at the end.
- */
-int
-cp_grab_online_step(double *run, const double *sum, int64 count,
-					const double *stale_mean, int32 dim)
-{
-	int			sign;
-
-	sign = grab_dot_centred(run, sum, (double) count, stale_mean, dim) <= 0.0 ? 1 : -1;
-	grab_run_add(run, sign, sum, (double) count, stale_mean, dim);
-	return sign;
 }
 
 /*
@@ -837,24 +819,6 @@ cp_grab_deserialize(const uint8 *in, Size len, uint32 *visit, int8 *signs,
 	if (n % 8 != 0 && (bits[n / 8] >> (n % 8)) != 0)
 		return CP_GRAB_LOAD_BAD_SIGNS;
 	return CP_GRAB_LOAD_OK;
-}
-
-/* order = a seeded random permutation of 0..n-1 (Fisher-Yates) */
-void
-cp_grab_random_order(uint32 *order, uint32 n, uint64 seed)
-{
-	uint64		state = seed;
-
-	for (uint32 i = 0; i < n; i++)
-		order[i] = i;
-	for (uint32 i = n; i > 1; i--)
-	{
-		uint32		j = (uint32) grab_below(&state, i);
-		uint32		tmp = order[i - 1];
-
-		order[i - 1] = order[j];
-		order[j] = tmp;
-	}
 }
 
 /*

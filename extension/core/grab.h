@@ -113,7 +113,6 @@ extern void cp_grab_project_weights(const CpGrabAcc *acc, int32 offset,
 extern void cp_grab_add_projected_delta(CpGrabAcc *acc, int64 block,
 										const double *prev, const double *cur,
 										double shrink, double inv_lr);
-extern void cp_grab_project(const CpGrabAcc *acc, const double *g, double *out);
 
 /* One tuple (or n) of this block contributed to its sum. */
 static inline void
@@ -146,7 +145,7 @@ extern void cp_grab_walk_independent(const CpGrabAcc *acc, int32 n_workers,
 									 const int64 *starts, const uint32 *visit,
 									 double *work, int8 *signs, uint32 *next);
 extern int	cp_grab_online_step(double *run, const double *sum, int64 count,
-								const double *stale_mean, int32 dim);
+								const double *mean, int32 dim);
 
 /* stored state */
 extern bool cp_grab_serialized_bytes(uint32 n_blocks, Size *bytes);
@@ -159,6 +158,5 @@ extern CpGrabLoadStatus cp_grab_deserialize(const uint8 *in, Size len,
 											uint8 *seen);
 extern uint32 cp_grab_adapt_order(const uint32 *order, uint32 old_n,
 								  uint32 new_n, uint64 seed, uint32 *out);
-extern void cp_grab_random_order(uint32 *order, uint32 n, uint64 seed);
 
 #endif							/* CORGIPILE_GRAB_H */

@@ -259,13 +259,6 @@ output_margin(const CpModel *m, const double *wk, const CpBuffer *buf, int64 row
 	return z + wk[m->n_features];
 }
 
-/* Margin of a single-output model. */
-double
-cp_model_margin(const CpModel *m, const CpBuffer *buf, int64 row)
-{
-	return output_margin(m, m->w, buf, row);
-}
-
 /* Every output's margin, into z[0..n_outputs-1]. */
 void
 cp_model_outputs(const CpModel *m, const CpBuffer *buf, int64 row, double *z)

@@ -162,7 +162,6 @@ extern bool cp_model_bytes(CpModelKind kind, int n_features, int n_outputs,
 extern bool cp_model_init(CpModel *m, CpModelKind kind, int n_features,
 						  int n_outputs, bool sparse, int batch_size,
 						  double l2, double l1, CpAllocZero alloc);
-extern double cp_model_margin(const CpModel *m, const CpBuffer *buf, int64 row);
 extern void cp_model_outputs(const CpModel *m, const CpBuffer *buf, int64 row,
 							 double *z);
 extern double cp_softmax(double *z, int k);

@@ -29,15 +29,13 @@
 
 /* Bytes of the per-feature arrays; false when the size overflows. */
 bool
-cp_prep_stats_bytes(int32 n_features, bool track_minmax, Size *bytes)
+cp_prep_stats_bytes(int32 n_features, Size *bytes)
 {
 	uint64		per_feature = sizeof(int64) + 2 * sizeof(double);
 	uint64		total;
 
 	if (n_features < 0)
 		return false;
-	if (track_minmax)
-		per_feature += 2 * sizeof(double);
 	if (pg_mul_u64_overflow((uint64) n_features, per_feature, &total) ||
 		total > (uint64) SIZE_MAX)
 		return false;
@@ -46,30 +44,21 @@ cp_prep_stats_bytes(int32 n_features, bool track_minmax, Size *bytes)
 }
 
 bool
-cp_prep_stats_init(CpPrepStats *st, int32 n_features, bool track_minmax,
-				   CpAllocZero alloc)
+cp_prep_stats_init(CpPrepStats *st, int32 n_features, CpAllocZero alloc)
 {
 	Size		bytes;
 	Size		n;
 
 	memset(st, 0, sizeof(*st));
-	if (n_features <= 0 || !cp_prep_stats_bytes(n_features, track_minmax, &bytes))
+	if (n_features <= 0 || !cp_prep_stats_bytes(n_features, &bytes))
 		return false;
 	n = (Size) n_features;
 	st->n_features = n_features;
-	st->track_minmax = track_minmax;
 	st->count = alloc(n * sizeof(int64));
 	st->mean = alloc(n * sizeof(double));
 	st->m2 = alloc(n * sizeof(double));
 	if (st->count == NULL || st->mean == NULL || st->m2 == NULL)
 		return false;
-	if (track_minmax)
-	{
-		st->min = alloc(n * sizeof(double));
-		st->max = alloc(n * sizeof(double));
-		if (st->min == NULL || st->max == NULL)
-			return false;
-	}
 	return true;
 }
 
@@ -82,11 +71,6 @@ cp_prep_stats_reset(CpPrepStats *st)
 	memset(st->count, 0, n * sizeof(int64));
 	memset(st->mean, 0, n * sizeof(double));
 	memset(st->m2, 0, n * sizeof(double));
-	if (st->track_minmax)
-	{
-		memset(st->min, 0, n * sizeof(double));
-		memset(st->max, 0, n * sizeof(double));
-	}
 }
 
 /* Welford's update of feature j with one value. */
@@ -98,13 +82,6 @@ stats_add_value(CpPrepStats *st, int32 j, double x)
 
 	st->mean[j] += delta / (double) c;
 	st->m2[j] += delta * (x - st->mean[j]);
-	if (st->track_minmax)
-	{
-		if (c == 1 || x < st->min[j])
-			st->min[j] = x;
-		if (c == 1 || x > st->max[j])
-			st->max[j] = x;
-	}
 }
 
 /*
@@ -127,7 +104,7 @@ cp_prep_stats_add_dense(CpPrepStats *st, const double *x)
 	 * addition are exactly rounded), so the moments are the same doubles
 	 * (tests/unit/test_preprocess.c).
 	 */
-	if (!st->track_minmax && st->n_rows < (INT64CONST(1) << 52))
+	if (st->n_rows < (INT64CONST(1) << 52))
 	{
 		/*
 		 * A count c below 2^52 (no count exceeds n_rows) converts to a
@@ -213,13 +190,6 @@ cp_prep_stats_merge(CpPrepStats *into, const CpPrepStats *from)
 		int64		na = into->count[j];
 		int64		nb = from->count[j];
 
-		if (into->track_minmax && from->track_minmax && nb > 0)
-		{
-			if (na == 0 || from->min[j] < into->min[j])
-				into->min[j] = from->min[j];
-			if (na == 0 || from->max[j] > into->max[j])
-				into->max[j] = from->max[j];
-		}
 		combine(na, into->mean[j], into->m2[j], nb, from->mean[j], from->m2[j],
 				&into->count[j], &into->mean[j], &into->m2[j]);
 	}
@@ -249,28 +219,6 @@ cp_prep_stats_moments(const CpPrepStats *st, int32 j, double *mean,
 	}
 	*mean = m;
 	*var = m2 > 0.0 ? m2 / (double) n : 0.0;
-}
-
-/* Range of feature j, implicit zeros included; needs track_minmax. */
-void
-cp_prep_stats_range(const CpPrepStats *st, int32 j, double *min, double *max)
-{
-	double		lo = 0.0;
-	double		hi = 0.0;
-
-	Assert(st->track_minmax);
-	if (st->count[j] > 0)
-	{
-		lo = st->min[j];
-		hi = st->max[j];
-		if (st->count[j] < st->n_rows)
-		{
-			lo = Min(lo, 0.0);
-			hi = Max(hi, 0.0);
-		}
-	}
-	*min = lo;
-	*max = hi;
 }
 
 /*
@@ -333,28 +281,32 @@ cp_prep_transform_set(CpPrepTransform *t, int32 j, double mean, double std)
 }
 
 /*
- * Builds the transform from learnt statistics.  skip[j] (skip may be NULL)
- * leaves column j as the identity: one-hot indicators are not scaled, as in
- * a scikit-learn pipeline of StandardScaler on numbers and OneHotEncoder on
- * categories.  means[] and stds[] (either may be NULL) receive what the
- * model must store: std 0 for a constant or skipped column, mean 0 for a
- * skipped one (and for every column when not centred it is still the true
- * mean, for information).  Returns the number of constant columns.
+ * Builds the transform from learnt statistics.  Feature j is statistics
+ * column stats_col[j], or, when stats_col is NULL, column j; stats_col[j]
+ * < 0 leaves feature j as the identity: one-hot indicators are not scaled,
+ * as in a scikit-learn pipeline of StandardScaler on numbers and
+ * OneHotEncoder on categories, and have no statistics.  means[] and stds[]
+ * (either may be NULL) receive what the model must store: std 0 for a
+ * constant or skipped column, mean 0 for a skipped one (and for every
+ * column when not centred it is still the true mean, for information).
+ * Returns the number of constant columns.
  */
 int32
 cp_prep_transform_from_stats(CpPrepTransform *t, const CpPrepStats *st,
-							 const bool *skip, double *means, double *stds)
+							 const int32 *stats_col, double *means, double *stds)
 {
 	int32		n_constant = 0;
 
-	Assert(t->n_features == st->n_features);
+	Assert(stats_col != NULL || t->n_features <= st->n_features);
 	for (int32 j = 0; j < t->n_features; j++)
 	{
+		int32		s = stats_col != NULL ? stats_col[j] : j;
 		double		mean;
 		double		var;
 		double		std;
 
-		if (skip != NULL && skip[j])
+		Assert(s < st->n_features);
+		if (s < 0)
 		{
 			mean = 0.0;
 			std = 0.0;
@@ -363,7 +315,7 @@ cp_prep_transform_from_stats(CpPrepTransform *t, const CpPrepStats *st,
 		}
 		else
 		{
-			cp_prep_stats_moments(st, j, &mean, &var);
+			cp_prep_stats_moments(st, s, &mean, &var);
 			if (cp_prep_is_constant(mean, var, st->n_rows))
 			{
 				std = 0.0;
@@ -447,35 +399,6 @@ cp_prep_weights_to_original(const CpPrepTransform *t, const double *w_scaled,
 			wo[j] = w * t->scale[j];
 		}
 		wo[nf] = bias;
-	}
-}
-
-/*
- * The reverse, for a warm start from weights in original units:
- * w = w_orig / s, b = b_orig - w . o.  s is never 0 (constant columns keep
- * scale 1), so this is always defined.  w_scaled may be w_orig.
- */
-void
-cp_prep_weights_to_scaled(const CpPrepTransform *t, const double *w_orig,
-						  double *w_scaled, int32 n_outputs)
-{
-	int32		nf = t->n_features;
-	int64		stride = (int64) nf + 1;
-
-	for (int32 k = 0; k < n_outputs; k++)
-	{
-		const double *wo = w_orig + k * stride;
-		double	   *ws = w_scaled + k * stride;
-		double		bias = wo[nf];
-
-		for (int32 j = 0; j < nf; j++)
-		{
-			double		w = wo[j] / t->scale[j];
-
-			bias -= w * t->offset[j];
-			ws[j] = w;
-		}
-		ws[nf] = bias;
 	}
 }
 

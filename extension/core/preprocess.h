@@ -22,8 +22,10 @@
 
 /*
  * Per-feature statistics, accumulated in one pass (Welford) and mergeable
- * (Chan et al.'s pairwise combination), so parallel workers can each keep
- * one and the leader merges them.
+ * (Chan et al.'s pairwise combination, cp_prep_stats_merge), so that parts
+ * of a table learnt apart (the shards of a distributed training) combine
+ * into the statistics of the whole, as if added one by one; reset empties
+ * one for reuse.
  *
  * count[j], mean[j], m2[j] describe only the values actually seen for
  * feature j; n_rows counts rows.  A dense row sees every feature, so
@@ -35,19 +37,15 @@
 typedef struct CpPrepStats
 {
 	int32		n_features;
-	bool		track_minmax;
 	int64		n_rows;
 	int64	   *count;			/* n_features: values seen */
 	double	   *mean;			/* n_features: mean of the values seen */
 	double	   *m2;				/* n_features: sum of squared deviations */
-	double	   *min;			/* n_features, NULL unless track_minmax */
-	double	   *max;
 } CpPrepStats;
 
-extern bool cp_prep_stats_bytes(int32 n_features, bool track_minmax,
-								Size *bytes);
+extern bool cp_prep_stats_bytes(int32 n_features, Size *bytes);
 extern bool cp_prep_stats_init(CpPrepStats *st, int32 n_features,
-							   bool track_minmax, CpAllocZero alloc);
+							   CpAllocZero alloc);
 extern void cp_prep_stats_reset(CpPrepStats *st);
 extern void cp_prep_stats_add_dense(CpPrepStats *st, const double *x);
 extern void cp_prep_stats_add_sparse(CpPrepStats *st, const int32 *indices,
@@ -55,8 +53,6 @@ extern void cp_prep_stats_add_sparse(CpPrepStats *st, const int32 *indices,
 extern void cp_prep_stats_merge(CpPrepStats *into, const CpPrepStats *from);
 extern void cp_prep_stats_moments(const CpPrepStats *st, int32 j,
 								  double *mean, double *var);
-extern void cp_prep_stats_range(const CpPrepStats *st, int32 j,
-								double *min, double *max);
 extern bool cp_prep_is_constant(double mean, double var, int64 n);
 
 /*
@@ -84,7 +80,7 @@ extern void cp_prep_transform_set(CpPrepTransform *t, int32 j, double mean,
 								  double std);
 extern int32 cp_prep_transform_from_stats(CpPrepTransform *t,
 										  const CpPrepStats *st,
-										  const bool *skip,
+										  const int32 *stats_col,
 										  double *means, double *stds);
 extern void cp_prep_apply_dense(const CpPrepTransform *t, double *x);
 extern void cp_prep_apply_sparse(const CpPrepTransform *t,
@@ -93,9 +89,6 @@ extern void cp_prep_apply_sparse(const CpPrepTransform *t,
 extern void cp_prep_weights_to_original(const CpPrepTransform *t,
 										const double *w_scaled,
 										double *w_orig, int32 n_outputs);
-extern void cp_prep_weights_to_scaled(const CpPrepTransform *t,
-									  const double *w_orig,
-									  double *w_scaled, int32 n_outputs);
 
 /*
  * One-hot dictionary of one text or boolean column.  Values are byte

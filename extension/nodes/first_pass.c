@@ -196,7 +196,7 @@ ensure_stats(PassState *ps, int64 n)
 	if (ps->stats_ready)
 		n = Min(Max(n, (int64) ps->stats.n_features + ps->stats.n_features / 2),
 				(int64) (MaxAllocSize / sizeof(double)) - 1);
-	if (!cp_prep_stats_init(&ps->stats, (int32) n, false, cp_prep_palloc0))
+	if (!cp_prep_stats_init(&ps->stats, (int32) n, cp_prep_palloc0))
 		elog(ERROR, "corgipile: could not size the statistics of %lld features",
 			 (long long) n);
 	if (ps->stats_ready)
@@ -966,6 +966,7 @@ build_prep(PassState *ps)
 	CpLayout   *lo = ps->lo;
 	CpPrep	   *prep = palloc0(sizeof(CpPrep));
 	int32		at = 0;
+	int32	   *stats_col = NULL;
 
 	prep->standardize = ps->standardize;
 	prep->n_rows = ps->n_rows;
@@ -1030,35 +1031,22 @@ build_prep(PassState *ps)
 		elog(ERROR, "corgipile: could not size the transform of %d features", at);
 	prep->means = palloc0_array(double, at);
 	prep->stds = palloc0_array(double, at);
-	for (int32 j = 0; j < at; j++)
+	if (lo->mode == CP_FEATURES_COLUMNS)
 	{
-		int			s = j;
-		double		mean;
-		double		var;
-		double		std;
+		int			i = 0;
 
-		if (lo->mode == CP_FEATURES_COLUMNS)
+		/* a numeric column's statistics slot; indicators stay 0/1 (-1) */
+		stats_col = palloc_array(int32, at);
+		for (int32 j = 0; j < at; j++)
 		{
-			int			i = 0;
-
 			while (i + 1 < lo->n_columns && prep->columns[i + 1].offset <= j)
 				i++;
-			if (prep->columns[i].onehot)
-				continue;		/* indicators stay 0/1: identity */
-			s = ps->numeric_index[i];
+			stats_col[j] = prep->columns[i].onehot ? -1 : ps->numeric_index[i];
 		}
-		cp_prep_stats_moments(&ps->stats, s, &mean, &var);
-		if (cp_prep_is_constant(mean, var, ps->stats.n_rows))
-		{
-			std = 0.0;
-			prep->n_constant++;
-		}
-		else
-			std = sqrt(var);
-		prep->means[j] = mean;
-		prep->stds[j] = std;
-		cp_prep_transform_set(prep->transform, j, mean, std);
 	}
+	prep->n_constant = cp_prep_transform_from_stats(prep->transform, &ps->stats,
+													stats_col, prep->means,
+													prep->stds);
 	return prep;
 }
 

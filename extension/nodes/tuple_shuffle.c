@@ -682,22 +682,6 @@ cp_tuple_source_find_shape(CpTupleSource *src, uint64 seed)
 }
 
 /*
- * Empty the block cache: for a pass over the table before the first epoch
- * that converts rows otherwise than training will (block_cache.c).  The
- * next epoch reads the heap and fills the cache again.  Buffers may borrow
- * cached rows (read_group): call this only when no filled buffer is still
- * to be trained on.
- */
-void
-cp_tuple_source_reset_cache(CpTupleSource *src)
-{
-	TupleShuffleState *ts = source_node(src);
-
-	if (ts->cache != NULL)
-		cp_block_cache_reset(ts->cache);
-}
-
-/*
  * Every training row, from the block cache, into dst (empty; dense rows
  * lent, sparse rows copied), in block order: false when the cache does not
  * hold every block.  For the polish after the last epoch (sgd_polish.c); not

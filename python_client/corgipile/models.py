@@ -91,10 +91,6 @@ class Model:
     preprocess: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
-    def is_classifier(self) -> bool:
-        return self.classes is not None
-
-    @property
     def coef(self) -> np.ndarray:
         """Feature weights in the features' original units, shape
         (n_outputs, n_features): one row for a binary or regression model,

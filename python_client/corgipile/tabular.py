@@ -681,12 +681,3 @@ def load_parquet(conn: psycopg.Connection[Any], table: str, path: str | os.PathL
             if bar is not None:
                 bar.close()
         return _finish(conn, ident, table, n, label, picked, "columns", analyze)
-
-
-def is_parquet(path: str | os.PathLike[str]) -> bool:
-    """Parquet files start (and end) with the magic bytes PAR1."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"PAR1"
-    except OSError:
-        return False

@@ -16,8 +16,20 @@
 
 #include "common/pg_prng.h"
 #include "core/grab.h"
+#include "core/shuffle.h"
 
 #include "unit_check.h"
+
+/* a seeded random visiting order, drawn as BlockShuffle draws one */
+static void
+random_order(uint32 *order, uint32 n, uint64 seed)
+{
+	pg_prng_state rng;
+
+	pg_prng_seed(&rng, seed);
+	cp_order_identity(order, n);
+	cp_shuffle_uint32(order, n, &rng);
+}
 
 /* every allocation is remembered so that main() can free it */
 static void *allocations[256];
@@ -264,7 +276,7 @@ test_determinism(void)
 	fill_random(&a, 7);
 	fill_random(&b, 7);
 	CHECK(memcmp(a.sums, b.sums, sizeof(double) * n * d) == 0, "same adds, same sums");
-	cp_grab_random_order(visit, n, 99);
+	random_order(visit, n, 99);
 	cp_grab_walk(&a, visit, n, w1, s1, next1);
 	cp_grab_walk(&b, visit, n, w2, s2, next2);
 	CHECK(same_i8(s1, s2, n) && same_u32(next1, next2, n) &&
@@ -490,7 +502,7 @@ test_pair_balance_covering(void)
 
 	CHECK(cp_grab_acc_init(&acc, n, d, d, 0, alloc_zero), "init");
 	fill_random(&acc, 11);
-	cp_grab_random_order(visit, n, 5);
+	random_order(visit, n, 5);
 	cp_grab_pair_balance(&acc, 4, starts, visit, work, signs, next);
 	for (int w = 0; w < 4; w++)
 	{
@@ -531,7 +543,8 @@ test_projection(void)
 	CpGrabAcc	a,
 				b,
 				c,
-				e;
+				e,
+				p;
 	double	   *x = calloc(d, sizeof(double));
 	double	   *y = calloc(d, sizeof(double));
 	double	   *px = calloc(k, sizeof(double));
@@ -565,8 +578,12 @@ test_projection(void)
 		xx += x[j] * x[j];
 		yy += y[j] * y[j];
 	}
-	cp_grab_project(&a, x, px);
-	cp_grab_project(&a, y, py);
+	/* the projections, as training stores them: x into one block, y another */
+	CHECK(cp_grab_acc_init(&p, 2, d, k, 42, alloc_zero), "init p");
+	cp_grab_add_dense(&p, 0, 0, x, d, 1.0);
+	cp_grab_add_dense(&p, 1, 0, y, d, 1.0);
+	memcpy(px, p.sums, sizeof(double) * k);
+	memcpy(py, p.sums + k, sizeof(double) * k);
 	for (int r = 0; r < k; r++)
 	{
 		pxy += px[r] * py[r];
@@ -578,9 +595,9 @@ test_projection(void)
 	CHECK(fabs(pxy - xy) / sqrt(xx * yy) < 0.15,
 		  "projection keeps inner products: %g vs %g", pxy / sqrt(xx * yy), xy / sqrt(xx * yy));
 
-	/* adding is projecting: dense add of x equals cp_grab_project(x) */
+	/* an accumulator of the same seed adds the same projection */
 	cp_grab_add_dense(&a, 0, 0, x, d, 1.0);
-	CHECK(memcmp(a.sums, px, sizeof(double) * k) == 0, "dense add stores the projection");
+	CHECK(memcmp(a.sums, px, sizeof(double) * k) == 0, "same seed, same projection");
 
 	/* projecting the weights: the sign table gives the add's values exactly */
 	{
@@ -754,7 +771,7 @@ test_serialize(void)
 
 		CHECK(cp_grab_acc_init(&acc, nb, 3, 3, 0, alloc_zero), "init");
 		fill_random(&acc, 21);
-		cp_grab_random_order(vis, nb, 1);
+		random_order(vis, nb, 1);
 		cp_grab_walk(&acc, vis, nb, work, sg, nx);
 		CHECK(cp_grab_serialized_bytes(nb, &len) && len == 12 + 4000 + 125, "1000 blocks");
 		blob = malloc(len);
@@ -823,20 +840,6 @@ test_adapt(void)
 		uint32		ident[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 
 		CHECK(n == 8 && covers(ident, out, 8, 7), "from empty");
-	}
-
-	/* random orders are permutations, seeded */
-	{
-		uint32		r1[100],
-					r2[100],
-					ident[100];
-
-		for (int i = 0; i < 100; i++)
-			ident[i] = i;
-		cp_grab_random_order(r1, 100, 5);
-		cp_grab_random_order(r2, 100, 5);
-		CHECK(covers(ident, r1, 100, 99) && same_u32(r1, r2, 100) &&
-			  !same_u32(r1, ident, 100), "random order");
 	}
 }
 

@@ -112,7 +112,7 @@ test_dense_stats(void)
 		x[i * NF + 2] = uniform(&rng, 0, 1e6);
 		x[i * NF + 3] = (i % 7) - 3.0;
 	}
-	CHECK(cp_prep_stats_init(&all, NF, true, alloc_zero), "init");
+	CHECK(cp_prep_stats_init(&all, NF, alloc_zero), "init");
 	for (int i = 0; i < NR; i++)
 		cp_prep_stats_add_dense(&all, x + i * NF);
 	CHECK(all.n_rows == NR, "n_rows %lld", (long long) all.n_rows);
@@ -130,18 +130,11 @@ test_dense_stats(void)
 		CHECK(close_rel(v, v2, j == 1 ? 1e-6 : 1e-10),
 			  "dense var[%d] %.17g vs %.17g", j, v, v2);
 	}
-	{
-		double		lo,
-					hi;
-
-		cp_prep_stats_range(&all, 3, &lo, &hi);
-		CHECK(lo == -3.0 && hi == 3.0, "range %g %g", lo, hi);
-	}
 
 	/* merging partial statistics (one of them empty) equals one pass */
 	for (int p = 0; p < 3; p++)
 	{
-		CHECK(cp_prep_stats_init(&part[p], NF, true, alloc_zero), "init part");
+		CHECK(cp_prep_stats_init(&part[p], NF, alloc_zero), "init part");
 		for (int64 i = cut[p]; i < cut[p + 1]; i++)
 			cp_prep_stats_add_dense(&part[p], x + i * NF);
 	}
@@ -153,20 +146,13 @@ test_dense_stats(void)
 		double		m,
 					v,
 					ma,
-					va,
-					lo,
-					hi,
-					loa,
-					hia;
+					va;
 
 		cp_prep_stats_moments(&part[0], j, &m, &v);
 		cp_prep_stats_moments(&all, j, &ma, &va);
 		CHECK(close_rel(m, ma, 1e-12), "merged mean[%d] %.17g vs %.17g", j, m, ma);
 		CHECK(close_rel(v, va, j == 1 ? 1e-6 : 1e-11),
 			  "merged var[%d] %.17g vs %.17g", j, v, va);
-		cp_prep_stats_range(&part[0], j, &lo, &hi);
-		cp_prep_stats_range(&all, j, &loa, &hia);
-		CHECK(lo == loa && hi == hia, "merged range[%d]", j);
 	}
 
 	/* reset forgets everything */
@@ -195,9 +181,9 @@ test_sparse_stats(void)
 	CpPrepStats b;
 
 	pg_prng_seed(&rng, 7);
-	CHECK(cp_prep_stats_init(&st, NF, true, alloc_zero), "init");
-	CHECK(cp_prep_stats_init(&a, NF, true, alloc_zero), "init a");
-	CHECK(cp_prep_stats_init(&b, NF, true, alloc_zero), "init b");
+	CHECK(cp_prep_stats_init(&st, NF, alloc_zero), "init");
+	CHECK(cp_prep_stats_init(&a, NF, alloc_zero), "init a");
+	CHECK(cp_prep_stats_init(&b, NF, alloc_zero), "init b");
 	for (int i = 0; i < NR; i++)
 	{
 		int32		idx[NF];
@@ -248,18 +234,12 @@ test_sparse_stats(void)
 			  "sparse merged[%d]", j);
 	}
 	{
-		double		lo,
-					hi,
-					m,
+		double		m,
 					v;
 
-		/* positive values with implicit zeros: the range starts at 0 */
-		cp_prep_stats_range(&st, 0, &lo, &hi);
-		CHECK(lo == 0.0 && hi > 1.0, "sparse range %g %g", lo, hi);
 		/* never-seen feature: all zeros */
 		cp_prep_stats_moments(&st, NF - 1, &m, &v);
-		cp_prep_stats_range(&st, NF - 1, &lo, &hi);
-		CHECK(m == 0.0 && v == 0.0 && lo == 0.0 && hi == 0.0, "absent feature");
+		CHECK(m == 0.0 && v == 0.0, "absent feature");
 		/* feature 4 holds the constant 5 where present, but zeros elsewhere */
 		cp_prep_stats_moments(&st, 4, &m, &v);
 		CHECK(v > 1.0 && !cp_prep_is_constant(m, v, st.n_rows),
@@ -281,7 +261,7 @@ test_constant_columns(void)
 	double		stds[NF];
 	int32		n_const;
 
-	CHECK(cp_prep_stats_init(&st, NF, false, alloc_zero), "init");
+	CHECK(cp_prep_stats_init(&st, NF, alloc_zero), "init");
 	for (int i = 0; i < NR; i++)
 	{
 		double		row[NF] = {0.1, 0.0, 1.0 + (i % 2) * 1e-6, -7.25};
@@ -326,7 +306,7 @@ test_constant_columns(void)
 		double		stds[1];
 		double		row[1] = {1e200};
 
-		CHECK(cp_prep_stats_init(&big, 1, false, alloc_zero), "init");
+		CHECK(cp_prep_stats_init(&big, 1, alloc_zero), "init");
 		for (int i = 0; i < 10; i++)
 		{
 			double		r[1] = {(i % 2) ? 1e200 : -1e200};
@@ -345,7 +325,7 @@ test_constant_columns(void)
 		CpPrepStats empty;
 		CpPrepTransform te;
 
-		CHECK(cp_prep_stats_init(&empty, NF, false, alloc_zero), "init");
+		CHECK(cp_prep_stats_init(&empty, NF, alloc_zero), "init");
 		CHECK(cp_prep_transform_init(&te, NF, true, alloc_zero), "init");
 		CHECK(cp_prep_transform_from_stats(&te, &empty, NULL, NULL, NULL) == NF,
 			  "empty stats");
@@ -359,7 +339,7 @@ random_transform(CpPrepTransform *t, int32 nf, bool centred, pg_prng_state *rng)
 {
 	CpPrepStats st;
 
-	CHECK(cp_prep_stats_init(&st, nf, false, alloc_zero), "init");
+	CHECK(cp_prep_stats_init(&st, nf, alloc_zero), "init");
 	for (int i = 0; i < 500; i++)
 	{
 		double		row[16];
@@ -383,10 +363,8 @@ test_transform_and_weights(void)
 	CpPrepTransform t;
 	double		ws[NO * STRIDE];
 	double		wo[NO * STRIDE];
-	double		back[NO * STRIDE];
 	double		inplace[NO * STRIDE];
 	double		worst = 0.0;
-	bool		roundtrip = true;
 
 	pg_prng_seed(&rng, 2024);
 	for (int centred = 0; centred <= 1; centred++)
@@ -425,32 +403,35 @@ test_transform_and_weights(void)
 				worst = Max(worst, fabs(zs - zo) / mag);
 			}
 		}
-		cp_prep_weights_to_scaled(&t, wo, back, NO);
-		for (int k = 0; k < NO * STRIDE; k++)
-			if (!close_rel(back[k], ws[k], 1e-9) && fabs(back[k] - ws[k]) > 1e-9)
-				roundtrip = false;
 	}
 	CHECK(worst < 1e-12, "prediction in both spaces differs by %.3g relative", worst);
-	CHECK(roundtrip, "to_scaled(to_original(w)) == w");
 
-	/* skipped (one-hot) columns are the identity; stored means/stds 0 */
+	/*
+	 * Skipped (one-hot) columns are the identity, stored means/stds 0, and
+	 * have no statistics: training's map from features to statistics
+	 * columns (first_pass.c), here feature 1 an indicator between two
+	 * numeric columns.
+	 */
 	{
 		CpPrepStats st;
 		CpPrepTransform tk;
-		bool		skip[3] = {false, true, false};
-		double		means[3];
-		double		stds[3];
+		int32		stats_col[3] = {0, -1, 1};
+		double		means[3] = {-1, -1, -1};
+		double		stds[3] = {-1, -1, -1};
 		double		row[3] = {1, 1, 1};
 
-		CHECK(cp_prep_stats_init(&st, 3, false, alloc_zero), "init");
+		CHECK(cp_prep_stats_init(&st, 2, alloc_zero), "init");
 		for (int i = 0; i < 10; i++)
 		{
-			double		r[3] = {i, i % 2, 2 * i};
+			double		r[2] = {i, 2 * i};
 
 			cp_prep_stats_add_dense(&st, r);
 		}
 		CHECK(cp_prep_transform_init(&tk, 3, true, alloc_zero), "init");
-		cp_prep_transform_from_stats(&tk, &st, skip, means, stds);
+		CHECK(cp_prep_transform_from_stats(&tk, &st, stats_col, means, stds) == 0,
+			  "no constant column");
+		CHECK(close_rel(means[2], 9.0, 1e-15) && close_rel(stds[2], 2 * sqrt(8.25), 1e-15),
+			  "feature 2 from statistics column 1: %.17g %.17g", means[2], stds[2]);
 		CHECK(means[1] == 0.0 && stds[1] == 0.0 && tk.scale[1] == 1.0 &&
 			  tk.offset[1] == 0.0, "skip is identity");
 		CHECK(close_rel(means[0], 4.5, 1e-15) && close_rel(stds[0], sqrt(8.25), 1e-15),
@@ -466,7 +447,7 @@ test_transform_and_weights(void)
 
 			CHECK(cp_prep_transform_init(&tp, 3, true, alloc_zero), "init");
 			for (int j = 0; j < 3; j++)
-				if (!skip[j])
+				if (stats_col[j] >= 0)
 					cp_prep_transform_set(&tp, j, means[j], stds[j]);
 			for (int j = 0; j < 3; j++)
 				same = same && tp.scale[j] == tk.scale[j] && tp.offset[j] == tk.offset[j];
@@ -482,7 +463,7 @@ test_transform_and_weights(void)
 		double		val[2] = {4.0, -2.0};
 		double		stds[3];
 
-		CHECK(cp_prep_stats_init(&st, 3, false, alloc_zero), "init");
+		CHECK(cp_prep_stats_init(&st, 3, alloc_zero), "init");
 		for (int i = 0; i < 4; i++)
 		{
 			int32		ii[2] = {0, 2};
@@ -827,12 +808,12 @@ test_sizes(void)
 	CpPrepStats st;
 	CpPrepTransform t;
 
-	CHECK(cp_prep_stats_bytes(10, true, &bytes) && bytes == 10 * 40, "bytes %zu", bytes);
-	CHECK(!cp_prep_stats_bytes(-1, false, &bytes), "negative");
-	CHECK(!cp_prep_stats_init(&st, 0, false, alloc_zero), "0 features");
+	CHECK(cp_prep_stats_bytes(10, &bytes) && bytes == 10 * 24, "bytes %zu", bytes);
+	CHECK(!cp_prep_stats_bytes(-1, &bytes), "negative");
+	CHECK(!cp_prep_stats_init(&st, 0, alloc_zero), "0 features");
 	CHECK(!cp_prep_transform_init(&t, -3, true, alloc_zero), "negative features");
 	fail_after = 2;
-	CHECK(!cp_prep_stats_init(&st, 5, false, alloc_zero), "allocator failure");
+	CHECK(!cp_prep_stats_init(&st, 5, alloc_zero), "allocator failure");
 	fail_after = 1;
 	CHECK(!cp_prep_transform_init(&t, 5, true, alloc_zero), "allocator failure");
 	fail_after = -1;
@@ -841,8 +822,7 @@ test_sizes(void)
 /*
  * The dense update runs two features a step (SSE2); it must give exactly
  * the moments of the one-value update, which the sparse update (a row
- * whose indices are every feature) and the min/max-tracking dense update
- * still use.
+ * whose indices are every feature) still uses.
  */
 static void
 test_dense_matches_scalar(void)
@@ -854,16 +834,14 @@ test_dense_matches_scalar(void)
 		int32		nf = sizes[s];
 		CpPrepStats fast;
 		CpPrepStats viasparse;
-		CpPrepStats minmax;
 		pg_prng_state rng;
 		double		row[28];
 		int32		idx[28];
 		bool		same = true;
 
 		pg_prng_seed(&rng, 7 + s);
-		CHECK(cp_prep_stats_init(&fast, nf, false, alloc_zero) &&
-			  cp_prep_stats_init(&viasparse, nf, false, alloc_zero) &&
-			  cp_prep_stats_init(&minmax, nf, true, alloc_zero), "init");
+		CHECK(cp_prep_stats_init(&fast, nf, alloc_zero) &&
+			  cp_prep_stats_init(&viasparse, nf, alloc_zero), "init");
 		for (int32 j = 0; j < nf; j++)
 			idx[j] = j;
 		for (int i = 0; i < 5000; i++)
@@ -872,12 +850,10 @@ test_dense_matches_scalar(void)
 				row[j] = (pg_prng_double(&rng) - 0.3) * (1.0 + j) * 1e3 + j;
 			cp_prep_stats_add_dense(&fast, row);
 			cp_prep_stats_add_sparse(&viasparse, idx, row, nf);
-			cp_prep_stats_add_dense(&minmax, row);
 		}
 		for (int32 j = 0; j < nf; j++)
 			if (fast.count[j] != viasparse.count[j] ||
-				fast.mean[j] != viasparse.mean[j] || fast.m2[j] != viasparse.m2[j] ||
-				fast.mean[j] != minmax.mean[j] || fast.m2[j] != minmax.m2[j])
+				fast.mean[j] != viasparse.mean[j] || fast.m2[j] != viasparse.m2[j])
 				same = false;
 		CHECK(same && fast.n_rows == viasparse.n_rows,
 			  "dense statistics of %d features differ from the one-value update", nf);
