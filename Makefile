@@ -72,7 +72,13 @@ OBJS = \
 	extension/core/preprocess.o
 
 MODULEDIR = extension
-DATA = extension/corgipile.control $(wildcard sql/corgipile--*.sql)
+# The install script of the current version is built from one source,
+# sql/corgipile.sql (as pgvector does); the released install script
+# (0.1.0) and the upgrade scripts are installed as they are.
+EXTVERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" extension/corgipile.control)
+DATA_built = sql/corgipile--$(EXTVERSION).sql
+DATA = extension/corgipile.control \
+	$(filter-out $(DATA_built),$(wildcard sql/corgipile--*.sql))
 
 REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel validation divergence torch_io
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
@@ -107,6 +113,9 @@ all: $(SHLIB)
 $(SHLIB): $(OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -shared -o $@ $(OBJS) $(LDFLAGS) $(LDFLAGS_SL) $(SHLIB_LINK) $(BE_DLLLIBS)
+
+$(DATA_built): sql/corgipile.sql extension/corgipile.control
+	cp $< $@
 
 install: install-module
 installdirs: installdirs-module

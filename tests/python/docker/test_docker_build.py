@@ -210,8 +210,8 @@ def test_build_stage_make_install_puts_the_extension_where_the_server_looks(stag
     pkglibdir, extdir = image_dir("--pkglibdir"), image_dir("--sharedir") + "/extension"
     assert f"{pkglibdir}/corgipile.so" in files
     assert f"{extdir}/corgipile.control" in files
-    # the default version is installed by a base script or reached by an
-    # update script (0.2.0: corgipile--0.1.0.sql then corgipile--0.1.0--0.2.0.sql)
+    # the default version's install script, which make builds from
+    # sql/corgipile.sql, and every script of sql/ (0.1.0's and the upgrades)
     assert any(f.startswith(f"{extdir}/corgipile--") and f.endswith(f"{control_version()}.sql")
                for f in files)
     for sql in (ROOT / "sql").glob("corgipile--*.sql"):

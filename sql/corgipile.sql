@@ -1,0 +1,392 @@
+-- corgipile: in-database SGD with CorgiPile's two-level shuffle.
+--
+-- The install script of the current version, said once: the Makefile
+-- copies this file to sql/corgipile--<default_version>.sql (as pgvector
+-- does), which CREATE EXTENSION runs.  The released scripts are never
+-- edited; a database of an earlier version reaches this one through the
+-- upgrade scripts (sql/corgipile--A--B.sql).  A change to the SQL surface
+-- goes both here and into the upgrade script from the last release:
+-- tests/python/test_install_script.py fails, naming the object, when a
+-- fresh install and an install of 0.1.0 upgraded step by step differ.
+
+\echo Use "CREATE EXTENSION corgipile" to load this file. \quit
+
+-- The schema corgipile is created by CREATE EXTENSION (schema in the
+-- control file).  Every name below is schema-qualified.
+
+GRANT USAGE ON SCHEMA corgipile TO PUBLIC;
+
+CREATE SEQUENCE corgipile.model_name_seq;
+GRANT USAGE ON SEQUENCE corgipile.model_name_seq TO PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- The models
+--
+-- One row per trained model, in corgipile.model_store, which no role but
+-- the extension's owner may read or write: the C functions write it after
+-- checking the caller's rights (GetUserId()), and roles read it through the
+-- security-barrier view corgipile.models.  weights holds the n_features
+-- feature weights followed by the bias (per output, for softmax); classes
+-- maps the model's classes back to the table's labels.  Owners are role
+-- OIDs (owner_id; 0 when the owner was dropped: the model is orphaned,
+-- visible to superusers, who can drop or reassign it); relid is the
+-- relation the model was trained on; usage_roles the roles granted USAGE.
+-- ---------------------------------------------------------------------------
+
+CREATE TABLE corgipile.model_store (
+    model_name      text PRIMARY KEY,
+    model           text NOT NULL,
+    relation        text NOT NULL,
+    label           text NOT NULL,
+    features        text[] NOT NULL,
+    feature_indices text,
+    -- named as 0.1.0's table (corgipile.models) named it, as in an
+    -- upgraded database
+    n_features      integer NOT NULL CONSTRAINT models_n_features_check CHECK (n_features > 0),
+    weights         float8[] NOT NULL,
+    classes         jsonb,
+    params          jsonb NOT NULL,
+    history         jsonb NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    owner_id        oid NOT NULL,
+    relid           oid,
+    usage_roles     oid[] NOT NULL DEFAULT '{}',
+    preprocess      jsonb
+);
+
+-- Names are at most 255 bytes.  NOT VALID as in an upgraded database,
+-- where a 0.1.0 row with a longer name stays usable; new rows are checked
+-- either way.
+ALTER TABLE corgipile.model_store
+    ADD CONSTRAINT model_store_model_name_check
+    CHECK (pg_catalog.octet_length(model_name) OPERATOR(pg_catalog.<=) 255
+           AND model_name OPERATOR(pg_catalog.<>) '') NOT VALID;
+
+COMMENT ON TABLE corgipile.model_store IS 'Storage of corgipile models; read them through the view corgipile.models, write them with corgipile''s functions.';
+COMMENT ON COLUMN corgipile.model_store.owner_id IS 'OID of the owning role; 0 when the owner was dropped (orphaned).';
+COMMENT ON COLUMN corgipile.model_store.relid IS 'OID of the relation the model was trained on, or NULL.';
+COMMENT ON COLUMN corgipile.model_store.usage_roles IS 'Roles granted USAGE (predict, evaluate) with corgipile.grant_model().';
+COMMENT ON COLUMN corgipile.model_store.preprocess IS 'Feature statistics and category dictionaries applied before the weights, or NULL for raw features.';
+
+-- Only the extension's owner reads and writes the storage (said outright,
+-- though it is the default, so that pg_dump's initial privileges are those
+-- of an upgraded database, which revoked 0.1.0's grants).
+REVOKE ALL ON corgipile.model_store FROM PUBLIC;
+
+-- Models are dumped with the database.
+SELECT pg_catalog.pg_extension_config_dump('corgipile.model_store', '');
+SELECT pg_catalog.pg_extension_config_dump('corgipile.model_name_seq', '');
+
+-- The models a role may see: those it owns (or whose owner role it has the
+-- privileges of) or was granted USAGE on, superusers all.  "Readable"
+-- below: the role may SELECT the training relation, or, when that relation
+-- is gone or unknown (relid NULL), it has the owner's privileges; relation,
+-- history, the preprocessing and the dataset figures of params are shown
+-- only then.  The expression is repeated rather than joined in, so that the
+-- view stays a single-table view: a superuser may DELETE through it, and
+-- other roles get "permission denied".
+CREATE VIEW corgipile.models WITH (security_barrier) AS
+SELECT s.model_name,
+       s.model,
+       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
+                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
+            THEN s.relation END AS relation,
+       s.label,
+       s.features,
+       s.feature_indices,
+       s.n_features,
+       s.weights,
+       s.classes,
+       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
+                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
+            THEN s.params
+            -- the figures of params that describe the training relation
+            ELSE s.params OPERATOR(pg_catalog.-)
+                 '{n_blocks,pages_per_block,blocks_per_buffer,window_rows,reservoir_rows,validation,holdout}'::text[]
+       END AS params,
+       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
+                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
+            THEN s.history END AS history,
+       s.created_at,
+       pg_catalog.pg_get_userbyid(s.owner_id) AS owner,
+       s.owner_id,
+       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
+                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
+            THEN s.relid END AS relid,
+       -- roles dropped since they were granted leave their OIDs behind
+       ARRAY(SELECT g.r::pg_catalog.regrole
+               FROM pg_catalog.unnest(s.usage_roles) WITH ORDINALITY AS g(r, n)
+              WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS a
+                             WHERE a.oid OPERATOR(pg_catalog.=) g.r)
+              ORDER BY g.n) AS usage_roles,
+       -- statistics and category values of the training relation's rows
+       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
+                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
+            THEN s.preprocess END AS preprocess
+  FROM corgipile.model_store AS s
+ WHERE pg_catalog.pg_has_role(s.owner_id, 'USAGE')
+    OR EXISTS (SELECT 1 FROM pg_catalog.unnest(s.usage_roles) AS g(role)
+                WHERE pg_catalog.pg_has_role(g.role, 'USAGE'));
+
+COMMENT ON VIEW corgipile.models IS 'The models the current role owns or was granted USAGE on (superusers: all); relation, history, preprocessing and dataset figures only where the role may read the training relation.';
+GRANT SELECT ON corgipile.models TO PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Training
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION corgipile.train_support(internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'corgipile_train_support'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION corgipile.train(
+    relation        regclass,
+    model           text,
+    model_name      text DEFAULT NULL,
+    label           text DEFAULT 'label',
+    features        text DEFAULT 'features',
+    feature_indices text DEFAULT NULL,
+    n_features      integer DEFAULT NULL,
+    shuffle         text DEFAULT 'corgipile',
+    learning_rate   float8 DEFAULT NULL,
+    decay           float8 DEFAULT 0.95,
+    max_epoch_num   integer DEFAULT NULL,
+    batch_size      integer DEFAULT 1,
+    l2              float8 DEFAULT NULL,
+    block_size      text DEFAULT NULL,
+    buffer_size     text DEFAULT NULL,
+    seed            bigint DEFAULT NULL,
+    double_buffer   boolean DEFAULT true,
+    validation      text DEFAULT NULL,
+    l1              float8 DEFAULT 0,
+    tolerance       float8 DEFAULT NULL,
+    n_iter_no_change integer DEFAULT 5,
+    warm_start      text DEFAULT NULL,
+    standardize     text DEFAULT 'auto',
+    max_categories  integer DEFAULT 1000,
+    workers         integer DEFAULT 1,
+    average         boolean DEFAULT NULL)
+RETURNS TABLE (
+    model_name       text,
+    epoch            integer,
+    tuples           bigint,
+    loss             float8,
+    score            float8,
+    validation_score float8,
+    seconds          float8)
+AS 'MODULE_PATHNAME', 'corgipile_train'
+-- not STRICT: NULL means "the default" for model_name, n_features,
+-- feature_indices, learning_rate, max_epoch_num, l2, block_size, buffer_size, seed,
+-- validation, tolerance, warm_start and average; other NULLs are errors.
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+ROWS 20
+SUPPORT corgipile.train_support;
+
+COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. learning_rate NULL: the default schedule (rate 0.1, iterates averaged from epoch 2, implicit steps for linear). average: averaged SGD on or off (NULL: on with the default rate). buffer_size NULL: the whole table when its heap fits maintenance_work_mem, else 10%. max_epoch_num NULL: 20, or up to 1000 below 50,000 rows (1,000,000 row steps). l2 NULL: 1/rows with the default schedule (scikit-learn''s C = 1), else 0. validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';
+
+-- ---------------------------------------------------------------------------
+-- Prediction and evaluation
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION corgipile.predict(model_name text, features anyarray)
+RETURNS float8
+AS 'MODULE_PATHNAME', 'corgipile_predict_dense'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict(model_name text, feature_indices integer[], features anyarray)
+RETURNS float8
+AS 'MODULE_PATHNAME', 'corgipile_predict_sparse'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict(model_name text, "row" record)
+RETURNS float8
+AS 'MODULE_PATHNAME', 'corgipile_predict_row'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_class(model_name text, features anyarray)
+RETURNS text
+AS 'MODULE_PATHNAME', 'corgipile_predict_class_dense'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_class(model_name text, feature_indices integer[], features anyarray)
+RETURNS text
+AS 'MODULE_PATHNAME', 'corgipile_predict_class_sparse'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_class(model_name text, "row" record)
+RETURNS text
+AS 'MODULE_PATHNAME', 'corgipile_predict_class_row'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_proba(model_name text, features anyarray)
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'corgipile_predict_proba_dense'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_proba(model_name text, feature_indices integer[], features anyarray)
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'corgipile_predict_proba_sparse'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.predict_proba(model_name text, "row" record)
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'corgipile_predict_proba_row'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION corgipile.shuffled_scan(
+    relation    regclass,
+    shuffle     text DEFAULT 'corgipile',
+    block_size  text DEFAULT NULL,
+    buffer_size text DEFAULT '10%',
+    seed        bigint DEFAULT NULL)
+RETURNS TABLE (ctid tid, id bigint)
+AS 'MODULE_PATHNAME', 'corgipile_shuffled_scan'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SUPPORT corgipile.train_support;
+
+COMMENT ON FUNCTION corgipile.shuffled_scan IS 'The row ids of a table in the order one epoch of a shuffle strategy feeds them to SGD (id is NULL unless the table has an integer column id).';
+
+CREATE FUNCTION corgipile.evaluate(model_name text, relation regclass)
+RETURNS TABLE (metric text, value float8)
+AS 'MODULE_PATHNAME', 'corgipile_evaluate'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION corgipile.evaluate IS 'Metrics of a stored model on a table: accuracy, precision, recall, f1, auc, log_loss (binary); accuracy, macro_f1, log_loss (softmax); rmse, mae, r2 (linear).';
+
+CREATE FUNCTION corgipile.shuffle_table(src regclass, dst text, seed bigint DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'corgipile_shuffle_table'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.shuffle_table IS 'Write a fully shuffled copy of src as a new table dst (two-pass external shuffle within work_mem); returns the rows written.';
+
+-- ---------------------------------------------------------------------------
+-- Managing models.  Each function checks the caller's rights (GetUserId())
+-- and then writes the storage as its owner.
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION corgipile.drop_model(model_name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'corgipile_drop_model'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.drop_model(text) IS 'Drop a model; its owner (or a member of the owner role) or a superuser.';
+
+CREATE FUNCTION corgipile.rename_model(model_name text, new_name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'corgipile_rename_model'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.rename_model(text, text) IS 'Rename a model; its owner or a superuser.';
+
+CREATE FUNCTION corgipile.grant_model(model_name text, role regrole)
+RETURNS void
+AS 'MODULE_PATHNAME', 'corgipile_grant_model'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.grant_model(text, regrole) IS 'Grant USAGE on a model (predict, evaluate, see it in corgipile.models) to a role; its owner or a superuser.';
+
+CREATE FUNCTION corgipile.revoke_model(model_name text, role regrole)
+RETURNS void
+AS 'MODULE_PATHNAME', 'corgipile_revoke_model'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.revoke_model(text, regrole) IS 'Revoke USAGE on a model from a role; its owner or a superuser.';
+
+-- regrole accepts a number, so an orphaned owner (a dropped role) is
+-- named by its OID: reassign_models('16384', 'alice').
+CREATE FUNCTION corgipile.reassign_models(old_role regrole, new_role regrole)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'corgipile_reassign_models'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.reassign_models(regrole, regrole) IS 'Give every model of old_role (which may be the OID of a dropped role) to new_role; superusers, or old_role itself; returns the models moved.';
+
+CREATE FUNCTION corgipile.import_model(
+    model_name      text,
+    model           text,
+    relation        text,
+    label           text,
+    features        text[],
+    feature_indices text,
+    n_features      integer,
+    weights         float8[],
+    classes         jsonb,
+    params          jsonb,
+    history         jsonb,
+    created_at      timestamptz DEFAULT NULL,
+    preprocess      jsonb DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'corgipile_import_model'
+-- not STRICT: feature_indices, classes, created_at and preprocess may be NULL
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.import_model IS 'Store a model exported from another database; the row is validated as predict() would load it and is owned by the caller.';
+
+CREATE FUNCTION corgipile.annotate_model(model_name text, relation text, notes jsonb DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'corgipile_annotate_model'
+-- not STRICT: a NULL relation or notes leaves that part alone
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.annotate_model IS 'Record where a model''s training rows came from (relation text shown, new params keys); its owner or a superuser.';
+
+-- A model's weights in the original units of its features (standardized
+-- models store them in the scaled space): USAGE on the model, and the
+-- right to read its training relation, as for the models view's
+-- preprocess column.
+CREATE FUNCTION corgipile.model_coefficients(model_name text)
+RETURNS TABLE (output integer, feature text, weight float8)
+AS 'MODULE_PATHNAME', 'corgipile_model_coefficients'
+LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION corgipile.model_coefficients IS 'The model''s weights in the original units of its features, one row per weight (feature NULL: the intercept); output numbers softmax''s classes from 1.';
+
+-- ---------------------------------------------------------------------------
+-- Sizing and block rows for corgipile.torch
+--
+-- corgipile.sizing(): how train() cuts a relation into blocks and buffers,
+-- computed by the engine's own cp_resolve_sizing, so clients ask instead of
+-- restating the rules.  corgipile.block_rows(): the rows of whole blocks,
+-- converted as training converts them (optionally with a stored model's
+-- label encoding and preprocessing), as packed little-endian floats.
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION corgipile.sizing(
+    relation regclass,
+    block_size text DEFAULT NULL,
+    buffer_size text DEFAULT NULL,
+    pages bigint DEFAULT NULL,
+    OUT n_pages bigint,
+    OUT page_size integer,
+    OUT pages_per_block bigint,
+    OUT n_blocks bigint,
+    OUT blocks_per_buffer bigint)
+AS 'MODULE_PATHNAME', 'corgipile_sizing'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION corgipile.sizing IS 'How corgipile.train() would cut the relation (or pages heap pages, when given) into blocks and buffers for these block_size and buffer_size (NULL: train()''s defaults, a buffer of the whole table when its heap fits maintenance_work_mem, else 10%).';
+
+CREATE FUNCTION corgipile.block_rows(
+    relation regclass,
+    first_pages bigint[],
+    pages_per_block integer,
+    label text DEFAULT NULL,
+    features text DEFAULT NULL,
+    feature_indices text DEFAULT NULL,
+    model text DEFAULT NULL,
+    id_column text DEFAULT NULL,
+    n_features integer DEFAULT NULL,
+    dtype text DEFAULT 'float4',
+    OUT page bigint,
+    OUT n_rows integer,
+    OUT dim integer,
+    OUT y bytea,
+    OUT x bytea,
+    OUT ids bytea)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'corgipile_block_rows'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 16;
+
+COMMENT ON FUNCTION corgipile.block_rows IS 'The visible rows of the blocks of pages_per_block pages starting at first_pages, one output row per block (or per chunk of a large one): n_rows, dim, y (float8 labels), x (n_rows x dim float4 or float8 features, little-endian), ids (int8, with id_column). label defaults to ''label'', features to ''features''; with model the model''s columns, label encoding and preprocessing apply.';
