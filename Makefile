@@ -90,7 +90,13 @@ PG_CPPFLAGS = -I$(srcdir)/extension
 # nothing does, and inlining them takes 2-5% of an epoch's instructions
 # (callgrind_epoch.sh: a later corgipile epoch 708 -> 678 a row) with the
 # same arithmetic, so the same weights
-PG_CFLAGS = -pthread -fno-semantic-interposition
+# -ffp-contract=off: a multiplication and an addition are never fused into
+# one rounding (FMA). GCC's default fuses them wherever the instruction set
+# has FMA (aarch64; x86-64 built for a CPU that has it), clang's within an
+# expression, and the bitcode the JIT inlines is compiled for the host
+# CPU: without it a seed's weights would change with the machine.
+# tests/python/test_engine_pinned.py pins x86-64's SSE2 results.
+PG_CFLAGS = -pthread -fno-semantic-interposition -ffp-contract=off
 # GraB's per-element adds (core/grab.c) vectorized: no sum is reordered
 # (GCC keeps floating-point reductions in order), so the weights stay
 # bit-identical; docs/grab.md
@@ -104,6 +110,9 @@ EXTRA_CLEAN = tests/regress/results tests/regress/regression.diffs \
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS gives PG_CFLAGS to the compiler, not to the bitcode's clang
+override BITCODE_CFLAGS += -ffp-contract=off
 
 # What PGXS does for MODULE_big (Makefile.shlib's position-independent
 # code and link line, install-lib, the LLVM bitcode for JIT inlining), with

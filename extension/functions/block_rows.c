@@ -303,6 +303,7 @@ begin(FunctionCallInfo fcinfo)
 					 errhint("Sparse rows are sent dense: give their width, e.g. n_features => 1000.")));
 	}
 
+	st->lo.use = "reading them with corgipile.block_rows()";
 	cols = cp_layout_columns(&st->lo);
 	if (id_column != NULL)
 	{
@@ -475,7 +476,7 @@ append(BlockRowsState *st)
 		slot_getsomeattrs(st->slot, st->id_attno);
 		if (st->slot->tts_isnull[st->id_attno - 1])
 		{
-			CpRowContext where = {st->lo.relname, &st->slot->tts_tid};
+			CpRowContext where = {st->lo.relname, &st->slot->tts_tid, st->lo.use};
 
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

@@ -75,6 +75,7 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 	rel = cp_open_relation(PG_GETARG_OID(1), AccessShareLock, "relation");
 	cp_check_relation(rel, "relation");
 	cp_model_layout(ev.stored, rel, &lo);
+	lo.use = "evaluating";
 	cp_check_select(rel, cp_layout_columns(&lo));
 
 	cp_check_model_size(ev.stored->kind, ev.stored->n_features,

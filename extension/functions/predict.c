@@ -34,6 +34,9 @@
 #include "params/params.h"
 #include "io/prep.h"
 
+/* the values of a predict*() call: no table, no row; the hint's verb */
+static const CpRowContext predict_input = {NULL, NULL, "predicting"};
+
 PG_FUNCTION_INFO_V1(corgipile_predict_dense);
 PG_FUNCTION_INFO_V1(corgipile_predict_sparse);
 PG_FUNCTION_INFO_V1(corgipile_predict_row);
@@ -227,7 +230,7 @@ load_dense(CpPredictCache *cache, ArrayType *arr)
 	int			len;
 
 	check_numeric_array(arr, "features");
-	len = cp_array_length(arr, NULL, "features");
+	len = cp_array_length(arr, &predict_input, "features");
 	if (len != cache->stored->n_features)
 		wrong_dimension(cache->stored, len);
 	ensure_row_cap(cache, len);
@@ -238,10 +241,10 @@ load_dense(CpPredictCache *cache, ArrayType *arr)
 	{
 		const CpPrepTransform *t = cache->stored->prep->transform;
 
-		return cp_array_to_doubles_transformed(arr, cache->row.values, len, NULL,
+		return cp_array_to_doubles_transformed(arr, cache->row.values, len, &predict_input,
 											   t->scale, t->offset);
 	}
-	if (!cp_array_to_doubles(arr, cache->row.values, len, NULL))
+	if (!cp_array_to_doubles(arr, cache->row.values, len, &predict_input))
 		return false;
 	if (cache->stored->prep && cache->stored->prep->transform)
 		cp_prep_apply_dense(cache->stored->prep->transform, cache->row.values);
@@ -263,8 +266,8 @@ load_sparse(CpPredictCache *cache, ArrayType *idx, ArrayType *val)
 						format_type_be(ARR_ELEMTYPE(idx))),
 				 errhint("Cast the indices to integer[].")));
 	check_numeric_array(val, "features");
-	n_idx = cp_array_length(idx, NULL, "feature_indices");
-	n_val = cp_array_length(val, NULL, "features");
+	n_idx = cp_array_length(idx, &predict_input, "feature_indices");
+	n_val = cp_array_length(val, &predict_input, "features");
 	if (n_idx != n_val)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -274,8 +277,8 @@ load_sparse(CpPredictCache *cache, ArrayType *idx, ArrayType *val)
 	ensure_row_cap(cache, n_idx);
 	cache->row.sparse = true;
 	cache->row.offsets[1] = n_idx;
-	if (!cp_array_to_indices(idx, cache->row.indices, n_idx, m->n_features, NULL) ||
-		!cp_array_to_doubles(val, cache->row.values, n_idx, NULL))
+	if (!cp_array_to_indices(idx, cache->row.indices, n_idx, m->n_features, &predict_input) ||
+		!cp_array_to_doubles(val, cache->row.values, n_idx, &predict_input))
 		return false;
 	if (m->prep && m->prep->transform)
 		cp_prep_apply_sparse(m->prep->transform, cache->row.indices,
@@ -413,7 +416,7 @@ load_encoded(CpPredictCache *cache)
 			if (cache->nulls[a - 1])
 				return false;
 			x = cp_datum_to_double(cache->values[a - 1], cache->atttypes[i]);
-			cp_check_finite(x, NULL);
+			cp_check_finite(x, &predict_input);
 			if (t != NULL)
 				x = x * t->scale[col->offset] + t->offset[col->offset];
 			cache->row.indices[n] = col->offset;
@@ -468,7 +471,7 @@ load_row(CpPredictCache *cache, HeapTupleHeader td)
 					return false;
 				cache->row.values[i] = cp_datum_to_double(cache->values[a - 1],
 														  cache->atttypes[i]);
-				cp_check_finite(cache->row.values[i], NULL);
+				cp_check_finite(cache->row.values[i], &predict_input);
 			}
 			if (m->prep != NULL && m->prep->transform != NULL)
 				cp_prep_apply_dense(m->prep->transform, cache->row.values);

@@ -133,6 +133,7 @@ cp_layout_resolve(CpLayout *lo, TupleDesc tupdesc, const char *relname,
 
 	memset(lo, 0, sizeof(*lo));
 	lo->relname = pstrdup(relname);
+	lo->use = "training";
 	lo->model = p->model;
 	lo->n_features = p->n_features;
 
@@ -661,7 +662,7 @@ append_encoded(CpLayout *lo, Datum *vals, bool *isnull, CpBuffer *buf,
 bool
 cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 {
-	CpRowContext where = {lo->relname, &slot->tts_tid};
+	CpRowContext where = {lo->relname, &slot->tts_tid, lo->use};
 	Datum	   *vals;
 	bool	   *isnull;
 	double		label;
@@ -811,7 +812,7 @@ void
 cp_layout_append_converted(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf,
 						   const double *x)
 {
-	CpRowContext where = {lo->relname, &slot->tts_tid};
+	CpRowContext where = {lo->relname, &slot->tts_tid, lo->use};
 	int64		row = buf->n_rows;
 	int			d = lo->n_features;
 	double		label;
@@ -845,7 +846,7 @@ cp_layout_append_float8(CpLayout *lo, Datum label, const ArrayType *arr,
 	int			d = lo->n_features;
 	int64		row = buf->n_rows;
 	const CpPrepTransform *t = lo->prep ? lo->prep->transform : NULL;
-	CpRowContext where = {lo->relname, tid};
+	CpRowContext where = {lo->relname, tid, lo->use};
 	double		y;
 
 	Assert(lo->mode == CP_FEATURES_ARRAY && !buf->with_ids && !buf->sparse);

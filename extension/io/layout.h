@@ -42,6 +42,8 @@ typedef struct CpClassMap
 typedef struct CpLayout
 {
 	char	   *relname;
+	const char *use;			/* what rows are read for, in error hints:
+								 * "training" unless the reader says */
 	CpModelKind model;
 
 	AttrNumber	label_attno;

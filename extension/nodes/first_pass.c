@@ -711,7 +711,7 @@ static void
 pass_row(PassState *ps, PassReader *rd, HeapTuple tup)
 {
 	CpLayout   *lo = ps->lo;
-	CpRowContext where = {lo->relname, &tup->t_self};
+	CpRowContext where = {lo->relname, &tup->t_self, lo->use};
 	MemoryContext old = MemoryContextSwitchTo(rd->row_cxt);
 	Datum	   *vals = rd->slot->tts_values;
 	bool	   *isnull = rd->slot->tts_isnull;

@@ -155,7 +155,8 @@ cp_report_not_finite(double v, const CpRowContext *where)
 			 errmsg("feature value %s in %s is not a finite number",
 					isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity"),
 					cp_row_description(where)),
-			 errhint("Remove or impute NaN and infinite values before training.")));
+			 errhint("Remove or impute NaN and infinite values before %s.",
+					 where != NULL && where->use != NULL ? where->use : "using them")));
 }
 
 /* Length of a one-dimensional array; an empty array has length 0. */

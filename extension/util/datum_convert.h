@@ -14,11 +14,16 @@
 
 #include "utils/array.h"
 
-/* Context for error messages: which row of which relation, or none. */
+/*
+ * Context for error messages: which row of which relation, or none, and
+ * what the values are read for ("training", "predicting", ...: the hint of
+ * a value that is not finite says "before" it).
+ */
 typedef struct CpRowContext
 {
 	const char *relname;		/* NULL when not reading a table */
 	ItemPointer tid;			/* the row, or NULL */
+	const char *use;
 } CpRowContext;
 
 extern bool cp_is_number_type(Oid type);

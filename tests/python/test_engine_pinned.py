@@ -4,6 +4,14 @@ The expected digests were taken from the engine before the strategies
 became modules (issue 9).  A change to any strategy's row order, to the
 generators' seeding or to the arithmetic changes a digest: if that change is
 deliberate, say so and re-pin with CORGIPILE_PIN_PRINT=1.
+
+The digests are facts of x86-64: doubles computed in SSE2 registers, each
+multiplication and addition rounded on its own.  The Makefile builds with
+-ffp-contract=off, so that no compiler fuses a multiplication and an
+addition into one FMA on a machine that has it (GCC's default there), and
+another architecture computes the same operations; a digest that differs
+there is that platform's fact to look into (its libm's exp and log, which
+the logistic and softmax losses call), not one to re-pin here.
 """
 
 from __future__ import annotations

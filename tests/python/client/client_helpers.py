@@ -10,17 +10,12 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+# the one generator of the suites' data (tests/python/datagen.py), for the
+# client tests' imports
+from datagen import linear_task  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[3]
 CLIENT = ROOT / "python_client"
-
-
-def linear_task(n: int, d: int, seed: int, noise: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
-    """Features in [-1, 1]^d, labels -1/+1 from a noisy linear rule."""
-    rng = np.random.default_rng(seed)
-    w = np.random.default_rng(99).normal(size=d)
-    x = rng.uniform(-1.0, 1.0, size=(n, d))
-    y = np.where(x @ w + noise * rng.normal(size=n) > 0, 1, -1)
-    return x, y
 
 
 def make_table(conn: psycopg.Connection, name: str, x: np.ndarray, y: np.ndarray) -> None:

@@ -54,6 +54,10 @@ SELECT corgipile.predict('no_such_model', ARRAY[1.0, 2.0]);
 SELECT corgipile.predict('p_svm', ARRAY[1.0, 2.0, 3.0]);
 SELECT corgipile.predict('p_svm', ARRAY['a', 'b']);
 SELECT corgipile.predict('p_svm', ARRAY['NaN', 1]::float8[]);
+-- the hint names what the values were read for
+CREATE TABLE points_nan (label int, features float8[]);
+INSERT INTO points_nan VALUES (1, '{1,1}'), (-1, '{Infinity,0}');
+SELECT * FROM corgipile.evaluate('p_svm', 'points_nan');
 SELECT corgipile.predict('p_svm', ARRAY[[1.0, 2.0]]);
 SELECT corgipile.predict('p_sparse', ARRAY[0, 2], ARRAY[1.0, 1.0]);
 SELECT corgipile.predict('p_sparse', ARRAY[0, 1], ARRAY[1.0]);

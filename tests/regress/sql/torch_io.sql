@@ -58,6 +58,9 @@ SELECT dim, encode(substr(x, 5, 12), 'hex') AS onehot_row1, encode(substr(y, 1, 
 FROM corgipile.block_rows('tio_cats', ARRAY[0]::int8[], 1, model => 'tio_m');
 
 -- clear errors
+CREATE TABLE tio_nan (label int, features float8[]);
+INSERT INTO tio_nan VALUES (1, '{1,NaN}');
+SELECT n_rows FROM corgipile.block_rows('tio_nan', ARRAY[0]::int8[], 1);
 SELECT * FROM corgipile.block_rows('tio_cats', ARRAY[0]::int8[], 1, features => 'num, color');
 SELECT * FROM corgipile.block_rows('tio_cats', ARRAY[0]::int8[], 1, model => 'tio_m', features => 'num');
 SELECT * FROM corgipile.block_rows('tio', NULL, 1);
