@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """shuffle => 'grab' in the engine against the simulation, on the same tables.
 
-Issue 10's first engine measurement found grab only ~1% better than
-corgipile, while scripts/grab_simulation.py found 0.03-0.09x.  This script
-puts both on the same rows so that the two can be compared directly:
+The engine's grab and scripts/grab_simulation.py's can disagree on how much
+better than corgipile grab is; this script puts both on the same rows so
+that the two can be compared directly:
 
   part A  engine (shuffle_once, corgipile, grab) and the simulation
           (corgipile, grab with the buffer kept in order or shuffled) on

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * preprocess.h
- *	  Preprocessing stored with the model (issue 13 §1) and the divergence
- *	  rules (§2): per-feature statistics, the standardizing transform and
+ *	  Preprocessing stored with the model and the divergence rules:
+ *	  per-feature statistics, the standardizing transform and
  *	  its inverse on the weights, one-hot dictionaries, the per-row holdout
  *	  decision of validation => 'N%', and the stop / warn decisions.
  *
@@ -156,8 +156,9 @@ extern bool cp_prep_holdout(uint64 seed, uint32 block, uint16 offset,
 							double fraction);
 
 /*
- * Divergence (§2).  cp_prep_divergence is asked after every epoch with the
- * training losses of epochs 1..n; cp_prep_divergence_final once at the end.
+ * Divergence (docs/preprocessing.md).  cp_prep_divergence is asked after
+ * every epoch with the training losses of epochs 1..n;
+ * cp_prep_divergence_final once at the end.
  * The caller turns STOP_* into an ERROR naming the epoch (n) and
  * suggesting a smaller learning_rate or standardize, and WARN_* into a
  * WARNING.  See docs/preprocessing.md for why the factor is 1000.

@@ -590,8 +590,8 @@ ragged(const CpLayout *lo, int len, const CpRowContext *where)
 }
 
 /*
- * A row of the columns layout with category columns, as a sparse row
- * (issue 19 §3): each number at its position, transformed, and each
+ * A row of the columns layout with category columns, as a sparse row: each
+ * number at its position, transformed, and each
  * category column's one indicator (value 1 at offset + code), so a row
  * takes one entry per feature column whatever the number of categories.
  * The entries are in position order, the numbers explicit even when 0

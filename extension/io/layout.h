@@ -63,9 +63,9 @@ typedef struct CpLayout
 	int			n_features;		/* 0 until known */
 
 	/*
-	 * Preprocessing (issue 13 §1): which feature columns are categories
-	 * (text, varchar, boolean: one-hot encoded), the model's encoding and
-	 * transform once learnt (NULL: raw numbers, as before 0.3.0), and a
+	 * Preprocessing: which feature columns are categories (text, varchar,
+	 * boolean: one-hot encoded), the model's encoding and transform once
+	 * learnt (NULL: raw numbers), and a
 	 * binary classifier's text label dictionary (code 0 is -1, code 1 +1).
 	 */
 	bool	   *column_onehot;	/* COLUMNS: per column */
@@ -93,7 +93,7 @@ typedef struct CpLayout
 /*
  * Rows are held sparse (CSR) in buffers: the sparse layout, and the
  * columns layout with category columns, whose one-hot indicators would
- * otherwise take rows x categories doubles (issue 19 §3).
+ * otherwise take rows x categories doubles.
  */
 static inline bool
 cp_layout_sparse_rows(const CpLayout *lo)

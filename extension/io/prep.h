@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
- * preprocess_model.h
- *	  The preprocessing a model carries (issue 13 §1): which feature
+ * prep.h
+ *	  The preprocessing a model carries: which feature
  *	  columns are one-hot encoded and with which dictionary, where each
  *	  column lands in the model's feature vector, and the standardizing
  *	  transform.  Learnt by a first pass over the table before epoch 1
- *	  (preprocess_pass.c), stored as the model's preprocess jsonb, rebuilt
+ *	  (nodes/first_pass.c), stored as the model's preprocess jsonb, rebuilt
  *	  from it for predict*() and evaluate().  The arithmetic is the plain-C
  *	  core's (core/preprocess.h); this is the server-side glue.
  *

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * first_pass.c
- *	  The first pass before epoch 1 (issue 13 §1, docs/preprocessing.md):
+ *	  The first pass before epoch 1 (docs/preprocessing.md):
  *	  one read of the table (or of a sample of its blocks) that learns what the weights' shape
  *	  and the features' encoding need before the first gradient step.
  *
@@ -12,23 +12,21 @@
  *	    classifier's text label;
  *	  - the sparse dimension when n_features is not given.
  *
- * It replaces the SELECT DISTINCT label / max(index) queries of earlier
- * versions, so a training needs at most this one extra read, and none at
- * all when there is nothing to learn (standardize => 'off', numbers only,
- * a numeric label, a known dimension): then every value and weight is
- * what 0.2.0 computed, bit for bit.
+ * A training needs at most this one extra read, and none at all when there
+ * is nothing to learn (standardize => 'off', numbers only, a numeric label,
+ * a known dimension): then no value is transformed.
  *
  * Rows are read in physical order (the order does not matter to any of
  * these, and sequential reading is fastest).  When the standardizing
  * statistics of dense rows are all there is to learn and the table is
  * larger than corgipile.stats_sample_size, only a seeded random sample of
  * its blocks is read, and kept in the block cache for epoch 1, so that the
- * first epoch reads the table once (issue 24: sample_plan, read_sample;
- * what a sample does to accuracy is in docs/engine-benchmark.md).  Rows that validation => 'N%'
+ * first epoch reads the table once (sample_plan, read_sample; what a sample
+ * does to accuracy is in docs/engine-benchmark.md).  Rows that validation => 'N%'
  * holds out are left out of the statistics and dictionaries, so the
  * held-out score does not see them; the class and label sets, which are
  * the label's domain rather than a feature statistic, come from every row
- * with a label, as the DISTINCT query did.
+ * with a label.
  *
  *-------------------------------------------------------------------------
  */
@@ -327,7 +325,7 @@ learn_label(PassState *ps, Datum d, const CpRowContext *where)
  * The largest index of a sparse row's index array, or false when the row
  * has an index training would refuse (NULL, negative, not below limit):
  * training reports that, with the row, when it reads it, so the pass
- * fails no earlier and with no other message than before.
+ * fails no earlier and with no other message than epoch 1 would.
  */
 static bool
 largest_index(ArrayType *idx, int n, int64 limit, int64 *top)

@@ -15,7 +15,7 @@
 #include "nodes/sgd_state.h"
 
 /*
- * Divergence (issue 13 section 2, docs/preprocessing.md): after each epoch,
+ * Divergence (docs/preprocessing.md): after each epoch,
  * the training losses of epochs 1..n go to the core's rule.  A loss that is
  * not finite, weights that are not, or a loss more than
  * CP_PREP_DIVERGENCE_FACTOR times the best earlier epoch's and above the
@@ -68,12 +68,11 @@ cp_sgd_check_divergence(SgdState *s, int epoch)
 /*
  * At the end: a model whose loss ends clearly above the first epoch's is
  * stored, with a WARNING.  "Clearly": more than CP_WARN_ABOVE_FIRST_FACTOR
- * times it.  The epoch loss of a converged run fluctuates around its floor:
- * in the pg_regress suite (2026-11-23), 82 trainings ended above their first
- * epoch's loss, by 1.03 to 1.6 times (median 1.22), all of them good
- * models; a warning on each would teach users to ignore it.  Only no_shuffle
+ * times it.  The epoch loss of a converged run fluctuates around its floor,
+ * up to 1.6 times the first epoch's loss in the pg_regress suite's good
+ * models, and a warning on each would teach users to ignore it; no_shuffle
  * on a label-clustered table, which really does train worse than it starts,
- * ended above twice its first loss (2.5-2.7 times).
+ * ends above twice it (docs/preprocessing.md has the figures).
  */
 #define CP_WARN_ABOVE_FIRST_FACTOR 2.0
 

@@ -77,7 +77,7 @@ typedef struct SgdState
 	CpParallel *par;
 
 	/*
-	 * The trivial baseline (issue 21): the first epoch's training labels,
+	 * The trivial baseline: the first epoch's training labels,
 	 * counted per class (class k of softmax; -1/+1 at 0/1), and in all
 	 * (linear: the mean's R2 is 0 whatever the labels).
 	 */

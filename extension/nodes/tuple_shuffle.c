@@ -187,7 +187,7 @@ tuple_shuffle_begin(CustomScanState *node, EState *estate, int eflags)
 	ts->env.read_group = read_group;
 	ts->env.reader = ts;
 	ts->env.rel = rel;
-	/* every buffer of the training is held to it (issue 19 §3) */
+	/* every buffer of the training is held to it (one-hot rows' memory) */
 	ts->env.buffer_budget = cp_training_buffer_budget(&ts->child->sizing, rel);
 	ts->strategy_state = ts->strategy->begin(&ts->env);
 	ts->permute = ts->strategy->permutes ?

@@ -562,7 +562,7 @@ cp_resolve_sizing(const CpTrainParams *p, BlockNumber n_pages, CpSizing *out)
  * rows, converted, take about its heap's size), and a 10% buffer of it
  * holds a few dozen one-page blocks, each of one class when the table is
  * stored by its label: 3.3 accuracy points below a full shuffle on a
- * 5-class real table (issue 21).  Above the budget the buffer is 10% of the
+ * 5-class real table (docs/real-datasets.md).  Above the budget the buffer is 10% of the
  * table, which is then more than 800 pages: 256 blocks or more.
  */
 bool

@@ -51,7 +51,7 @@ typedef enum CpStandardize
 	CP_STANDARDIZE_AUTO,		/* on for dense features, scale_only for sparse */
 	CP_STANDARDIZE_ON,			/* centre and scale */
 	CP_STANDARDIZE_SCALE_ONLY,	/* scale, keep zeros (sparsity) */
-	CP_STANDARDIZE_OFF			/* raw features, as before 0.3.0 */
+	CP_STANDARDIZE_OFF			/* raw features */
 } CpStandardize;
 
 typedef struct CpTrainParams
@@ -116,21 +116,18 @@ typedef struct CpTrainParams
 /*
  * max_epoch_num => NULL: 20 epochs, or on a smaller table as many as make
  * CP_DEFAULT_MIN_ROW_STEPS row steps, at most CP_DEFAULT_MAX_EPOCHS.  An
- * averaged SGD's distance to the optimum shrinks with the number of steps,
- * and 20 epochs of a 300-row table are 6,000 steps: one test row in 80 off
- * scikit-learn's answer on such a table, none at 100 epochs; a nearly
- * separable 1,077-row table needed about 200.  200,000 steps still left
- * a 4,654-row six-class table (Ecdat::Car) 0.3-0.7 points and a 1,089-row
- * one (ISLR::Weekly) one test row in 218 off in most seeds; 1,000,000
- * left neither, on 37 real tables (docs/real-datasets.md).  1,000,000
- * steps of a small row take tenths of a second.
+ * averaged SGD's distance to the optimum shrinks with the number of steps:
+ * 1,000,000 row steps leave none of the 37 real tables of
+ * docs/real-datasets.md short of scikit-learn's answer, where 20 epochs
+ * of a small table (6,000 steps at 300 rows) or 200,000 steps do, and take
+ * tenths of a second on a small row.
  */
 #define CP_DEFAULT_EPOCHS 20
 
 /*
  * l2 => NULL: with the default schedule (learning_rate NULL, averaging
- * on), 1 / the rows the first epoch trained on, from epoch 2 on; else 0,
- * as before 0.4.0.  It is scikit-learn's default penalty written per row:
+ * on), 1 / the rows the first epoch trained on, from epoch 2 on; else 0.
+ * It is scikit-learn's default penalty written per row:
  * LogisticRegression's C = 1 (C times the summed losses plus |w|^2 / 2)
  * and Ridge's alpha = 1, divided by the rows, are the mean loss plus
  * |w|^2 / (2 n).  The exact solvers' answer is that objective's minimum;

@@ -1,7 +1,7 @@
-"""Seeds give bit-identical weights across engine restructurings.
+"""A seed gives bit-identical weights, whatever the engine's code layout.
 
-The expected digests were taken from the engine before the strategies
-became modules (issue 9).  A change to any strategy's row order, to the
+A digest of the weights is pinned for every strategy, dense and sparse,
+single and double buffered.  A change to any strategy's row order, to the
 generators' seeding or to the arithmetic changes a digest: if that change is
 deliberate, say so and re-pin with CORGIPILE_PIN_PRINT=1.
 
@@ -67,7 +67,7 @@ PINNED: dict[tuple[str, str, bool], str] = {
     ('sliding_window', 'softmax', True): '432d8316f0487221',
     ('epoch_shuffle', 'softmax', True): '98f8a76cf85e447e',
     # the same trainings with the default schedule (averaged, l2 = 1/rows from
-    # epoch 2: the defaults since 0.4.0, issue 21)
+    # epoch 2: train()'s defaults)
     ('corgipile', 'softmax_average', True): '3efec726ad80168f',
     ('sliding_window', 'softmax_average', True): 'c9515481bd06a44f',
     ('epoch_shuffle', 'softmax_average', True): '7baf7bdf4461e496',

@@ -1,4 +1,4 @@
-"""A first hour without surprises (issue 22 §4): the package imports from
+"""A first hour without surprises: the package imports from
 the checkout root after a build, and the extension, the client and the
 Docker images carry one version."""
 

@@ -120,7 +120,7 @@ BAD_ROWS = {
 @pytest.mark.parametrize("n_features", [None, 6])
 @pytest.mark.parametrize("bad", sorted(BAD_ROWS))
 def test_a_bad_row_is_reported_as_without_the_cache(table, bad, n_features):
-    """The first pass may now meet a bad row before epoch 1 would: the error,
+    """The first pass may meet a bad row before epoch 1 would: the error,
     which names the row, must be the same as with the cache off."""
     conn = table
     conn.execute(BAD_ROWS[bad])

@@ -1,11 +1,10 @@
-"""One-hot columns held as sparse rows (issue 19 §3) and NULL categories
-(issue 22).
+"""One-hot columns held as sparse rows and NULL categories.
 
 A table with a text column trains on sparse rows (one entry per feature
-column) where it used to train on dense rows of every indicator.  The
-weights must be those of the dense rows but for the summation order of the
-margin: checked against the same table with the indicators written out as
-float8 columns (dense rows, the arithmetic of before), in the same row
+column), not on dense rows of every indicator.  The weights must be those
+of the dense rows but for the summation order of the margin: checked
+against the same table with the indicators written out as float8 columns
+(dense rows), in the same row
 order (no_shuffle), with and without l2, l1 and mini-batches.
 
 NULL in a category column is all zeros (the column's reference level).

@@ -1,4 +1,4 @@
-"""scripts/real_datasets.py (issue 13 section 6, issue 21) runs end to end
+"""scripts/real_datasets.py runs end to end
 against the real server: every chosen data set loads raw, its training table
 stored in label order, both sides train and score, and the tables it prints
 have a row for each.  Two small data sets and one seed keep it to seconds;
@@ -44,12 +44,10 @@ def test_real_datasets_script_runs(dsn, conn):
 
 
 def test_review_tables_meet_the_goal(dsn, conn):
-    """Three of the tables the 2026-11-27 review added, on three seeds, each
-    a failure of the defaults before it: ISLR::Hitters (a segmentation fault,
-    then a divergence: its NULL salaries stored last, text columns),
-    AER::DoctorVisits (diverged on a seed: the one-hot l2 step took no
-    implicit step) and Ecdat::Car (six classes, 0.3-0.7 points short with
-    200,000 row steps)."""
+    """Three hard tables of the review set, on three seeds: ISLR::Hitters
+    (NULL salaries stored last, text columns), AER::DoctorVisits (one-hot
+    columns with the default schedule's l2) and Ecdat::Car (six classes,
+    which need the default's 1,000,000 row steps)."""
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "real_datasets.py"),
                            "--dsn", dsn, "--seeds", "1,2,3",
                            "--datasets", "Hitters,DoctorVisits,Ecdat::Car"],

@@ -77,7 +77,7 @@ def test_one_heap_read_larger_than_the_cache(table, epochs, validation):
         assert fetched == n
     else:
         assert (fetched - n) % (epochs - 1) == 0 and 0 < cached_pages < n
-    # the whole pass, before this change: the table, then epoch 1's share again
+    # the whole pass (no sample): the table, then epoch 1's share again
     conn.execute("SET corgipile.stats_sample_size = 0")
     assert train_fetches(conn, f"full_{epochs}", epochs, validation) > fetched
 

@@ -738,8 +738,8 @@ alloc_refuse(Size size)
 	return NULL;
 }
 
-/* Model sizes: the issue's 3 classes x 1431655765 features overflowed an
- * int and allocated 16 bytes for the weights; now it is refused. */
+/* Model sizes: 3 classes x 1431655765 features overflow an int (the
+ * weights' size computed in int would be 16 bytes): refused. */
 static void
 test_model_sizes(void)
 {

@@ -49,7 +49,7 @@ def test_help_is_there_for_every_command(cli):
 def test_load_train_evaluate_predict_models(cli, csv_file, conn, tmp_path):
     out = cli("load", "pts", csv_file, "--label", "y", "--order", "label").stdout
     assert "loaded 300 rows into pts (array layout, 3 features)" in out
-    # the label keeps its name (issue 13), so the suggested command names it
+    # the label keeps its name, so the suggested command names it
     assert "corgipile train pts svm --label y" in out and "two classes" in out
     labels = [r[0] for r in conn.execute("SELECT y FROM pts ORDER BY ctid").fetchall()]
     assert labels == sorted(labels)

@@ -1,4 +1,4 @@
-"""The estimators take what scikit-learn users pass (issue 22 §2): a
+"""The estimators take what scikit-learn users pass: a
 DataFrame with text, category and boolean columns (sent as columns, one-hot
 encoded by the server's stored preprocessing), scipy sparse CSR (the
 sparse layout, not densified), and a ColumnTransformer's output, dense or

@@ -135,7 +135,7 @@ def test_dataframe(client, conn):
     frame = pd.DataFrame({"Age": x[:, 0], "income": x[:, 1], "score": x[:, 2], "y": y})
     result = client.load_dataframe("people", frame, label="y")
     assert result.features == '"Age", "income", "score"'
-    # the label keeps its name and type (issue 13: no renaming to "label")
+    # the label keeps its name and type (no renaming to "label")
     assert conn.execute('SELECT "Age", income, score, y FROM people WHERE id = 7'
                         ).fetchone() == (x[7, 0], x[7, 1], x[7, 2], y[7])
     assert result.label == "y" and result.train_params()["label"] == "y"

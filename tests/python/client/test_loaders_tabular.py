@@ -1,4 +1,4 @@
-"""Typed tables from real files and frames (issue 22 §1): CSV with text,
+"""Typed tables from real files and frames: CSV with text,
 booleans, empty fields and NA; Parquet; DataFrames with NaN/NA/None; the
 loaded table trained on directly; STORAGE MAIN for array columns.
 

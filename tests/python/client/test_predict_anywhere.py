@@ -1,6 +1,6 @@
 """PREDICT BY wherever a SELECT may stand (subqueries, CTEs, CREATE TABLE
 AS, INSERT ... SELECT), and TRAIN BY ... WHERE, through Client.execute and
-through a running `corgipile proxy` (issue 22 §3), against the real server:
+through a running `corgipile proxy`, against the real server:
 each result equals the same query written with corgipile.predict()."""
 
 from __future__ import annotations

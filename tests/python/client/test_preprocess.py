@@ -1,4 +1,4 @@
-"""Preprocessing stored with the model (issue 13 §1), seen from the client:
+"""Preprocessing stored with the model, seen from the client:
 coef_ in original units, decision_function on raw rows, and dictionaries
 that do not depend on the block order."""
 

@@ -1,4 +1,4 @@
-"""The Python client runs no code a hostile role planted (issue 19, item 2).
+"""The Python client runs no code a hostile role planted.
 
 A function or operator in public that matches an unqualified call's
 argument types better than pg_catalog's wins over it (the issue: a

@@ -1,4 +1,4 @@
-"""Hostile replays against the training engine (issue 8): row-level security
+"""Hostile replays against the training engine: row-level security
 and privileges checked for the role that executes, no user code inside our
 internal queries, sizes and types checked before anything is read,
 cancellation in every strategy, shuffle_table on tables whose layout differs

@@ -1,4 +1,4 @@
-"""Hostile replays of issue 19's label and model-data items (corgipile 0.4.0).
+"""Hostile replays of label and model-data attacks.
 
 - Item 6: a validation table, or evaluate()'s relation, whose labels are of
   another kind than the model's classes.  Softmax with text classes against

@@ -1,6 +1,6 @@
-"""Hostile replays against the model catalog and prediction (corgipile 0.2.0).
+"""Hostile replays against the model catalog and prediction.
 
-Every reproduction of issue 8 that concerns model rows, model privileges and
+Every reproduction of the hardening review that concerns model rows, model privileges and
 prediction inputs, with variants: other types, other function names, other
 sizes.  The autouse fixture of conftest.py fails any test during which the
 postmaster restarted (a backend crashed); the canary counts calls of

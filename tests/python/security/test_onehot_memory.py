@@ -1,14 +1,13 @@
-"""One-hot features stay within memory (issue 19 §3): the reproductions of
+"""One-hot features stay within memory: the reproductions of
 the issue, as a hostile role, measured by the backend's peak resident set.
 
-Before 0.4.0 one-hot indicators were dense: rows x categories x 8 bytes.
-A 4.3 MB table with 80,000 categories tried to allocate 10 GB, evaluate()
-of an imported model with 2^20 categories reached 20 GB, and 20,000
-categories took 3.1 GB to train (measured before the change with
-scripts/measure_onehot_memory.py: 100k rows, 1 epoch, 10% buffer).  Rows
-are now sparse (one entry per feature column) and every buffer has a byte
-budget, so each backend's VmHWM growth is asserted to stay below 200 MB,
-far above what the change needs (~40 MB) and far below what it replaced.
+Dense one-hot indicators would take rows x categories x 8 bytes: 10 GB
+for a 4.3 MB table with 80,000 categories, 20 GB for evaluate() of an
+imported model with 2^20 categories (scripts/measure_onehot_memory.py
+measures it).  Rows are sparse (one entry per feature column) and every
+buffer has a byte budget, so each backend's VmHWM growth is asserted to
+stay below 200 MB, far above what sparse rows need (~40 MB) and far below
+what dense ones would.
 
 The peak is VmHWM of /proc/<pid>/status of the hostile session's backend,
 read by the superuser fixture with pg_read_file (a fresh session per step,

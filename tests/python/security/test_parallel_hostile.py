@@ -1,4 +1,4 @@
-"""Hostile replays against parallel training (workers => N, issue 11) with
+"""Hostile replays against parallel training (workers => N) with
 cache affinity: each process trains the same slots (the same blocks) for
 the whole training, so a bad row always lands in the same process, and
 that process may be a worker.  An unprivileged role's bad row in a

@@ -1,4 +1,4 @@
-"""Hostile inputs to the preprocessing (issue 13 §1): category columns
+"""Hostile inputs to the preprocessing: category columns
 built to exhaust memory (many distinct values, very long values, a huge
 max_categories) stop with a clean ERROR naming the column, and damaged or
 forged preprocess documents handed to import_model are refused, never read.

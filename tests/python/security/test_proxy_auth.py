@@ -1,5 +1,5 @@
 """The proxy never lets anyone reach the server with fewer credentials than
-directly (issue 19, item 1).
+directly.
 
 A cluster of its own, with Debian's default pg_hba.conf:
 

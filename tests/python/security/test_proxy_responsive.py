@@ -1,5 +1,5 @@
-"""One client cannot stall corgipile proxy for the others (issue 19, item 5
-and the COPY/Sync hang of item 7), replayed at sizes that take seconds.
+"""One client cannot stall corgipile proxy for the others (nor a COPY/Sync
+exchange hang it), replayed at sizes that take seconds.
 
 - a query text that is slow to analyse (made slow by a test hook) is
   analysed off the event loop: another client's SELECT 1 is answered

@@ -1,7 +1,7 @@
 """Block sizing: corgipile.torch asks the engine (corgipile.sizing, which
 runs cp_resolve_sizing) and keeps a Python copy of the rule only for
-servers without the extension; both must agree, including what used to
-drift (TB sizes, the clamps)."""
+servers without the extension; both must agree, including at the edges
+(TB sizes, the clamps)."""
 
 from __future__ import annotations
 

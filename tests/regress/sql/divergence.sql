@@ -1,4 +1,4 @@
--- Divergence (issue 13 section 2): a loss that is not finite, or that grew
+-- Divergence: a loss that is not finite, or that grew
 -- more than 1000 times over the best earlier epoch (and above the first),
 -- stops training with an ERROR naming the epoch; nothing is stored.  A run
 -- that ends above twice its first epoch's loss is stored with a WARNING.
@@ -16,7 +16,7 @@ SELECT * FROM corgipile.train('money', 'linear', label => 'price', features => '
                               learning_rate => 0.01);
 
 -- the default schedule on the same raw amounts: its implicit steps cannot
--- overshoot, and the averaged model fits (issue 21)
+-- overshoot, and the averaged model fits
 SELECT epoch, round(score::numeric, 2) AS r2
 FROM corgipile.train('money', 'linear', label => 'price', features => 'amount, age',
                      model_name => 'money_default', seed => 1, standardize => 'off')
@@ -67,7 +67,7 @@ SELECT min(h.loss) = 0 AS reached_zero,
                AND h.loss < (SELECT f.loss FROM h f WHERE f.epoch = 1)) AS rose_below_first
 FROM h;
 
--- A model well below the trivial one says so (issue 21): 70% of the rows
+-- A model well below the trivial one says so: 70% of the rows
 -- are negative and stored first, so the last rows no_shuffle trains on are
 -- all positive and a large rate leaves a model that calls most rows
 -- positive.  Its held-out accuracy is below the majority class's share.

@@ -1,4 +1,4 @@
--- Preprocessing inside the engine (issue 13 §1, docs/preprocessing.md):
+-- Preprocessing inside the engine (docs/preprocessing.md):
 -- standardizing, one-hot categories and text labels, stored with the model
 -- and applied to raw rows at prediction time.
 SET corgipile.progress = off;
