@@ -31,6 +31,17 @@ import psycopg
 import pytest
 from psycopg import sql
 
+def _acl(column: str, kind: str, owner: str) -> str:
+    """SQL for an ACL as its items' text, sorted; NULL (the default) as the
+    default it stands for."""
+    return ("(SELECT pg_catalog.array_agg(a::text ORDER BY a::text) "
+            f"FROM pg_catalog.unnest(COALESCE({column}, "
+            f"pg_catalog.acldefault({kind}, {owner}))) AS a)")
+
+
+# a sequence's default ACL is of kind 's', any other relation's 'r'
+_RELATION_ACL_KIND = "CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END::\"char\""
+
 # (key, fields) rows: key names the object as the failure message shows it
 CATALOG_QUERIES: dict[str, str] = {
     "extension": """
@@ -55,16 +66,14 @@ CATALOG_QUERIES: dict[str, str] = {
           JOIN pg_catalog.pg_extension AS e ON e.oid = d.refobjid
          WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
            AND e.extname = 'corgipile' AND d.deptype = 'e'""",
-    "schema": """
+    "schema": f"""
         SELECT 'schema ' || n.nspname,
                pg_catalog.jsonb_build_object(
                  'owner', n.nspowner::pg_catalog.regrole::text,
-                 'acl', (SELECT pg_catalog.array_agg(a::text ORDER BY a::text)
-                           FROM pg_catalog.unnest(COALESCE(n.nspacl,
-                                  pg_catalog.acldefault('n', n.nspowner))) AS a),
+                 'acl', {_acl("n.nspacl", "'n'", "n.nspowner")},
                  'comment', pg_catalog.obj_description(n.oid, 'pg_namespace'))
           FROM pg_catalog.pg_namespace AS n WHERE n.nspname = 'corgipile'""",
-    "functions": """
+    "functions": f"""
         SELECT 'function ' || p.oid::pg_catalog.regprocedure::text,
                pg_catalog.jsonb_build_object(
                  'kind', p.prokind,
@@ -84,14 +93,12 @@ CATALOG_QUERIES: dict[str, str] = {
                  'support', p.prosupport::text,
                  'settings', p.proconfig,
                  'owner', p.proowner::pg_catalog.regrole::text,
-                 'acl', (SELECT pg_catalog.array_agg(a::text ORDER BY a::text)
-                           FROM pg_catalog.unnest(COALESCE(p.proacl,
-                                  pg_catalog.acldefault('f', p.proowner))) AS a),
+                 'acl', {_acl("p.proacl", "'f'", "p.proowner")},
                  'comment', pg_catalog.obj_description(p.oid, 'pg_proc'))
           FROM pg_catalog.pg_proc AS p
           JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
          WHERE p.pronamespace = 'corgipile'::pg_catalog.regnamespace""",
-    "relations": """
+    "relations": f"""
         SELECT 'relation ' || c.oid::pg_catalog.regclass::text,
                pg_catalog.jsonb_build_object(
                  'kind', c.relkind,
@@ -100,10 +107,7 @@ CATALOG_QUERIES: dict[str, str] = {
                  'row security', c.relrowsecurity,
                  'forced row security', c.relforcerowsecurity,
                  'owner', c.relowner::pg_catalog.regrole::text,
-                 'acl', (SELECT pg_catalog.array_agg(a::text ORDER BY a::text)
-                           FROM pg_catalog.unnest(COALESCE(c.relacl,
-                                  pg_catalog.acldefault(CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END::"char",
-                                                        c.relowner))) AS a),
+                 'acl', {_acl("c.relacl", _RELATION_ACL_KIND, "c.relowner")},
                  'comment', pg_catalog.obj_description(c.oid, 'pg_class'),
                  'view definition', CASE WHEN c.relkind IN ('v', 'm')
                                          THEN pg_catalog.pg_get_viewdef(c.oid) END,
@@ -166,16 +170,14 @@ CATALOG_QUERIES: dict[str, str] = {
           FROM pg_catalog.pg_rewrite AS r
           JOIN pg_catalog.pg_class AS c ON c.oid = r.ev_class
          WHERE c.relnamespace = 'corgipile'::pg_catalog.regnamespace""",
-    "types": """
+    "types": f"""
         SELECT 'type ' || t.oid::pg_catalog.regtype::text,
                pg_catalog.jsonb_build_object(
                  'kind', t.typtype,
                  'relation', NULLIF(t.typrelid, 0)::pg_catalog.regclass::text,
                  'element', NULLIF(t.typelem, 0)::pg_catalog.regtype::text,
                  'owner', t.typowner::pg_catalog.regrole::text,
-                 'acl', (SELECT pg_catalog.array_agg(a::text ORDER BY a::text)
-                           FROM pg_catalog.unnest(COALESCE(t.typacl,
-                                  pg_catalog.acldefault('T', t.typowner))) AS a),
+                 'acl', {_acl("t.typacl", "'T'", "t.typowner")},
                  'comment', pg_catalog.obj_description(t.oid, 'pg_type'))
           FROM pg_catalog.pg_type AS t
          WHERE t.typnamespace = 'corgipile'::pg_catalog.regnamespace""",
