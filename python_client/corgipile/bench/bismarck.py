@@ -24,8 +24,8 @@ import psycopg
 from psycopg import sql
 
 from .config import TrainSettings
-from .datasets import Dataset
-from ._db import value
+from .datasets import Dataset, score_query
+from ._db import BackendCpu, Stopwatch, value
 from .results import FAILED, Epoch, Run
 
 EXTENSION = "corgipile_bismarck"
@@ -78,44 +78,25 @@ def epoch_query(ds: Dataset, table: str) -> sql.Composed:
         feat=ds.features_sql(), lab=ds.label_sql(), t=ds.rel(table))
 
 
-def score_query(ds: Dataset, model: str, margin: sql.Composable) -> sql.Composed:
-    """Accuracy (R^2 for 'linear') of a margin expression on the scored table."""
-    if model == "linear":
-        y = ds.label_sql()
-        return sql.SQL(
-            # 1 - ss_res / ss_tot, NULL when ss_tot is 0 (nullif's = cannot be qualified)
-            "SELECT CASE WHEN b.tot OPERATOR(pg_catalog.=) 0 THEN NULL ELSE 1 "
-            "OPERATOR(pg_catalog.-) (b.res OPERATOR(pg_catalog./) b.tot) END FROM ("
-            "SELECT pg_catalog.sum(pg_catalog.power({m} OPERATOR(pg_catalog.-) {y}, 2)) AS res, "
-            "pg_catalog.sum(pg_catalog.power({y} OPERATOR(pg_catalog.-) a.mean, 2)) AS tot "
-            "FROM {t}, (SELECT pg_catalog.avg({y}) AS mean FROM {t} WHERE {nn}) AS a "
-            "WHERE {nn}) AS b").format(
-            m=margin, y=y, t=ds.rel(ds.scored_table), nn=ds.not_null_sql())
-    return sql.SQL(
-        "SELECT pg_catalog.avg((({m} OPERATOR(pg_catalog.>) 0) OPERATOR(pg_catalog.=) {pos})"
-        "::pg_catalog.int4)::pg_catalog.float8 FROM {t} WHERE {nn}").format(
-        m=margin, pos=ds.positive_sql(), t=ds.rel(ds.scored_table), nn=ds.not_null_sql())
-
-
 def train(conn: psycopg.Connection[Any], ds: Dataset, model: str, table: str, cfg: TrainSettings,
           score: bool = True) -> tuple[list[Epoch], list[float]]:
     """The epoch loop over `table`; returns the epochs and the final weights."""
     weights: list[float] | None = None
     epochs: list[Epoch] = []
     q = epoch_query(ds, table)
-    sq = score_query(ds, model, sql.SQL("bismarck.margin(%(weights)s::float8[], {})").format(
-        ds.features_sql()))
+    sq = score_query(ds, model, sql.SQL(
+        "bismarck.margin(%(weights)s::pg_catalog.float8[], {})").format(ds.features_sql()))
+    cpu = BackendCpu(conn)
     for e in range(cfg.epochs):
-        t0 = time.perf_counter()
-        row = conn.execute(q, {"model": model, "weights": weights, "lr": cfg.rate(e),
-                               "l2": cfg.l2}).fetchone()
-        seconds = time.perf_counter() - t0
+        with Stopwatch(cpu) as watch:
+            row = conn.execute(q, {"model": model, "weights": weights, "lr": cfg.rate(e),
+                                   "l2": cfg.l2}).fetchone()
         if row is None or row[0] is None:
             raise ValueError(f"{table} has no rows with a non-NULL label and features")
         weights = list(row[0])
         test = value(conn, sq, {"weights": weights}) if score else None
-        epochs.append(Epoch(epoch=e + 1, seconds=seconds, loss=row[2], train_score=row[3],
-                            test_score=test))
+        epochs.append(Epoch(epoch=e + 1, seconds=watch.seconds, loss=row[2], train_score=row[3],
+                            test_score=test, cpu_seconds=watch.cpu_seconds))
     assert weights is not None
     return epochs, weights
 

@@ -286,6 +286,8 @@ def run(args: argparse.Namespace) -> int:
             def note(r: Run) -> None:
                 if r.status == OK:
                     r.extra["scan_seconds_around"] = clock.around()
+                    if clock.around_cpu is not None:
+                        r.extra["scan_cpu_seconds_around"] = clock.around_cpu
                 _note(log, runs, r)
 
             try:
@@ -318,6 +320,9 @@ def run(args: argparse.Namespace) -> int:
             d = ds.describe()
             d.update(scan_seconds=scans[ds.name], scan_seconds_before=clock.before,
                      scan_seconds_between=clock.between, scan_seconds_after=clock.after,
+                     scan_cpu_seconds_before=clock.cpu_before,
+                     scan_cpu_seconds_between=clock.cpu_between,
+                     scan_cpu_seconds_after=clock.cpu_after,
                      shuffled_copy_seconds=copy[1] if copy else None)
             datasets_doc.append(d)
         server = _server(conn)

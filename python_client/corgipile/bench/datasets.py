@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -18,7 +17,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from ._db import one, value
+from ._db import BackendCpu, Stopwatch, one, value
 
 FLOAT_ARRAYS = {"float8": "float8[]", "float4": "float4[]"}
 
@@ -56,23 +55,23 @@ class Dataset:
             col = sql.Identifier(self.feature_columns[0])
             if self.array_element in FLOAT_ARRAYS:
                 return col
-            return sql.SQL("{}::float8[]").format(col)
-        return sql.SQL("ARRAY[{}]::float8[]").format(
+            return sql.SQL("{}::pg_catalog.float8[]").format(col)
+        return sql.SQL("ARRAY[{}]::pg_catalog.float8[]").format(
             sql.SQL(", ").join(sql.Identifier(c) for c in self.feature_columns))
 
     def label_sql(self) -> sql.Composable:
         """The label as float8 (booleans as 0/1)."""
         col = sql.Identifier(self.label)
         if self.label_is_bool:
-            return sql.SQL("({}::int)::float8").format(col)
-        return sql.SQL("({})::float8").format(col)
+            return sql.SQL("({}::pg_catalog.int4)::pg_catalog.float8").format(col)
+        return sql.SQL("({})::pg_catalog.float8").format(col)
 
     def positive_sql(self) -> sql.Composable:
         """True for the positive class (label +1, 1 or true)."""
         col = sql.Identifier(self.label)
         if self.label_is_bool:
             return sql.SQL("({})").format(col)
-        return sql.SQL("({} > 0)").format(col)
+        return sql.SQL("({} OPERATOR(pg_catalog.>) 0)").format(col)
 
     def not_null_sql(self) -> sql.Composable:
         cols = [self.label, *self.feature_columns]
@@ -160,6 +159,25 @@ def describe_table(conn: psycopg.Connection[Any], table: str, test_table: str | 
                    size_bytes=int(size))
 
 
+def score_query(ds: Dataset, model: str, margin: sql.Composable) -> sql.Composed:
+    """Accuracy (R^2 for 'linear') of a margin expression on the scored table."""
+    if model == "linear":
+        y = ds.label_sql()
+        return sql.SQL(
+            # 1 - ss_res / ss_tot, NULL when ss_tot is 0 (nullif's = cannot be qualified)
+            "SELECT CASE WHEN b.tot OPERATOR(pg_catalog.=) 0 THEN NULL ELSE 1 "
+            "OPERATOR(pg_catalog.-) (b.res OPERATOR(pg_catalog./) b.tot) END FROM ("
+            "SELECT pg_catalog.sum(pg_catalog.power({m} OPERATOR(pg_catalog.-) {y}, 2)) AS res, "
+            "pg_catalog.sum(pg_catalog.power({y} OPERATOR(pg_catalog.-) a.mean, 2)) AS tot "
+            "FROM {t}, (SELECT pg_catalog.avg({y}) AS mean FROM {t} WHERE {nn}) AS a "
+            "WHERE {nn}) AS b").format(
+            m=margin, y=y, t=ds.rel(ds.scored_table), nn=ds.not_null_sql())
+    return sql.SQL(
+        "SELECT pg_catalog.avg((({m} OPERATOR(pg_catalog.>) 0) OPERATOR(pg_catalog.=) {pos})"
+        "::pg_catalog.int4)::pg_catalog.float8 FROM {t} WHERE {nn}").format(
+        m=margin, pos=ds.positive_sql(), t=ds.rel(ds.scored_table), nn=ds.not_null_sql())
+
+
 # --- generated data ------------------------------------------------------
 
 ORDERS = ("clustered", "feature", "random")
@@ -175,17 +193,22 @@ def class_shift(dims: int, bayes_accuracy: float) -> float:
 
 def _generate(conn: psycopg.Connection[Any], table: str, rows: int, dims: int, shift: float,
               order: str, seed: float) -> None:
-    order_by = {"clustered": "label, id", "feature": "features[1], id", "random": "pg_catalog.random()"}[order]
+    order_by = {"clustered": "label, id", "feature": "features[1], id",
+                "random": "pg_catalog.random()"}[order]
     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
     conn.execute("SELECT pg_catalog.setseed(%s)", (seed,))
     # half the rows -1, half +1; each feature U(-1, 1) shifted by label * shift
     conn.execute(sql.SQL(
         "CREATE TABLE {t} AS SELECT id, label, features FROM ("
         " SELECT i AS id, l AS label,"
-        "  (SELECT array_agg(random() * 2 - 1 + l * {shift} ORDER BY j)"
-        "   FROM generate_series(1, {d}) AS j)::float8[] AS features"
-        " FROM (SELECT i, CASE WHEN i % 2 = 0 THEN 1 ELSE -1 END AS l"
-        "       FROM generate_series(1, {n}) AS i) AS s) AS g"
+        # OPERATOR() has one precedence for all: the parentheses give the usual one
+        "  (SELECT pg_catalog.array_agg(((pg_catalog.random() OPERATOR(pg_catalog.*) 2)"
+        "    OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.+) (l OPERATOR(pg_catalog.*) {shift})"
+        "    ORDER BY j)"
+        "   FROM pg_catalog.generate_series(1, {d}) AS j)::pg_catalog.float8[] AS features"
+        " FROM (SELECT i, CASE WHEN (i OPERATOR(pg_catalog.%) 2) OPERATOR(pg_catalog.=) 0"
+        "       THEN 1 ELSE -1 END AS l"
+        "       FROM pg_catalog.generate_series(1, {n}) AS i) AS s) AS g"
         " ORDER BY " + order_by).format(
             t=sql.Identifier(table), shift=sql.Literal(shift), d=sql.Literal(dims),
             n=sql.Literal(rows)))
@@ -242,46 +265,69 @@ def scan_query(ds: Dataset) -> sql.Composed:
         lab=ds.label_sql(), feats=feats, t=ds.rel(), nn=ds.not_null_sql())
 
 
-def time_scan(conn: psycopg.Connection[Any], ds: Dataset, repeat: int, warm: bool = True
-              ) -> tuple[float, list[float]]:
-    """Median seconds of `repeat` scans, after one that warms the caches."""
+def time_scan(conn: psycopg.Connection[Any], ds: Dataset, repeat: int, warm: bool = True,
+              cpu: BackendCpu | None = None) -> tuple[list[float], list[float | None]]:
+    """Wall and backend CPU seconds of `repeat` scans (after one that warms
+    the caches); CPU None where it cannot be read."""
     q = scan_query(ds)
     if warm:
         conn.execute(q).fetchall()
-    times = []
+    times: list[float] = []
+    cpus: list[float | None] = []
     for _ in range(max(1, repeat)):
-        t0 = time.perf_counter()
-        conn.execute(q).fetchall()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), times
+        with Stopwatch(cpu) as watch:
+            conn.execute(q).fetchall()
+        times.append(watch.seconds)
+        cpus.append(watch.cpu_seconds)
+    return times, cpus
 
 
 class ScanClock:
     """Plain scans taken between the runs of a dataset: each run is compared
     with the scans just before and just after it, so that a load that comes
-    and goes on a shared machine weighs on both sides of the ratio."""
+    and goes on a shared machine weighs on both sides of the ratio.  Each
+    scan's backend CPU seconds are kept beside its wall seconds."""
 
     def __init__(self, conn: psycopg.Connection[Any], ds: Dataset, repeat: int):
         self.conn, self.ds = conn, ds
-        _, self.before = time_scan(conn, ds, repeat)
+        self.cpu = BackendCpu(conn)
+        self.before, self.cpu_before = time_scan(conn, ds, repeat, cpu=self.cpu)
         self.between: list[float] = []
+        self.cpu_between: list[float | None] = []
         self.after: list[float] = []
+        self.cpu_after: list[float | None] = []
         self.last = statistics.median(self.before)
+        self.last_cpu = _median_or_none(self.cpu_before)
+        self.around_cpu: list[float] | None = None
 
     def around(self) -> list[float]:
-        """[the scan before the run just made, a scan now]."""
-        now = time_scan(self.conn, self.ds, 1, warm=False)[0]
+        """[the scan before the run just made, a scan now]; around_cpu is
+        the same pair in CPU seconds (None where unknown)."""
+        (now,), (now_cpu,) = time_scan(self.conn, self.ds, 1, warm=False, cpu=self.cpu)
         pair = [self.last, now]
+        self.around_cpu = (None if self.last_cpu is None or now_cpu is None
+                           else [self.last_cpu, now_cpu])
         self.between.append(now)
-        self.last = now
+        self.cpu_between.append(now_cpu)
+        self.last, self.last_cpu = now, now_cpu
         return pair
 
     def finish(self, repeat: int) -> None:
-        _, self.after = time_scan(self.conn, self.ds, repeat, warm=False)
+        self.after, self.cpu_after = time_scan(self.conn, self.ds, repeat, warm=False,
+                                               cpu=self.cpu)
 
     @property
     def all(self) -> list[float]:
         return self.before + self.between + self.after
+
+    @property
+    def all_cpu(self) -> list[float | None]:
+        return self.cpu_before + self.cpu_between + self.cpu_after
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known and len(known) == len(values) else None
 
 
 def export(conn: psycopg.Connection[Any], ds: Dataset, table: str | None = None
@@ -306,5 +352,5 @@ def export(conn: psycopg.Connection[Any], ds: Dataset, table: str | None = None
 def _float8_features(ds: Dataset) -> sql.Composable:
     f = ds.features_sql()
     if ds.array_element == "float4":
-        return sql.SQL("{}::float8[]").format(f)
+        return sql.SQL("{}::pg_catalog.float8[]").format(f)
     return f

@@ -13,12 +13,12 @@ The two runs' losses must agree; a mismatch is recorded in the run's notes.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 import psycopg
 from psycopg import errors, sql
 
+from ._db import BackendCpu, Stopwatch
 from .config import TrainSettings
 from .datasets import Dataset
 from .results import FAILED, Epoch, Run
@@ -62,9 +62,9 @@ def run_strategy(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle
                  cfg: TrainSettings) -> Run:
     run = Run(ds.name, model, shuffle, "engine", shuffle)
     try:
-        t0 = time.perf_counter()
-        timing = _train(conn, ds, model, shuffle, cfg, _model_name("t"), None)
-        wall = time.perf_counter() - t0
+        with Stopwatch(BackendCpu(conn), all_threads=True) as watch:
+            timing = _train(conn, ds, model, shuffle, cfg, _model_name("t"), None)
+        wall = watch.seconds
         scoring = _train(conn, ds, model, shuffle, cfg, _model_name("s"), ds.scored_table)
     except errors.InvalidParameterValue as e:
         msg = str(e).strip()
@@ -86,6 +86,9 @@ def run_strategy(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle
     # the engine does any shuffling inside its epochs (shuffle_once: the first);
     # what the call spends outside them (planning, storing the model) is recorded apart
     run.extra["call_seconds"] = wall
+    # the whole call's backend CPU, helper threads included (the engine
+    # reports wall seconds per epoch only)
+    run.extra["call_cpu_seconds"] = watch.cpu_seconds
     run.extra["outside_epochs_seconds"] = max(0.0, wall - sum(t[5] for t in timing))
     mismatch = [t[0] for t, s in zip(timing, scoring) if t[2] != s[2] or t[3] != s[3]]
     if mismatch or len(timing) != len(scoring):

@@ -35,6 +35,8 @@ class Epoch:
     train_score: accuracy (R^2 for regression) measured the same way.
     test_score: accuracy (R^2) on the held-out table with the weights at the
       end of the epoch.
+    cpu_seconds: CPU seconds the server backend spent on the epoch (from
+      /proc, when the server runs on this machine); None when unknown.
     """
 
     epoch: int
@@ -42,6 +44,7 @@ class Epoch:
     loss: float | None = None
     train_score: float | None = None
     test_score: float | None = None
+    cpu_seconds: float | None = None
 
 
 @dataclass
@@ -71,6 +74,22 @@ class Run:
             t += e.seconds
             out.append(t)
         return out
+
+    def per_epoch(self, values: list[float]) -> float:
+        """One epoch's cost from per-entry costs (wall or CPU seconds): the
+        median when there is an entry per epoch; when entries span several
+        epochs (MADlib's checkpoints, each a call from scratch), the slope of
+        their running sum against the epoch number (least squares), which
+        leaves out what every call pays once (MADlib's setup of its tables)."""
+        ks = [e.epoch for e in self.epochs]
+        if len(ks) == ks[-1]:
+            return statistics.median(values)
+        if len(ks) < 2:
+            return sum(values) / ks[-1]
+        cum = [sum(values[:i + 1]) for i in range(len(values))]
+        mk, mc = statistics.fmean(ks), statistics.fmean(cum)
+        return (sum((k - mk) * (c - mc) for k, c in zip(ks, cum))
+                / sum((k - mk) ** 2 for k in ks))
 
 
 def _finite(x: float | None) -> bool:
@@ -109,10 +128,7 @@ def summarize(runs: list[Run], scan_seconds: dict[str, float], target_gap: float
         s: dict[str, Any] = {}
         n_epochs = run.epochs[-1].epoch
         secs = [e.seconds for e in run.epochs]
-        if len(run.epochs) == n_epochs:
-            s["epoch_seconds"] = statistics.median(secs)
-        else:  # one figure for several epochs (MADlib): their mean
-            s["epoch_seconds"] = sum(secs) / n_epochs
+        s["epoch_seconds"] = run.per_epoch(secs)
         # the fastest epoch: a steadier figure than the median when other
         # processes compete for the machine (not for multi-epoch entries)
         s["epoch_seconds_min"] = min(secs) if len(run.epochs) == n_epochs else s["epoch_seconds"]
@@ -146,6 +162,14 @@ def summarize(runs: list[Run], scan_seconds: dict[str, float], target_gap: float
             s["total_ratio_to_scan"] = s["total_seconds"] / scan
             tt = s["time_to_target_seconds"]
             s["time_to_target_ratio_to_scan"] = None if tt is None else tt / scan
+        # the same ratio in the backend's CPU seconds, which the load of a
+        # shared machine does not inflate
+        cpus = [e.cpu_seconds for e in run.epochs]
+        scan_cpu = run.extra.get("scan_cpu_seconds_around")
+        if scan_cpu and all(c is not None for c in cpus) and statistics.median(scan_cpu) > 0:
+            s["epoch_cpu_seconds"] = run.per_epoch([c for c in cpus if c is not None])
+            s["scan_cpu_seconds"] = statistics.median(scan_cpu)
+            s["epoch_cpu_ratio_to_scan_cpu"] = s["epoch_cpu_seconds"] / s["scan_cpu_seconds"]
         run.summary = s
 
     # relative to the reference method (the engine's corgipile) in the same run
@@ -166,7 +190,7 @@ def summarize(runs: list[Run], scan_seconds: dict[str, float], target_gap: float
 
 
 EPOCH_COLUMNS = ["dataset", "model", "method", "system", "order", "epoch", "seconds",
-                 "cumulative_seconds", "loss", "train_score", "test_score"]
+                 "cumulative_seconds", "loss", "train_score", "test_score", "cpu_seconds"]
 SUMMARY_COLUMNS = [
     "dataset", "model", "method", "system", "order", "status", "reason", "epochs",
     "scan_seconds", "setup_seconds", "epoch_seconds", "total_seconds",
@@ -175,6 +199,7 @@ SUMMARY_COLUMNS = [
     "epoch_ratio_to_corgipile", "final_loss", "final_train_score", "final_test_score",
     "best_test_score", "target_score", "time_to_target_seconds", "epochs_to_target",
     "time_to_target_ratio_to_scan", "time_to_target_ratio_to_corgipile",
+    "scan_cpu_seconds", "epoch_cpu_seconds", "epoch_cpu_ratio_to_scan_cpu",
 ]
 
 
@@ -224,7 +249,7 @@ def write_files(doc: dict[str, Any], runs: list[Run], out: Path) -> list[Path]:
             for e, t in zip(r.epochs, r.cumulative_seconds()):
                 w.writerow([r.dataset, r.model, r.method, r.system, r.order, e.epoch,
                             _num(e.seconds), _num(t), _num(e.loss), _num(e.train_score),
-                            _num(e.test_score)])
+                            _num(e.test_score), _num(e.cpu_seconds)])
     written.append(p)
 
     p = out / "summary.csv"
