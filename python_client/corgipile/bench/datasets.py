@@ -19,8 +19,6 @@ from psycopg import sql
 
 from ._db import BackendCpu, Stopwatch, one, value
 
-FLOAT_ARRAYS = {"float8": "float8[]", "float4": "float4[]"}
-
 
 @dataclass
 class Dataset:
@@ -49,11 +47,12 @@ class Dataset:
     def scored_table(self) -> str:
         return self.test_table or self.table
 
-    def features_sql(self) -> sql.Composable:
-        """The features as float8[] (or float4[], which the aggregate takes too)."""
+    def features_sql(self, float8: bool = False) -> sql.Composable:
+        """The features as float8[] (or float4[], which the aggregate takes
+        too, unless float8 is asked for)."""
         if self.array_element is not None:
             col = sql.Identifier(self.feature_columns[0])
-            if self.array_element in FLOAT_ARRAYS:
+            if self.array_element == "float8" or (self.array_element == "float4" and not float8):
                 return col
             return sql.SQL("{}::pg_catalog.float8[]").format(col)
         return sql.SQL("ARRAY[{}]::pg_catalog.float8[]").format(
@@ -335,7 +334,8 @@ def export(conn: psycopg.Connection[Any], ds: Dataset, table: str | None = None
     """The table's labels and features as numpy arrays, in storage order,
     through COPY ... TO STDOUT in binary."""
     q = sql.SQL("COPY (SELECT {lab}, {feat} FROM {t} WHERE {nn}) TO STDOUT (FORMAT BINARY)").format(
-        lab=ds.label_sql(), feat=_float8_features(ds), t=ds.rel(table), nn=ds.not_null_sql())
+        lab=ds.label_sql(), feat=ds.features_sql(float8=True), t=ds.rel(table),
+        nn=ds.not_null_sql())
     labels: list[float] = []
     rows: list[list[float]] = []
     with conn.cursor() as cur, cur.copy(q) as copy:
@@ -347,10 +347,3 @@ def export(conn: psycopg.Connection[Any], ds: Dataset, table: str | None = None
             rows.append(feats)
     x = np.asarray(rows, dtype=np.float64).reshape(len(rows), ds.dims)
     return x, np.asarray(labels, dtype=np.float64)
-
-
-def _float8_features(ds: Dataset) -> sql.Composable:
-    f = ds.features_sql()
-    if ds.array_element == "float4":
-        return sql.SQL("{}::pg_catalog.float8[]").format(f)
-    return f

@@ -202,7 +202,7 @@ def independent(conn: psycopg.Connection[Any], ds: Dataset, model: str) -> str:
     """MADlib's independent_varname: the features as float8[]; for
     logregr_train (which has no intercept of its own) with a leading 1,
     whose coefficient is the intercept."""
-    feats = ds.features_sql()
+    feats = ds.features_sql(float8=True)
     if model == "svm":
         return _text(conn, feats)
     return _text(conn, sql.SQL("pg_catalog.array_prepend(1::pg_catalog.float8, {})").format(
@@ -324,14 +324,13 @@ def _train_once(conn: psycopg.Connection[Any], ds: Dataset, model: str, source: 
         coef, iters, mapping = _read_model(
             conn, "svm_classification", out,
             ["coef", "num_iterations", "dep_var_mapping"], ds.dims + 1)
-        if mapping is None or len(mapping) != 2:
+        # MADlib maps dep_var_mapping[1], the smallest label, to -1: for the
+        # runner's boolean label, false to -1 and true to +1
+        if mapping != [False, True]:
             raise OutputShapeError(
-                f"madlib.svm_classification's dep_var_mapping is {mapping!r}, not the two "
-                "labels mapped to -1 and +1")
+                f"madlib.svm_classification's dep_var_mapping is {mapping!r}, not "
+                "{false,true} (false mapped to -1, true to +1)")
         w, b = list(coef[:-1]), coef[-1]     # fit_intercept: the intercept is last
-        # dep_var_mapping[1] is the label MADlib maps to -1: flip if that was "true"
-        if str(mapping[0]).lower() in ("true", "t", "1"):
-            w, b = [-v for v in w], -b
         return watch, w, b, int(iters or max_iter), params
     with Stopwatch(cpu) as watch:
         conn.execute(
