@@ -158,7 +158,7 @@ tests/unit/test_%: tests/unit/test_%.c $(CORE_SRCS) $(wildcard extension/core/*.
 		-o $@ $< $(CORE_SRCS) \
 		-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -pthread -lm
 
-.PHONY: unittest memcheck test demo bench docker-smoke
+.PHONY: unittest memcheck test demo bench docker-smoke test-madlib
 unittest: $(UNIT_TESTS)
 	for t in $^; do $$t || exit 1; done
 
@@ -185,3 +185,11 @@ bench:
 # on local stand-ins for the base images.  docker/README.md.
 docker-smoke:
 	scripts/docker_smoke.sh $(ARGS)
+
+# Opt-in, not part of `make test` (building MADlib takes 6-8 minutes): the
+# MADlib runner of `corgipile bench` against a real Apache MADlib 2.1.0,
+# built from vendored sources (CORGIPILE_MADLIB_VENDOR) into a relocated
+# copy of PostgreSQL under build/madlib (reused by later runs), on a
+# throwaway cluster.  docs/benchmarks.md, "Testing against a real MADlib".
+test-madlib:
+	scripts/test_madlib.sh $(ARGS)

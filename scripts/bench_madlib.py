@@ -109,6 +109,15 @@ def report(directory: Path) -> int:
               f"shuffled copy {ds['shuffled_copy_seconds']:.2f} s; "
               f"run {d['meta']['bench_seconds']:.0f} s")
 
+    # CPU seconds do not depend on the load: the unit is the median CPU of
+    # all the plain scans of a repeat (a single scan's CPU varies with what
+    # the run before it left in shared_buffers)
+    copy_cpu = {d["meta"]["created"]: d["datasets"][0].get("shuffled_copy_cpu_seconds")
+                for d in docs}
+    scan_cpu = {d["meta"]["created"]: statistics.median(
+        c for c in d["datasets"][0]["scan_cpu_seconds_before"]
+        + d["datasets"][0]["scan_cpu_seconds_between"]
+        + d["datasets"][0]["scan_cpu_seconds_after"] if c is not None) for d in docs}
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     order: dict[str, list[str]] = defaultdict(list)
     targets: dict[str, list[float]] = defaultdict(list)
@@ -116,6 +125,8 @@ def report(directory: Path) -> int:
         for t in d["targets"]:
             targets[t["model"]].append(t["target_score"])
         for r in d["runs"]:
+            r["scan_cpu"] = scan_cpu[d["meta"]["created"]]
+            r["setup_cpu"] = (copy_cpu[d["meta"]["created"]] if r["setup_seconds"] else 0.0)
             by[(r["model"], r["method"])].append(r)
             if r["method"] not in order[r["model"]]:
                 order[r["model"]].append(r["method"])
@@ -124,15 +135,16 @@ def report(directory: Path) -> int:
             continue
         print(f"\n{title}. Target: {_same(targets[model], '.4f')} held-out accuracy.\n")
         print("| method | final held-out acc. | epochs to target | time to target / scan "
-              "| vs corgipile | epoch / scan (wall) | epoch / scan (CPU) |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+              "| time to target, CPU / scan CPU "
+              "| vs corgipile | epoch / scan (wall) | epoch CPU s | epoch / scan (CPU) |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         methods = sorted(order[model], key=lambda x: (not x.startswith("corgipile"),
                                                       "bismarck" in x, x))
         for method in methods:
             rs = by[(model, method)]
             bad = [r for r in rs if r["status"] != "ok"]
             if bad:
-                print(f"| {method} | {bad[0]['status']}: {bad[0]['reason']} | | | | | |")
+                print(f"| {method} | {bad[0]['status']}: {bad[0]['reason']} | | | | | | | |")
                 continue
             s = [r["summary"] for r in rs]
 
@@ -140,22 +152,33 @@ def report(directory: Path) -> int:
                 return [x[key] for x in s if x.get(key) is not None]
 
             vs = col("time_to_target_ratio_to_corgipile")
-            cpu = col("epoch_cpu_ratio_to_scan_cpu")
+            pairs = [(x["epoch_cpu_seconds"], r["scan_cpu"]) for r, x in zip(rs, s)
+                     if x.get("epoch_cpu_seconds") is not None]
             mark = ""
-            if not cpu:
+            if not pairs:
                 # the engine reports wall seconds per epoch: its CPU is the whole
                 # call's (helper threads included) over the epochs
-                cpu = [r["extra"]["call_cpu_seconds"] / x["epochs"]
-                       / statistics.median(r["extra"]["scan_cpu_seconds_around"])
-                       for r, x in zip(rs, s) if r["extra"].get("call_cpu_seconds") is not None
-                       and r["extra"].get("scan_cpu_seconds_around")]
-                mark = " †" if cpu else ""
+                pairs = [(r["extra"]["call_cpu_seconds"] / x["epochs"], r["scan_cpu"])
+                         for r, x in zip(rs, s) if r["extra"].get("call_cpu_seconds") is not None]
+                mark = " †" if pairs else ""
+            epoch_cpu = [c for c, _ in pairs]
+            cpu = [c / scan for c, scan in pairs]
+            # CPU until the target: the shuffled copy's, and the epochs' summed
+            # up to the one that reached it (for MADlib, about the CPU of the
+            # checkpoint call that reached it)
+            to_target = []
+            for r, x in zip(rs, s):
+                k = x.get("epochs_to_target")
+                cpus = [e.get("cpu_seconds") for e in r["epochs"] if e["epoch"] <= (k or 0)]
+                if k and cpus and None not in cpus and r["setup_cpu"] is not None:
+                    to_target.append((r["setup_cpu"] + sum(cpus)) / r["scan_cpu"])
             print(f"| {method} | {_same(col('final_test_score'), '.4f')} "
                   f"| {_same([x.get('epochs_to_target') for x in s], 'd')} "
                   f"| {_span(col('time_to_target_ratio_to_scan'), '.1f')} "
+                  f"| {_span(to_target, '.1f')} "
                   f"| {_span(vs, '.1f') + '×' if vs else '–'} "
                   f"| {_span(col('epoch_ratio_to_scan'), '.2f')} "
-                  f"| {_span(cpu, '.2f')}{mark} |")
+                  f"| {_span(epoch_cpu, '.3f')}{mark} | {_span(cpu, '.2f')}{mark} |")
         if any(m.startswith("corgipile") for m in methods):
             print("\n† the whole call's backend CPU (helper threads included) over its epochs: "
                   "the engine reports wall seconds per epoch only")

@@ -20,7 +20,7 @@ from psycopg import sql
 
 from .. import strategies as shuffles
 from . import bismarck, engine, madlib, sklearn_runner
-from ._db import value
+from ._db import Stopwatch, value
 from .config import TrainSettings
 from .datasets import ORDERS, Dataset, ScanClock, describe_table, synthetic
 from .results import FAILED, OK, Run, format_table, summarize, to_document, write_files
@@ -276,11 +276,13 @@ def run(args: argparse.Namespace) -> int:
                 f"{ds.size_bytes / 2**20:.1f} MiB")
             clock = ScanClock(conn, ds, args.scan_repeat)
             copy: tuple[str, float] | None = None
+            copy_watch = Stopwatch(clock.cpu)
             needs_copy = "shuffle_once" in orders and (
                 ("bismarck" in baselines and not bismarck_reason)
                 or ("madlib" in baselines and not madlib_reason))
             if needs_copy:
-                copy = bismarck.shuffle_once_copy(conn, ds, cfg.seed)
+                with copy_watch:
+                    copy = bismarck.shuffle_once_copy(conn, ds, cfg.seed)
                 log(f"   shuffled copy (ORDER BY random()): {copy[1]:.3f} s")
 
             def note(r: Run) -> None:
@@ -323,7 +325,8 @@ def run(args: argparse.Namespace) -> int:
                      scan_cpu_seconds_before=clock.cpu_before,
                      scan_cpu_seconds_between=clock.cpu_between,
                      scan_cpu_seconds_after=clock.cpu_after,
-                     shuffled_copy_seconds=copy[1] if copy else None)
+                     shuffled_copy_seconds=copy[1] if copy else None,
+                     shuffled_copy_cpu_seconds=copy_watch.cpu_seconds if copy else None)
             datasets_doc.append(d)
         server = _server(conn)
 

@@ -46,6 +46,8 @@ def test_module_run_writes_json_csv_and_plots(bconn, dsn, tmp_path, client_env):
     assert ds["order"] == "clustered" and ds["scored_on"] == "held-out table"
     assert ds["scan_seconds"] > 0 and len(ds["scan_seconds_before"]) == 2
     assert ds["shuffled_copy_seconds"] > 0
+    assert 0 < ds["shuffled_copy_cpu_seconds"] <= ds["shuffled_copy_seconds"]
+    assert len(ds["scan_cpu_seconds_before"]) == 2
     all_scans = ds["scan_seconds_before"] + ds["scan_seconds_between"] + ds["scan_seconds_after"]
     assert ds["scan_seconds"] == pytest.approx(statistics.median(all_scans))
     assert doc["meta"]["settings"]["epochs"] == 4
@@ -86,6 +88,18 @@ def test_module_run_writes_json_csv_and_plots(bconn, dsn, tmp_path, client_env):
             assert s["epoch_seconds_min"] == min(e["seconds"] for e in r["epochs"])
             assert s["epoch_min_ratio_to_scan_min"] == pytest.approx(
                 s["epoch_seconds_min"] / min(all_scans))
+            # the backend's CPU seconds (the server runs on this machine)
+            scan_cpu = r["extra"]["scan_cpu_seconds_around"]
+            assert len(scan_cpu) == 2 and all(0 < c for c in scan_cpu)
+            if r["system"] == "bismarck":
+                assert all(0 < e["cpu_seconds"] <= e["seconds"] for e in r["epochs"])
+                assert s["epoch_cpu_ratio_to_scan_cpu"] == pytest.approx(
+                    s["epoch_cpu_seconds"] / statistics.median(scan_cpu))
+            elif r["system"] == "engine":
+                # the whole call, helper thread included, in clock ticks (10 ms)
+                call = r["extra"]["call_cpu_seconds"]
+                assert 0 <= call <= 2 * r["extra"]["call_seconds"] + 0.02
+                assert "epoch_cpu_seconds" not in s
 
     for model in ("svm", "logistic"):
         corgi = _one(doc, model, "corgipile")
