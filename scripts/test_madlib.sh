@@ -88,15 +88,7 @@ if [ "$(id -u)" = 0 ] && ! runuser -u postgres -- test -r "$("$pg_config" --pkgl
         "(a parent directory is closed to it); set CORGIPILE_MADLIB_BUILD to a directory it can reach" >&2
     exit 1
 fi
-cluster=$(mktemp -d /tmp/corgipile-madlib.XXXXXX)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cleanup() {
-    scripts/pgcluster.sh stop "$cluster" immediate || true
-    rm -rf "$cluster"
-}
-trap cleanup EXIT
-scripts/pgcluster.sh start "$cluster" "$port"
-eval "$(scripts/pgcluster.sh env "$cluster" "$port")"
+. scripts/throwaway_cluster.sh madlib
 
 # 4. the tests
 echo "== pytest: the MADlib runner against the MADlib built in $build/madlib"

@@ -17,15 +17,7 @@ for dir in . benchmarks/bismarck; do
     }
 done
 
-cluster=$(mktemp -d /tmp/corgipile-test.XXXXXX)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cleanup() {
-    scripts/pgcluster.sh stop "$cluster" immediate || true
-    rm -rf "$cluster"
-}
-trap cleanup EXIT
-scripts/pgcluster.sh start "$cluster" "$port"
-eval "$(scripts/pgcluster.sh env "$cluster" "$port")"
+. scripts/throwaway_cluster.sh test
 
 echo "== layers: include and import directions (docs/engine.md)"
 python3 scripts/check_layers.py
