@@ -70,10 +70,16 @@ else
     PG_CONFIG=$pg_config "$vendor/build.sh" "$build/madlib"
     echo "$stamp" >"$build/madlib/.stamp"
 fi
-# madpack picks the first python2.7/python it finds: the system's python3
+# madpack picks the first python2.7/python it finds: the system's python3;
+# its first install into a cluster reloads the server with pg_ctl, which
+# runs only as the server's owner (postgres, when we are root)
 cat >"$build/madpack" <<SH
 #!/bin/sh
-exec env PATH="$("$pg_config" --bindir):/usr/bin:/bin" "$madpack" "\$@"
+path="$("$pg_config" --bindir):/usr/bin:/bin"
+if [ "\$(id -u)" = 0 ]; then
+    cd / && exec runuser -u postgres -- env PATH="\$path" "$madpack" "\$@"
+fi
+exec env PATH="\$path" "$madpack" "\$@"
 SH
 chmod +x "$build/madpack"
 
