@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +93,11 @@ def report(directory: Path) -> int:
     m = meta["machine"]
     loads = [x for d in docs for key in ("load_average_at_start", "load_average_at_end")
              for x in [d["meta"]["machine"][key][0]]]
-    created = [d["meta"]["created"] for d in docs]
-    print(f"{len(docs)} repeats, {created[0]} to {created[-1]}, commit {commit}; "
+    # each repeat's "created" is its end
+    first = docs[0]["meta"]
+    start = (datetime.fromisoformat(first["created"])
+             - timedelta(seconds=first["bench_seconds"])).isoformat(timespec="seconds")
+    print(f"{len(docs)} repeats, {start} to {docs[-1]['meta']['created']}, commit {commit}; "
           f"{m['cpu_model']}, {m['cpus']} cpus; 1-minute load average {min(loads):.1f}-"
           f"{max(loads):.1f} at the repeats' starts and ends; PostgreSQL "
           f"{meta['server']['server_version']}, corgipile {meta['server']['corgipile_version']}; "
