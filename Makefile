@@ -186,11 +186,11 @@ bench:
 docker-smoke:
 	scripts/docker_smoke.sh $(ARGS)
 
-# Opt-in, not part of `make test` (building MADlib takes 6-8 minutes on 2 idle
-# cores, 13-35 under load): the
-# MADlib runner of `corgipile bench` against a real Apache MADlib 2.1.0,
-# built from vendored sources (CORGIPILE_MADLIB_VENDOR) into a relocated
-# copy of PostgreSQL under build/madlib (reused by later runs), on a
-# throwaway cluster.  docs/benchmarks.md, "Testing against a real MADlib".
+# Opt-in, not part of `make test` (building MADlib takes 6-8 minutes on 2
+# idle cores, 13-35 under load): the MADlib runner of `corgipile bench`
+# against a real Apache MADlib 2.1.0, built from vendored sources
+# (CORGIPILE_MADLIB_VENDOR) into a relocated copy of PostgreSQL under
+# build/madlib (reused by later runs), on a throwaway cluster.
+# docs/benchmarks.md, "Testing against a real MADlib".
 test-madlib:
 	scripts/test_madlib.sh $(ARGS)
