@@ -15,7 +15,7 @@ import psycopg
 from psycopg import sql
 
 from ._format import format_table, to_json
-from .errors import (CorgipileError, ModelExists, ModelNotFound, StatementError,
+from .errors import (CorgipileError, LoadError, ModelExists, ModelNotFound, StatementError,
                      TrainingInterrupted)
 
 __all__ = ["main", "build_parser"]
@@ -257,8 +257,9 @@ def _add_load(sub: Any) -> None:
                    help="table layout (default: auto for CSV, columns for Parquet, array for "
                         ".npz, sparse for LIBSVM)")
     p.add_argument("--types", metavar="COL=TYPE,...",
-                   help="CSV: column types instead of the inferred ones (boolean, integer, "
-                        "bigint, float, real, text)")
+                   help="CSV and Parquet: column types instead of the inferred ones (boolean, "
+                        "integer, bigint, float, real, numeric, text, date, timestamp, "
+                        "timestamptz)")
     p.add_argument("--na", metavar="S,S", default=None,
                    help="CSV: the field values read as NULL (default: empty, NA, N/A, NaN, "
                         "nan, NULL, null)")
@@ -562,8 +563,10 @@ def cmd_load(args: argparse.Namespace) -> int:
         if fmt not in ("csv", "parquet") and (args.columns or args.exclude):
             raise CliError("--columns and --exclude apply to CSV and Parquet files",
                            "a LIBSVM or .npz file has no column names")
-        if fmt != "csv" and (args.types or args.na is not None):
-            raise CliError("--types and --na apply to CSV files")
+        if fmt not in ("csv", "parquet") and args.types:
+            raise CliError("--types applies to CSV and Parquet files")
+        if fmt != "csv" and args.na is not None:
+            raise CliError("--na applies to CSV files")
         if fmt == "csv":
             label: Any = args.label if args.label is not None else (
                 "label" if not args.no_header else 0)
@@ -586,7 +589,7 @@ def cmd_load(args: argparse.Namespace) -> int:
                 result = loaders.load_parquet(
                     conn, args.table, path, label=args.label or "label",
                     features=_list(args.columns, "--columns"),
-                    exclude=_list(args.exclude, "--exclude"),
+                    exclude=_list(args.exclude, "--exclude"), types=_types(args.types),
                     feature_type=common["feature_type"], if_exists=args.if_exists,
                     progress=common["progress"])
             except ImportError as exc:
@@ -625,7 +628,30 @@ def cmd_load(args: argparse.Namespace) -> int:
               f"{result.suggested_model}{' ' + hint if hint else ''}   # {result.suggestion}")
     elif result.suggestion:
         print(f"note: {result.suggestion}")
+    for column, why in result.left_out.items():
+        print(f"  not in --features: {column}: {why}")
     return 0
+
+
+def _load_options(fix: dict[str, Any]) -> str:
+    """A loader's fix (its keyword arguments) as the load command's options."""
+    out = []
+    for name, value in fix.items():
+        if name == "types":
+            out.append("--types " + (_shell(",".join(f"{c}={t}" for c, t in value.items()))
+                                     if value else "COL=TYPE,..."))
+        elif name in ("features", "exclude", "na_values"):
+            option = {"features": "--columns", "exclude": "--exclude", "na_values": "--na"}
+            out.append(f"{option[name]} " + (_shell(",".join(value)) if value else "COL,COL"))
+        elif name == "label":
+            out.append("--label " + (_shell(str(value)) if value is not None else "COLUMN"))
+        elif name == "feature_type":
+            out.append("--float4" if value == "float4" else "")
+        elif name == "header":
+            out.append("--no-header" if value is False else "")
+        else:
+            out.append(f"--{name.replace('_', '-')} {_shell(str(value))}")
+    return " ".join(o for o in out if o)
 
 
 def _types(text: str | None) -> dict[str, str] | None:
@@ -721,6 +747,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(exc)
         if isinstance(exc, ModelExists):  # the Python advice (replace=True) is the hint's
             message = message.split(";")[0]
+        if isinstance(exc, LoadError):  # the fix, in this command's options, is the hint's
+            message = exc.message
         _report(message, _hint_for(args, exc))
         return 1
 
@@ -740,6 +768,8 @@ def _hint_for(args: argparse.Namespace, exc: BaseException) -> str | None:
     action = getattr(args, "action", None)
     if isinstance(exc, CliError):
         return exc.hint
+    if isinstance(exc, LoadError):
+        return exc.hint(_load_options(exc.fix) if exc.fix else None)
     if isinstance(exc, ModelExists) or isinstance(exc, psycopg.errors.DuplicateObject):
         if command == "train":
             return ("pass --replace to overwrite it, or choose another --name "

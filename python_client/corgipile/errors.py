@@ -8,8 +8,11 @@ errors given a more specific type (a missing model, a cancelled training).
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "CorgipileError",
+    "LoadError",
     "StatementError",
     "ParameterError",
     "ModelNotFound",
@@ -78,6 +81,37 @@ class ModelExists(CorgipileError):
 
 class ModelFormatError(CorgipileError, ValueError):
     """An exported model document that cannot be imported."""
+
+
+class LoadError(CorgipileError, ValueError):
+    """Input a loader cannot store as given: ``message`` names the problem
+    and the column, ``column`` is that column (or None), and ``fix`` holds
+    the loader options that solve it (``{"types": {"PID": "text"}}``), or
+    ``advice`` says what to change in the data.
+
+    ``str()`` gives the fix as Python keyword arguments; the ``corgipile``
+    command shows the same fix as its own options (``--types PID=text``).
+    """
+
+    def __init__(self, message: str, *, column: str | None = None,
+                 fix: dict[str, Any] | None = None, advice: str | None = None) -> None:
+        self.message = message
+        self.column = column
+        self.fix = dict(fix or {})
+        self.advice = advice
+        super().__init__(message + (f" ({self.hint()})" if self.hint() else ""))
+
+    def hint(self, options: str | None = None) -> str | None:
+        """The fix, as ``pass <options>`` (options: how the door spells
+        them; default: Python keyword arguments), and the advice."""
+        if options is None and self.fix:
+            options = ", ".join(f"{k}={v!r}" for k, v in self.fix.items())
+        parts = []
+        if options:
+            parts.append(f"pass {options}")
+        if self.advice:
+            parts.append(self.advice)
+        return "; ".join(parts) or None
 
 
 class TrainingCancelled(CorgipileError):

@@ -57,6 +57,7 @@ Design, in short:
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -70,8 +71,11 @@ from sklearn.utils.validation import (check_consistent_length, check_is_fitted, 
 
 from . import metrics
 from ._sql import ident as _ident
+from ._sql import quote_ident
 from ._sql import relation_sql as _relation_sql
+from ._tables import frame_columns
 from .client import Client, connect
+from .errors import LoadError
 from .models import Model
 
 __all__ = ["SGDClassifier", "SGDRegressor", "TRAIN_PARAMS"]
@@ -103,9 +107,21 @@ def _categorical_frame(X: Any) -> bool:
     return any(getattr(dt, "kind", "O") not in "iuf" for dt in X.dtypes)
 
 
-# the label column of the temporary table of a frame fit: a name a frame
-# column is unlikely to have (a clash is refused)
-_FRAME_LABEL = "corgipile_label"
+# The temporary table a fit on arrays or a DataFrame trains from is named
+# after the argument that holds the data, so that what the server says of it
+# ('skipped 12 rows of "X" with a NULL label or NULL features', 'column
+# "city" of relation "X" has more than 1000 distinct values') names what the
+# user passed: X, its columns, and y. It lives in the fit's own session and
+# transaction, which is rolled back.
+_FIT_TABLE = 'pg_temp."X"'
+
+
+def _label_name(columns: list[str]) -> str:
+    """y, or y_ ... when X has a column y."""
+    name = "y"
+    while name in columns:
+        name += "_"
+    return name
 
 
 class _SGDBase(BaseEstimator):
@@ -202,19 +218,21 @@ class _SGDBase(BaseEstimator):
                 from .loaders import load_csr
 
                 return load_csr(client.connection, temp, X, labels, temporary=True,
-                                analyze=False)
-            return client.load_numpy(temp, X, labels, temporary=True, analyze=False)
+                                analyze=False, label_name="y")
+            return client.load_numpy(temp, X, labels, temporary=True, analyze=False,
+                                     label_name="y")
 
         self._fit_loaded(load, classes)
 
     def _fit_frame(self, X: Any, y: Any) -> None:
         """A DataFrame with text, category or boolean columns: a temporary
         table of those columns (loaders.load_dataframe), which the server
-        one-hot encodes; missing values are NULL."""
-        cols = [str(c) for c in X.columns]
-        if len(set(cols)) != len(cols) or _FRAME_LABEL in cols or "id" in cols:
-            raise ValueError(f"the DataFrame's column names must be distinct and not "
-                             f"'id' or {_FRAME_LABEL!r}: {cols}")
+        one-hot encodes; missing values are NULL. Every column is a
+        feature, as scikit-learn's estimators take every column of X."""
+        cols = frame_columns(X)
+        if "id" in cols:
+            raise ValueError(f"X has a column 'id', the name of the row number column of the "
+                             f"table it is copied into: rename it (columns: {cols})")
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
                              "y is None")
@@ -229,13 +247,20 @@ class _SGDBase(BaseEstimator):
         self.feature_names_in_ = np.asarray(cols, dtype=object)
         self.n_features_in_ = len(cols)
         self._frame_columns = cols
-        frame = X.copy()
-        frame.columns = cols
-        frame[_FRAME_LABEL] = labels
+        label = _label_name(cols)
+        frame = X.set_axis(cols, axis=1).assign(**{label: labels})
 
         def load(client: Client, temp: str) -> Any:
-            return client.load_dataframe(temp, frame, label=_FRAME_LABEL, temporary=True,
-                                         analyze=False)
+            try:
+                loaded = client.load_dataframe(temp, frame, label=label, temporary=True,
+                                               analyze=False)
+            except LoadError as exc:
+                # the loader's fix is its own options; here X is what to change
+                raise LoadError(f"X: {exc.message}", column=exc.column,
+                                advice=exc.advice or ("change that column of X first"
+                                                      if exc.fix else None)) from None
+            # every column of X is a feature, whatever the loader would suggest
+            return replace(loaded, features=", ".join(quote_ident(c) for c in cols))
 
         self._fit_loaded(load, classes)
 
@@ -243,15 +268,14 @@ class _SGDBase(BaseEstimator):
         kind = self._model_kind(None if classes is None else len(classes))
         params = self._train_params(table_fit=False)
         name = self.model_name
-        temp = f"corgipile_fit_{uuid.uuid4().hex[:12]}"
         with self._connect() as client:
             conn = client.connection
             # rolled back: the temporary table and the model go with it
             with conn.transaction(force_rollback=True):
-                loaded = load(client, temp)
+                loaded = load(client, _FIT_TABLE)
                 params.update(loaded.train_params())
                 params.pop("model_name", None)
-                model = client.train(temp, kind, **params)
+                model = client.train(_FIT_TABLE, kind, **params)
             model.relation = "(arrays)"
             if name is not None:
                 doc = model.to_dict()

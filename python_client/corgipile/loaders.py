@@ -36,7 +36,6 @@ or more when stderr is a terminal (``progress=True/False`` forces it).
 from __future__ import annotations
 
 import os
-import struct
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -46,21 +45,19 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from . import _binary
 from ._sql import quote_ident
-from ._tables import (LoadResult, create_table, label_type,
-                      pick_columns, progress_bar, sql_name, suggest_model, table_name)
+from ._tables import (LoadResult, create_table, frame_columns, labels_of, pick_columns,
+                      progress_bar, sql_name, suggest_model, table_name)
+from ._types import frame_kinds
+from .errors import LoadError
 from .tabular import load_csv, load_parquet, storage_main
 from .training import transaction
 
 __all__ = ["LoadResult", "load_numpy", "load_dataframe", "load_csv", "load_parquet",
            "load_libsvm", "load_csr", "read_libsvm", "table_name", "suggest_model"]
 
-_CHUNK_BYTES = 4 << 20
-_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
-_TRAILER = struct.pack(">h", -1)
-_FLOAT_OID = {"float8": 701, "float4": 700}
-
-
+_FLOAT_TYPES = ("float8", "float4")
 
 
 # -- order ---------------------------------------------------------------------
@@ -94,98 +91,9 @@ def _feature_index(key: str | int, names: Sequence[str] | None, d: int) -> int:
     raise ValueError(f"no feature named {key!r}")
 
 
-# -- labels --------------------------------------------------------------------
-
-
-
-_LABEL_SQL = {"bool": "boolean", "int4": "integer", "int8": "bigint", "float8": "double precision",
-              "text": "text"}
-_LABEL_BIN = {"bool": "?", "int4": ">i4", "int8": ">i8", "float8": ">f8"}
-
-
-def _label_array(y: np.ndarray, kind: str) -> np.ndarray:
-    if kind == "int4":
-        return y.astype(np.int64).astype(np.int32)
-    if kind == "int8":
-        return y.astype(np.int64)
-    if kind == "float8":
-        return y.astype(np.float64)
-    if kind == "bool":
-        return y.astype(np.bool_)
-    return y
-
-
-
-
-# -- writing ---------------------------------------------------------------------
-
-def _dense_records(ids: np.ndarray, labels: np.ndarray | None, label_kind: str | None,
-                   x: np.ndarray, layout: str, ftype: str) -> np.ndarray:
-    """Every row's binary COPY tuple, built by numpy as one structured array."""
-    n, d = x.shape
-    esize = 8 if ftype == "float8" else 4
-    elem = ">f8" if ftype == "float8" else ">f4"
-    nfields = 1 + (labels is not None) + (1 if layout == "array" else d)
-    fields: list[tuple[Any, ...]] = [("n", ">i2"), ("id_len", ">i4"), ("id", ">i8")]
-    if labels is not None:
-        assert label_kind is not None
-        fields += [("l_len", ">i4"), ("l", _LABEL_BIN[label_kind])]
-    if layout == "array":
-        fields += [("a_len", ">i4"), ("ndim", ">i4"), ("flags", ">i4"), ("elemtype", ">u4"),
-                   ("dim", ">i4"), ("lbound", ">i4")]
-    fields += [("v", [("len", ">i4"), ("x", elem)], (d,))]
-    rec = np.empty(n, dtype=np.dtype(fields))
-    rec["n"] = nfields
-    rec["id_len"] = 8
-    rec["id"] = ids
-    if labels is not None:
-        rec["l_len"] = 1 if label_kind == "bool" else np.dtype(_LABEL_BIN[label_kind]).itemsize  # type: ignore[index]
-        rec["l"] = labels
-    if layout == "array":
-        rec["a_len"] = 20 + d * (4 + esize)
-        rec["ndim"] = 1
-        rec["flags"] = 0
-        rec["elemtype"] = _FLOAT_OID[ftype]
-        rec["dim"] = d
-        rec["lbound"] = 1
-    rec["v"]["len"] = esize
-    rec["v"]["x"] = x
-    return rec
-
-
-def _write_dense(conn: psycopg.Connection[Any], ident: sql.Identifier, names: list[str],
-                 ids: np.ndarray, labels: np.ndarray | None, label_kind: str | None,
-                 x: np.ndarray, layout: str, ftype: str, bar: Any) -> None:
-    n = x.shape[0]
-    cols = sql.SQL(", ").join(sql.Identifier(c) for c in names)
-    row_bytes = 64 + x.shape[1] * 12
-    step = max(1, _CHUNK_BYTES // row_bytes)
-    query = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(ident, cols)
-    with conn.cursor().copy(query) as copy:
-        copy.write(_HEADER)
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            rec = _dense_records(ids[start:stop],
-                                 None if labels is None else labels[start:stop], label_kind,
-                                 x[start:stop], layout, ftype)
-            copy.write(rec.tobytes())
-            if bar is not None:
-                bar.update(stop - start)
-        copy.write(_TRAILER)
-
-
-def _write_rows(conn: psycopg.Connection[Any], ident: sql.Identifier, names: list[str],
-                types: list[str], rows: Iterable[tuple[Any, ...]], bar: Any) -> None:
-    cols = sql.SQL(", ").join(sql.Identifier(c) for c in names)
-    query = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(ident, cols)
-    with conn.cursor().copy(query) as copy:
-        copy.set_types(types)
-        for i, row in enumerate(rows, 1):
-            copy.write_row(row)
-            if bar is not None and i % 4096 == 0:
-                bar.update(4096)
-        if bar is not None:
-            bar.update(bar.total - bar.n)
+def _check_feature_type(feature_type: str) -> None:
+    if feature_type not in _FLOAT_TYPES:
+        raise ValueError("feature_type is 'float8' or 'float4'")
 
 
 def _finish(conn: psycopg.Connection[Any], ident: sql.Identifier, analyze: bool) -> None:
@@ -214,16 +122,8 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
     if arr.ndim != 2 or arr.shape[1] == 0:
         raise ValueError("x must be a 2-D array with at least one feature")
     n, d = arr.shape
-    labels = None
-    kind = None
-    if y is not None:
-        labels = np.asarray(y)
-        if labels.shape != (n,):
-            raise ValueError(f"y must have shape ({n},), got {labels.shape}")
-        kind = label_type(labels, _integral_float_labels)
-        labels = _label_array(labels, kind)
-    if feature_type not in _FLOAT_OID:
-        raise ValueError("feature_type is 'float8' or 'float4'")
+    labels, kind = labels_of(y, n, _integral_float_labels) if y is not None else (None, None)
+    _check_feature_type(feature_type)
     if layout == "columns":
         names = list(columns) if columns is not None else [f"x{j + 1}" for j in range(d)]
         if len(names) != d or len(set(names)) != d:
@@ -245,16 +145,15 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
             labels = labels[perm]
     ident = table_name(table)
     with transaction(conn):
-        columns_sql: list[tuple[str, str]] = [("id", "bigint")]
-        if labels is not None:
-            columns_sql.append((label_name, _LABEL_SQL[kind]))  # type: ignore[index]
-        ftype_sql = "double precision" if feature_type == "float8" else "real"
+        columns_sql: list[tuple[str, str]] = [("id", "int8")]
+        if kind is not None:
+            columns_sql.append((label_name, kind))
         if layout == "array":
-            columns_sql.append(("features", ftype_sql + "[]"))
+            columns_sql.append(("features", feature_type + "[]"))
         elif layout == "columns":
-            columns_sql += [(c, ftype_sql) for c in names]
+            columns_sql += [(c, feature_type) for c in names]
         else:
-            columns_sql += [("feature_indices", "integer[]"), ("features", ftype_sql + "[]")]
+            columns_sql += [("feature_indices", "int4[]"), ("features", feature_type + "[]")]
         first = create_table(conn, ident, columns_sql, if_exists, temporary)
         if layout == "array":  # before the rows go in: it applies to new rows
             storage_main(conn, ident, "features", 64 + d * (8 if feature_type == "float8" else 4))
@@ -263,31 +162,18 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
         try:
             col_names = [c for c, _ in columns_sql]
             if layout != "sparse" and kind != "text":
-                _write_dense(conn, ident, col_names, ids, labels, kind, arr, layout,
-                             feature_type, bar)
+                parts = [] if labels is None else [(kind, labels)]
+                parts.append((feature_type + ("[]" if layout == "array" else ""), arr))
+                _binary.write(conn, ident, col_names, ids, parts, bar)  # type: ignore[arg-type]
             else:
-                _write_rows(conn, ident, col_names, _row_types(kind, layout, feature_type, d),
-                            _py_rows(ids, labels, arr, layout), bar)
+                _binary.write_rows(conn, ident, col_names, [t for _, t in columns_sql],
+                                   _py_rows(ids, labels, arr, layout), bar)
         finally:
             if bar is not None:
                 bar.close()
         _finish(conn, ident, analyze)
     return _result(table, n, d, layout, labels, names if layout == "columns" else None,
                    label_name)
-
-
-def _row_types(kind: str | None, layout: str, ftype: str, d: int) -> list[str]:
-    types = ["int8"]
-    if kind is not None:
-        types.append({"bool": "bool", "int4": "int4", "int8": "int8", "float8": "float8",
-                      "text": "text"}[kind])
-    if layout == "sparse":
-        types += ["int4[]", ftype + "[]"]
-    elif layout == "array":
-        types.append(ftype + "[]")
-    else:
-        types += [ftype] * d
-    return types
 
 
 def _py_rows(ids: np.ndarray, labels: np.ndarray | None, x: np.ndarray, layout: str
@@ -322,48 +208,106 @@ def _result(table: str, n: int, d: int, layout: str, labels: np.ndarray | None,
 
 
 def load_dataframe(conn: psycopg.Connection[Any], table: str, frame: Any, *,
-                   label: str | None = "label", features: Sequence[str] | None = None,
+                   label: Any = "label", features: Sequence[str] | None = None,
                    exclude: Sequence[str] | None = None, layout: str = "columns",
                    types: dict[str, str] | None = None, **kwargs: Any) -> LoadResult:
     """Write a pandas DataFrame: label= names the label column (None for
     none), which keeps its name and type in the table; features= the
     feature columns (default: all other columns), or exclude= the columns
-    to leave out. The table keeps the frame's column names and types: text
-    (object, string, category) stays text and boolean stays boolean, for
-    the server to one-hot encode; NaN, NA and None become NULL (an empty
-    string too). types= overrides a column's type ('text', 'integer', ...).
-    A frame of numbers only without missing values goes through the binary
-    path and also takes layout="array". Other options as in load_numpy."""
-    if label is not None and label not in frame.columns:
-        raise ValueError(f"the DataFrame has no column {label!r} (pass label=)")
-    names = pick_columns([str(c) for c in frame.columns],
-                          None if label is None else str(label), features, exclude)
-    cols = names + ([label] if label is not None else [])
-    numeric = all(frame[c].dtype.kind in "biuf" for c in names)
-    label_ok = label is None or frame[label].dtype.kind in "biufUSO"
-    missing = bool(frame[cols].isna().to_numpy().any())
-    if numeric and label_ok and not missing and not types:
-        x = frame[names].to_numpy(dtype=np.float64)
-        y = frame[label].to_numpy() if label is not None else None
-        if label is not None:
-            kwargs.setdefault("label_name", str(label))
-        return load_numpy(conn, table, x, y, layout=layout, columns=[str(c) for c in names],
-                          **kwargs)
-    if layout != "columns":
-        what = "missing values" if missing else "text or boolean columns"
-        raise ValueError(f"layout {layout!r} holds numbers only and this frame has {what}: "
-                         "use layout='columns' (missing values become NULL, text is "
-                         "one-hot encoded by the server)")
-    from .tabular import load_frame_columns
-
+    to leave out. Column types follow the loaders' one rule
+    (corgipile._types): text (object, string, category) stays text and
+    boolean stays boolean, for the server to one-hot encode; integers are
+    integer or bigint by their values; datetimes are timestamps; NaN, NA
+    and None become NULL. types= overrides a column's type ('text',
+    'integer', ...). Column names that are not strings are written as text
+    (0 -> "0"). A frame of numbers and booleans without missing values goes
+    through binary COPY and also takes layout="array". Other options as in
+    load_numpy."""
     allowed = {"order", "seed", "feature_type", "if_exists", "temporary", "progress",
                "analyze"}
     unknown = set(kwargs) - allowed - {"label_name"}
     if unknown:
         raise ValueError(f"load_dataframe got an unexpected option {sorted(unknown)[0]!r}")
-    return load_frame_columns(conn, table, frame, None if label is None else str(label),
-                              [str(c) for c in names], types=types,
-                              **{k: v for k, v in kwargs.items() if k in allowed})
+    options = {k: v for k, v in kwargs.items() if k in allowed}
+    _check_feature_type(options.get("feature_type", "float8"))
+    names = frame_columns(frame)
+    frame = frame.set_axis(names, axis=1)
+    label = None if label is None else str(label)
+    if label is not None and label not in names:
+        raise LoadError(f"the DataFrame has no column {label!r} (columns: {', '.join(names)})",
+                        fix={"label": None})
+    picked = pick_columns(names, label, features, exclude)
+    cols = ([label] if label is not None else []) + picked
+    kinds = frame_kinds(frame, cols, label, types)
+    binary = all(kinds[c] in ("bool", "int4", "int8", "float8") for c in cols)
+    missing = binary and bool(frame[cols].isna().to_numpy().any())
+    if binary and not missing:
+        return _load_frame_binary(conn, table, frame, label, picked, kinds, layout, **options)
+    if layout != "columns":
+        what = "missing values" if missing else "columns other than numbers and booleans"
+        raise LoadError(f"layout {layout!r} holds numbers only and this frame has {what}",
+                        fix={"layout": "columns"},
+                        advice="missing values become NULL, text is one-hot encoded by the "
+                               "server")
+    from .tabular import load_frame_columns
+
+    return load_frame_columns(conn, table, frame, label, picked, kinds, **options)
+
+
+def _load_frame_binary(conn: psycopg.Connection[Any], table: str, frame: Any,
+                       label: str | None, names: list[str], kinds: dict[str, str],
+                       layout: str, *, order: str = "given", seed: int | None = None,
+                       feature_type: str = "float8", if_exists: str = "fail",
+                       temporary: bool = False, progress: bool | None = None,
+                       analyze: bool = True) -> LoadResult:
+    """A frame of numbers and booleans without missing values, by binary
+    COPY: columns keep their types (array layout: one float array)."""
+    from .tabular import finish_typed
+
+    n, d = len(frame), len(names)
+    if layout not in ("columns", "array"):
+        raise ValueError(f"unknown layout {layout!r} for a DataFrame: use 'columns' or 'array'")
+    kinds = dict(kinds)
+    for c in names:
+        if kinds[c] == "float8":
+            kinds[c] = feature_type
+    labels = frame[label].to_numpy() if label is not None else None
+    perm = _order_index(order, n, labels, lambda key: frame[names[_feature_index(
+        key, names, d)]].to_numpy(), seed)
+    ids = np.arange(n, dtype=np.int64)
+    sub = frame if perm is None else frame.iloc[perm]
+    if perm is not None:
+        ids = ids[perm]
+    columns: list[tuple[str, str]] = [("id", "int8")]
+    parts: list[_binary.Part] = []
+    if label is not None:
+        columns.append((label, kinds[label]))
+        parts.append((kinds[label], _as_kind(sub[label], kinds[label])))
+    if layout == "array":
+        columns.append(("features", feature_type + "[]"))
+        parts.append((feature_type + "[]", sub[names].to_numpy(dtype=np.float64)))
+    else:
+        columns += [(c, kinds[c]) for c in names]
+        parts += [(kinds[c], _as_kind(sub[c], kinds[c])) for c in names]
+    ident = table_name(table)
+    with transaction(conn):
+        first = create_table(conn, ident, columns, if_exists, temporary)
+        if layout == "array":
+            storage_main(conn, ident, "features", 64 + d * (8 if feature_type == "float8" else 4))
+        bar = progress_bar(n, progress, f"COPY {table}")
+        try:
+            _binary.write(conn, ident, [c for c, _ in columns], ids + first, parts, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        return finish_typed(conn, ident, table, n, label, names, layout, analyze, kinds)
+
+
+def _as_kind(series: Any, kind: str) -> np.ndarray:
+    """A column without missing values as the numpy array of its type."""
+    dtype = {"bool": np.bool_, "int4": np.int64, "int8": np.int64, "float8": np.float64,
+             "float4": np.float64}[kind]
+    return np.asarray(series.to_numpy(dtype=dtype))
 
 
 def load_csr(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None, *,
@@ -380,24 +324,15 @@ def load_csr(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None, *
     n, d = csr.shape
     if d == 0:
         raise ValueError("x must have at least one feature")
-    labels = None
-    kind = None
-    if y is not None:
-        labels = np.asarray(y)
-        if labels.shape != (n,):
-            raise ValueError(f"y must have shape ({n},), got {labels.shape}")
-        kind = label_type(labels, False)
-        labels = _label_array(labels, kind)
-    if feature_type not in _FLOAT_OID:
-        raise ValueError("feature_type is 'float8' or 'float4'")
+    labels, kind = labels_of(y, n, False) if y is not None else (None, None)
+    _check_feature_type(feature_type)
     indptr, indices = csr.indptr, csr.indices.astype(np.int64)
     values = csr.data.astype(np.float64)
     ident = table_name(table)
-    ftype_sql = "double precision" if feature_type == "float8" else "real"
-    columns = [("id", "bigint")]
-    if labels is not None:
-        columns.append((label_name, _LABEL_SQL[kind]))  # type: ignore[index]
-    columns += [("feature_indices", "integer[]"), ("features", ftype_sql + "[]")]
+    columns = [("id", "int8")]
+    if kind is not None:
+        columns.append((label_name, kind))
+    columns += [("feature_indices", "int4[]"), ("features", feature_type + "[]")]
     with transaction(conn):
         first = create_table(conn, ident, columns, if_exists, temporary)
         widest = int(np.diff(indptr).max()) if n else 0
@@ -414,10 +349,9 @@ def load_csr(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None, *
                     head += (labels[i].item(),)
                 yield head + (indices[a:b].tolist(), values[a:b].tolist())
 
-        types = ["int8"] + ([_row_types(kind, "array", feature_type, d)[1]]
-                            if labels is not None else []) + ["int4[]", feature_type + "[]"]
         try:
-            _write_rows(conn, ident, [c for c, _ in columns], types, rows(), bar)
+            _binary.write_rows(conn, ident, [c for c, _ in columns], [t for _, t in columns],
+                               rows(), bar)
         finally:
             if bar is not None:
                 bar.close()
@@ -515,8 +449,7 @@ def load_libsvm(conn: psycopg.Connection[Any], table: str, path: str | os.PathLi
                           _integral_float_labels=True)
     if layout != "sparse":
         raise ValueError(f"unknown layout {layout!r}: use 'sparse' or 'dense'")
-    kind = label_type(y, True)
-    labels = _label_array(y, kind)
+    labels, kind = labels_of(y, n, True)
     row_of = np.repeat(np.arange(n), np.diff(offsets))
 
     def feature(key: str) -> np.ndarray:
@@ -529,11 +462,10 @@ def load_libsvm(conn: psycopg.Connection[Any], table: str, path: str | os.PathLi
     perm = _order_index(order, n, labels, feature, seed)
     order_rows = perm if perm is not None else np.arange(n)
     ident = table_name(table)
-    ftype_sql = "double precision" if feature_type == "float8" else "real"
+    columns = [("id", "int8"), ("label", kind), ("feature_indices", "int4[]"),
+               ("features", feature_type + "[]")]
     with transaction(conn):
-        first = create_table(conn, ident, [("id", "bigint"), ("label", _LABEL_SQL[kind]),
-                                      ("feature_indices", "integer[]"),
-                                      ("features", ftype_sql + "[]")], if_exists, temporary)
+        first = create_table(conn, ident, columns, if_exists, temporary)
         # the longest row decides: a row of k entries takes k * (4 + size) bytes
         widest = int(np.diff(offsets).max()) if n else 0
         storage_main(conn, ident, "feature_indices",
@@ -548,9 +480,8 @@ def load_libsvm(conn: psycopg.Connection[Any], table: str, path: str | os.PathLi
                 yield (int(i) + first, labels[i].item(), idx[a:b].tolist(), vals[a:b].tolist())
 
         try:
-            _write_rows(conn, ident, ["id", "label", "feature_indices", "features"],
-                        ["int8", _row_types(kind, "array", feature_type, d)[1], "int4[]",
-                         feature_type + "[]"], rows_iter(), bar)
+            _binary.write_rows(conn, ident, [c for c, _ in columns], [t for _, t in columns],
+                               rows_iter(), bar)
         finally:
             if bar is not None:
                 bar.close()

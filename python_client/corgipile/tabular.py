@@ -1,22 +1,30 @@
 """Typed tables from CSV files, Parquet files and mixed DataFrames.
 
-Each source becomes one table whose columns keep their names and their
-types (boolean, integer, bigint, double precision, text), NULL where the
-source had no value, plus ``id bigint`` (the row's 0-based position in the
-source). corgipile.train takes it directly: text and boolean feature
-columns are one-hot encoded by the server's stored preprocessing, and a
-NULL category is all zeros (a NULL number skips the row).
+Each source becomes one table whose columns keep their names and get their
+types by one rule (corgipile._types: boolean, integer, bigint, double
+precision, text, and the dates, timestamps and decimals a source declares),
+NULL where the source had no value, plus ``id bigint`` (the row's 0-based
+position in the source). corgipile.train takes it directly: text and
+boolean feature columns are one-hot encoded by the server's stored
+preprocessing, and a NULL category is all zeros (a NULL number skips the
+row). The result's ``features`` leaves out what train() would refuse or
+cannot learn from (dates, identifiers, columns without values, more
+categories than it encodes), and ``left_out`` says why.
 
 How the bytes travel, with no Python per value:
 
 - CSV: the file's bytes are streamed with ``COPY ... (FORMAT csv)`` into a
   temporary table of text columns, and one ``INSERT ... SELECT`` casts them
-  on the server (``na_values`` become NULL there). Types are inferred from
-  the first ``sample_rows`` records and can be overridden (``types=``);
+  on the server (``na_values`` become NULL there); when every column is
+  kept in file order they go straight into the typed table. Types are
+  inferred from the first ``sample_rows`` records and can be overridden
+  (``types=``). A file with more columns than a table holds loads its
+  numbers as one array (pandas parses it, binary COPY writes it);
 - Parquet (needs pyarrow): record batches are written as CSV by Arrow's
   C++ writer and streamed with ``COPY`` straight into the typed table;
 - DataFrames: pandas writes the CSV (NaN, NA and None as empty fields,
-  which COPY reads as NULL), streamed the same way.
+  which COPY reads as NULL), streamed the same way; a frame of numbers and
+  booleans without missing values goes by binary COPY (loaders.py).
 
 Layouts: ``"columns"`` (one column per feature, ``features => 'a, b, c'``)
 or ``"array"`` (``features float8[]``, numeric features only). ``"auto"``
@@ -32,7 +40,8 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -41,11 +50,13 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 
 from ._sql import quote_ident
-from ._tables import (LoadResult, create_table, pick_columns, progress_bar, sql_name,
-                      suggest_model, table_name)
+from ._tables import (LoadResult, create_table, pick_columns, plan_features, progress_bar,
+                      sql_name, suggest_model, table_name)
+from ._types import KINDS, column_sql, infer_arrow, infer_text, integral_text, parse_kind
+from .errors import LoadError
 
-__all__ = ["NA_VALUES", "SAMPLE_ROWS", "infer_type", "load_csv", "load_parquet",
-           "load_frame_columns"]
+__all__ = ["NA_VALUES", "SAMPLE_ROWS", "MAX_COLUMNS", "load_csv", "load_parquet",
+           "load_frame_columns", "finish_typed"]
 
 # what counts as a missing value in a CSV field (as pandas' defaults, short)
 NA_VALUES: tuple[str, ...] = ("", "NA", "N/A", "NaN", "nan", "NULL", "null")
@@ -55,75 +66,9 @@ _CHUNK = 1 << 20
 # a row up to this size stays in its page with STORAGE MAIN (a heap page
 # holds one tuple of at most ~8160 bytes; TOAST moves wider values out)
 _PAGE_ROW_BYTES = 8000
-
-# SQL type (as written in CREATE TABLE) -> its pg_catalog name for casts
-_CAST = {"boolean": "pg_catalog.bool", "integer": "pg_catalog.int4",
-         "bigint": "pg_catalog.int8", "double precision": "pg_catalog.float8",
-         "real": "pg_catalog.float4", "text": "pg_catalog.text"}
-_ALIASES = {"bool": "boolean", "boolean": "boolean", "int": "integer", "int4": "integer",
-            "integer": "integer", "int8": "bigint", "bigint": "bigint",
-            "float": "double precision", "float8": "double precision",
-            "double": "double precision", "double precision": "double precision",
-            "float4": "real", "real": "real", "text": "text", "str": "text",
-            "string": "text"}
-_NUMERIC = ("integer", "bigint", "double precision", "real")
-# the values each type's input function takes, for locating a bad field
-_PATTERN = {
-    "boolean": r"^\s*(t|true|f|false|y|yes|n|no|on|off|1|0)\s*$",
-    "integer": r"^\s*[+-]?[0-9]+\s*$",
-    "bigint": r"^\s*[+-]?[0-9]+\s*$",
-    "double precision": (r"^\s*[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
-                         r"|inf|infinity|nan)\s*$"),
-}
-_PATTERN["real"] = _PATTERN["double precision"]
-_WHAT = {"boolean": "a boolean", "integer": "an integer", "bigint": "an integer",
-         "double precision": "a number", "real": "a number"}
-
-_BOOL_WORDS = {"true", "false", "t", "f", "yes", "no"}
-_INT_RE = re.compile(r"\s*[+-]?[0-9]+\s*\Z")
-_FLOAT_RE = re.compile(r"\s*[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
-                       r"|inf|infinity)\s*\Z", re.I)
-
-
-def sql_type(name: str) -> str:
-    """A type given by the caller ('int', 'float', 'text', 'bool', ...) as
-    the SQL name the loaders create."""
-    try:
-        return _ALIASES[name.strip().lower()]
-    except KeyError:
-        raise ValueError(f"unknown column type {name!r}: use one of boolean, integer, "
-                         "bigint, float (double precision), real, text") from None
-
-
-def infer_type(values: Iterable[str]) -> str:
-    """The narrowest type that reads every (non-missing) value: boolean,
-    integer, bigint, double precision, else text. No value at all: text."""
-    seen = False
-    is_bool = is_int = is_float = True
-    big = False
-    for v in values:
-        seen = True
-        if is_bool and v.strip().lower() not in _BOOL_WORDS:
-            is_bool = False
-        if is_int:
-            if _INT_RE.match(v):
-                if not big and not -2**31 <= int(v) < 2**31:
-                    big = True
-                if big and not -2**63 <= int(v) < 2**63:
-                    is_int = False
-            else:
-                is_int = False
-        if is_float and not is_int and not _FLOAT_RE.match(v):
-            is_float = False
-        if not (is_bool or is_int or is_float):
-            return "text"
-    if not seen:
-        return "text"
-    if is_bool:
-        return "boolean"
-    if is_int:
-        return "bigint" if big else "integer"
-    return "double precision" if is_float else "text"
+# PostgreSQL's limit on a table's columns (MaxHeapAttributeNumber)
+MAX_COLUMNS = 1600
+_BOM = b"\xef\xbb\xbf"
 
 
 # -- shared pieces ---------------------------------------------------------------
@@ -144,28 +89,70 @@ def _check_names(names: Sequence[str], label: str | None, layout: str) -> None:
     if label is not None and label in reserved:
         clash.append(label)
     if clash:
-        raise ValueError(f"column {clash[0]!r} clashes with the loader's own column of that "
-                         "name (id, and features in the array layout): exclude or rename it")
-    if len(set(names)) != len(names):
-        dup = next(c for c in names if list(names).count(c) > 1)
-        raise ValueError(f"column {dup!r} appears twice")
+        raise LoadError(f"column {clash[0]!r} clashes with the loader's own column of that "
+                        "name (id, and features in the array layout)", column=clash[0],
+                        fix={"exclude": [clash[0]]}, advice="or rename it")
+    seen: set[str] = set()
+    for c in names:
+        if c in seen:
+            raise LoadError(f"column {c!r} appears twice", column=c,
+                            advice="rename one of them")
+        seen.add(c)
 
 
 def _layout(layout: str, feature_types: dict[str, str], maybe_null: set[str]) -> str:
     if layout in ("auto", None):
-        numeric = all(t in _NUMERIC for t in feature_types.values())
+        numeric = all(KINDS[t].number for t in feature_types.values())
         return "array" if numeric and not (maybe_null & set(feature_types)) else "columns"
     if layout == "array":
-        bad = [c for c, t in feature_types.items() if t not in _NUMERIC]
+        bad = [c for c, t in feature_types.items() if not KINDS[t].number]
         if bad:
-            raise ValueError(f"layout 'array' holds numbers only, but column {bad[0]!r} is "
-                             f"{feature_types[bad[0]]}: use layout='columns' (the server "
-                             "one-hot encodes text and boolean columns)")
+            raise LoadError(f"layout 'array' holds numbers only, but column {bad[0]!r} is "
+                            f"{KINDS[feature_types[bad[0]]].display}", column=bad[0],
+                            fix={"layout": "columns"},
+                            advice="the server one-hot encodes text and boolean columns")
         return "array"
     if layout == "columns":
         return "columns"
     raise ValueError(f"unknown layout {layout!r} for a table of columns: use 'auto', "
                      "'columns' or 'array'")
+
+
+def _float8_fit(max_row: int = 8160, others: int = 2) -> int:
+    """How many double precision columns fit a row beside others (id and
+    the label): a heap tuple's header (23 bytes and one NULL bit a column,
+    8-aligned) and 8 bytes a value must fit a page's tuple (8160 bytes at
+    the default block size)."""
+    k = MAX_COLUMNS - others
+    while k > 0 and ((23 + (k + others + 7) // 8 + 7) // 8 * 8 + 8 * (k + others)) > max_row:
+        k -= 1
+    return k
+
+
+def _too_wide(what: str, n_features: int, label: str | None, numbers: bool) -> LoadError:
+    room = MAX_COLUMNS - 1 - (label is not None)
+    return LoadError(
+        f"{what} has {n_features} feature columns, more than a table holds: PostgreSQL "
+        f"allows {MAX_COLUMNS} columns a table, so {room} features fit beside id and the "
+        f"label, and about {_float8_fit()} of double precision (a row must fit a page)",
+        fix={"layout": "array"} if numbers else {"features": None},
+        advice=("one array column holds them all (numbers only, no missing values)"
+                if numbers else f"load at most {_float8_fit()} numeric columns, or the numbers "
+                                "alone as one array column (layout array)"))
+
+
+@contextmanager
+def _row_limits(what: str, n_features: int, label: str | None, numbers: bool
+                ) -> Iterator[None]:
+    """The server's refusal of too many columns, or of a row wider than a
+    page, as the loader's error with the layout that fits."""
+    try:
+        yield
+    except (pgerrors.TooManyColumns, pgerrors.ProgramLimitExceeded) as exc:
+        if isinstance(exc, pgerrors.ProgramLimitExceeded) and \
+                "row is too big" not in str(exc.diag.message_primary):
+            raise
+        raise _too_wide(what, n_features, label, numbers) from None
 
 
 def _label_values(conn: psycopg.Connection[Any], ident: sql.Identifier, label: str
@@ -197,29 +184,56 @@ def storage_main(conn: psycopg.Connection[Any], ident: sql.Identifier, column: s
     return True
 
 
-def _finish(conn: psycopg.Connection[Any], ident: sql.Identifier, table: str, rows: int,
-            label: str | None, feature_names: list[str], layout: str, analyze: bool) -> Any:
-
+def finish_typed(conn: psycopg.Connection[Any], ident: sql.Identifier, table: str, rows: int,
+                 label: str | None, feature_names: list[str], layout: str, analyze: bool,
+                 kinds: dict[str, str]) -> LoadResult:
+    """ANALYZE, then what to train with: the model the labels suggest and,
+    in the columns layout, the features train() takes (plan_features)."""
     if analyze:
         conn.execute(sql.SQL("ANALYZE {}").format(ident))
     labels = _label_values(conn, ident, label) if label is not None else None
     model, why = suggest_model(labels)
-    features = ", ".join(quote_ident(c) for c in feature_names) if layout == "columns" \
-        else "features"
+    left_out: dict[str, str] = {}
+    if layout == "columns":
+        trained, left_out = plan_features(conn, ident, feature_names, kinds)
+        features = ", ".join(quote_ident(c) for c in trained)
+    else:
+        features = "features"
     return LoadResult(table=table, rows=rows, n_features=len(feature_names), layout=layout,
                       label=sql_name(label) if label is not None else None,
-                      features=features, suggested_model=model, suggestion=why)
+                      features=features, suggested_model=model, suggestion=why,
+                      left_out=left_out)
+
+
+def _nul_error(what: str, column: str, row: int) -> LoadError:
+    return LoadError(f"{what}: column {column!r} holds a NUL character (row {row}), which "
+                     "PostgreSQL's text cannot store", column=column,
+                     advice="remove the NUL characters first")
 
 
 # -- CSV ---------------------------------------------------------------------------
 
+def _utf8(encoding: str) -> bool:
+    return encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf8sig")
+
+
+def _data_start(path: str | os.PathLike[str], encoding: str) -> int:
+    """Where the file's text starts: after a UTF-8 byte order mark."""
+    if not _utf8(encoding):
+        return 0
+    with open(path, "rb") as f:
+        return len(_BOM) if f.read(len(_BOM)) == _BOM else 0
+
+
 def _sample(path: str | os.PathLike[str], delimiter: str, header: bool, encoding: str,
             rows: int) -> tuple[list[str], list[list[str]]]:
-    with open(path, newline="", encoding=encoding) as f:
+    # utf-8-sig reads a byte order mark as the mark it is, not as the first
+    # column name's first character
+    with open(path, newline="", encoding="utf-8-sig" if _utf8(encoding) else encoding) as f:
         reader = csv.reader(f, delimiter=delimiter)
         first = next(reader, None)
         if first is None:
-            raise ValueError(f"{path}: empty file")
+            raise LoadError(f"{path}: empty file")
         sample: list[list[str]] = [] if header else [first]
         for row in reader:
             if len(sample) >= rows:
@@ -227,6 +241,15 @@ def _sample(path: str | os.PathLike[str], delimiter: str, header: bool, encoding
             if row:
                 sample.append(row)
     names = [h.strip() for h in first] if header else [f"x{j + 1}" for j in range(len(first))]
+    for k, row in enumerate(sample):
+        if len(row) != len(names):
+            raise LoadError(f"{path}, line {k + (2 if header else 1)}: {len(row)} fields, "
+                            f"expected {len(names)}")
+    for k, row in enumerate(sample):
+        for j, v in enumerate(row):
+            if "\x00" in v:
+                raise _nul_error(f"{path}, line {k + (2 if header else 1)}", names[j],
+                                 k + 1)
     return names, sample
 
 
@@ -237,14 +260,15 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
              na_values: Sequence[str] = NA_VALUES, sample_rows: int = SAMPLE_ROWS,
              order: str = "given", seed: int | None = None, feature_type: str = "float8",
              if_exists: str = "fail", temporary: bool = False, progress: bool | None = None,
-             analyze: bool = True, encoding: str = "utf-8") -> Any:
+             analyze: bool = True, encoding: str = "utf-8") -> LoadResult:
     """Load a CSV file into a typed table; see the module docstring.
 
     label: the label column's name or 0-based number (default "label"; the
     first column when header=False, named "label" then); None for none.
     features / exclude: the feature columns, or the columns to leave out.
     types: {column: type} overriding the inferred types ('text', 'integer',
-    'bigint', 'float', 'real', 'boolean'). na_values: fields read as NULL.
+    'bigint', 'float', 'real', 'numeric', 'boolean', 'date', 'timestamp').
+    na_values: fields read as NULL.
     order: "given", "label", "feature:<column>" or "random" (seed=).
     feature_type: "float8" or "float4" for the floating-point features.
     """
@@ -255,23 +279,20 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
     if len(delimiter) != 1:
         raise ValueError("delimiter must be one character")
     names, sample = _sample(path, delimiter, header, encoding, sample_rows)
-    for k, row in enumerate(sample):
-        if len(row) != len(names):
-            raise ValueError(f"{path}, line {k + (2 if header else 1)}: {len(row)} fields, "
-                             f"expected {len(names)}")
     if label is None:
         label_idx = None
     elif isinstance(label, int):
         if not 0 <= label < len(names):
-            raise ValueError(f"{path}: no column number {label} (there are {len(names)})")
+            raise LoadError(f"{path}: no column number {label} (there are {len(names)})",
+                            fix={"label": None})
         label_idx = label
     elif label in names:
         label_idx = names.index(label)
     elif not header and label == "label":
         label_idx = 0
     else:
-        raise ValueError(f"{path}: no column {label!r} (columns: {', '.join(names)}); "
-                         "pass label=")
+        raise LoadError(f"{path}: no column {label!r} (columns: {', '.join(names)})",
+                        fix={"label": None})
     if not header and label_idx is not None:
         names[label_idx] = "label"
     label_name = names[label_idx] if label_idx is not None else None
@@ -280,47 +301,65 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
     kept = ([label_name] if label_name is not None else []) + picked
     inferred: dict[str, str] = {}
     maybe_null: set[str] = set()
+    # a whole number written as a decimal (6.0): COPY's integer input
+    # refuses it, the cast below takes it
+    decimal_ints: set[str] = set()
     for c in kept:
         j = names.index(c)
         vals = [r[j] for r in sample if r[j] not in na]
         if len(vals) < len(sample):
             maybe_null.add(c)
-        inferred[c] = infer_type(vals)
+        inferred[c] = infer_text(vals, label=c == label_name)
+        if any(integral_text(v) for v in vals):
+            decimal_ints.add(c)
+    given: set[str] = set()
     for c, t in (types or {}).items():
         if c not in names:
-            raise ValueError(f"types= names column {c!r}, which {path} does not have")
+            raise LoadError(f"types= names column {c!r}, which {path} does not have",
+                            column=c)
         if c in inferred:
-            inferred[c] = sql_type(t)
+            inferred[c] = parse_kind(t, c)
+            given.add(c)
     if feature_type == "float4":
-        inferred.update({c: "real" for c in picked if inferred[c] == "double precision"})
+        inferred.update({c: "float4" for c in picked if inferred[c] == "float8"})
+    decimal_ints = {c for c in decimal_ints if inferred[c] in ("int4", "int8")}
     feature_types = {c: inferred[c] for c in picked}
+    wide = len(names) + 1 > MAX_COLUMNS
     layout = _layout(layout, feature_types, maybe_null)
     _check_names(picked, label_name, layout)
+    numbers = all(KINDS[t].number for t in feature_types.values())
+    if layout == "columns" and len(picked) + 1 + (label_name is not None) > MAX_COLUMNS:
+        raise _too_wide(str(path), len(picked), label_name, numbers and not maybe_null)
+    if wide:
+        return _load_csv_wide(conn, table, path, names, label_name, picked, inferred, na,
+                              delimiter, header, encoding, feature_type, if_exists,
+                              temporary, order, progress, analyze)
     ident = table_name(table)
     stage = f"corgipile_csv_{uuid.uuid4().hex[:12]}"
     stage_ident = sql.Identifier(stage)
     src = [sql.Identifier(f"c{j}") for j in range(len(names))]
 
     def cast(c: str) -> sql.Composable:
-        col = src[names.index(c)]
         return sql.SQL("CASE WHEN s.{c} OPERATOR(pg_catalog.=) ANY (%(na)s::pg_catalog.text[]) "
-                       "THEN NULL ELSE s.{c}::{t} END").format(c=col, t=sql.SQL(_CAST[inferred[c]]))
+                       "THEN NULL ELSE {v} END").format(
+                           c=src[names.index(c)], v=_cast_text(src[names.index(c)],
+                                                               inferred[c]))
 
-    target: list[tuple[str, str]] = [("id", "bigint")]
+    target: list[tuple[str, str]] = [("id", "int8")]
     values: list[sql.Composable] = [sql.SQL("s.n OPERATOR(pg_catalog.+) %(first)s")]
     if label_name is not None:
         target.append((label_name, inferred[label_name]))
         values.append(cast(label_name))
     if layout == "array":
-        ftype = "real" if feature_type == "float4" else "double precision"
-        target.append(("features", ftype + "[]"))
-        values.append(sql.SQL("ARRAY[{}]::{}[]").format(
-            sql.SQL(", ").join(cast(c) for c in picked), sql.SQL(_CAST[ftype])))
+        target.append(("features", feature_type + "[]"))
+        values.append(sql.SQL("ARRAY[{}]::{}").format(
+            sql.SQL(", ").join(cast(c) for c in picked), column_sql(feature_type + "[]")))
     else:
         target += [(c, inferred[c]) for c in picked]
         values += [cast(c) for c in picked]
     order_by = _order_sql(order, label_name, picked, cast)
     size = os.path.getsize(path)
+    start = _data_start(path, encoding)
     options = sql.SQL("FORMAT csv, HEADER {}, DELIMITER {}, ENCODING {}").format(
         sql.SQL("true" if header else "false"), sql.Literal(delimiter),
         sql.Literal(_pg_encoding(encoding)))
@@ -329,13 +368,13 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
     # a field COPY cannot read (an NA in a number column, a bad value) falls
     # back to the text staging below, which also names the line
     direct = (layout == "columns" and order in ("given", None) and set(kept) == set(names)
-              and if_exists != "append" and "" in na)
-    with transaction(conn):
-    
+              and if_exists != "append" and "" in na and not decimal_ints)
+    with transaction(conn), _row_limits(str(path), len(picked), label_name,
+                                        numbers and not maybe_null):
         if direct:
-            result = _copy_direct(conn, ident, table, path, names, inferred, na, options,
-                                  label_name, picked, if_exists, temporary, progress, size,
-                                  analyze)
+            result = _copy_direct(conn, ident, table, path, start, names, inferred, na,
+                                  options, label_name, picked, if_exists, temporary,
+                                  progress, size, analyze)
             if result is not None:
                 return result
         first = create_table(conn, ident, target, if_exists, temporary)
@@ -343,7 +382,7 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
             esize = 4 if feature_type == "float4" else 8
             storage_main(conn, ident, "features", 64 + len(picked) * esize)
         conn.execute(sql.SQL(
-            "CREATE TEMPORARY TABLE {} (n bigint GENERATED ALWAYS AS IDENTITY "
+            "CREATE TEMPORARY TABLE {} (n pg_catalog.int8 GENERATED ALWAYS AS IDENTITY "
             "(MINVALUE 0 START WITH 0), {})").format(
                 stage_ident,
                 sql.SQL(", ").join(sql.SQL("{} pg_catalog.text").format(c) for c in src)))
@@ -351,16 +390,10 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
             stage_ident, sql.SQL(", ").join(src), options)
         bar = _bar(size, progress, f"COPY {table}", "B")
         try:
-            with conn.transaction():  # a savepoint: COPY's error becomes a ValueError
-                with conn.cursor().copy(copy_sql) as copy, open(path, "rb") as f:
-                    while chunk := f.read(_CHUNK):
-                        copy.write(chunk)
-                        if bar is not None:
-                            bar.update(len(chunk))
+            with conn.transaction():  # a savepoint: COPY's error becomes the loader's
+                _stream(conn, copy_sql, path, start, bar)
         except (pgerrors.DataError, pgerrors.BadCopyFileFormat) as exc:
-            raise ValueError(f"{path}: {exc.diag.message_primary}"
-                             f"{' (' + exc.diag.context + ')' if exc.diag.context else ''}"
-                             ) from None
+            raise _copy_error(path, exc, names) from None
         finally:
             if bar is not None:
                 bar.close()
@@ -374,19 +407,45 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
             with conn.transaction():
                 rows = conn.execute(insert, {"na": list(na), "first": first}).rowcount
         except (pgerrors.InvalidTextRepresentation, pgerrors.NumericValueOutOfRange,
-                pgerrors.InvalidDatetimeFormat) as exc:
+                pgerrors.InvalidDatetimeFormat, pgerrors.DatetimeFieldOverflow) as exc:
             raise _bad_field(conn, path, stage_ident, names, src, inferred, kept, na, header,
-                             str(exc.diag.message_primary)) from None
+                             given, str(exc.diag.message_primary)) from None
         conn.execute(sql.SQL("DROP TABLE {}").format(stage_ident))
-        result = _finish(conn, ident, table, rows, label_name, picked, layout, analyze)
+        result = finish_typed(conn, ident, table, rows, label_name, picked, layout, analyze,
+                              inferred)
     return result
 
 
+def _cast_text(col: sql.Composable, kind: str) -> sql.Composable:
+    """A staged text field read as kind: integers also as 6.0 (a whole
+    number written as a decimal, as pandas writes an integer column with
+    missing values); a fraction still fails the cast."""
+    if kind == "text":
+        return sql.SQL("s.{}").format(col)
+    if kind in ("int4", "int8"):
+        return sql.SQL("pg_catalog.regexp_replace(s.{}, '\\.0*\\s*$', '')::{}").format(
+            col, column_sql(kind))
+    return sql.SQL("s.{}::{}").format(col, column_sql(kind))
+
+
+def _stream(conn: psycopg.Connection[Any], copy_sql: sql.Composable,
+            path: str | os.PathLike[str], start: int, bar: Any) -> int:
+    """COPY the file's bytes from start; returns the rows COPY counted."""
+    cur = conn.cursor()
+    with cur.copy(copy_sql) as copy, open(path, "rb") as f:
+        f.seek(start)
+        while chunk := f.read(_CHUNK):
+            copy.write(chunk)
+            if bar is not None:
+                bar.update(len(chunk))
+    return cur.rowcount
+
+
 def _copy_direct(conn: psycopg.Connection[Any], ident: sql.Identifier, table: str,
-                 path: Any, names: list[str], types: dict[str, str], na: set[str],
-                 options: sql.Composable, label: str | None, picked: list[str],
+                 path: Any, start: int, names: list[str], types: dict[str, str],
+                 na: set[str], options: sql.Composable, label: str | None, picked: list[str],
                  if_exists: str, temporary: bool, progress: bool | None, size: int,
-                 analyze: bool) -> Any:
+                 analyze: bool) -> LoadResult | None:
     """COPY the file straight into a table of its columns (id first, filled
     by a temporary identity); the other na_values of text columns become
     NULL afterwards. None (and nothing done) when COPY cannot read a field."""
@@ -394,18 +453,11 @@ def _copy_direct(conn: psycopg.Connection[Any], ident: sql.Identifier, table: st
     bar = _bar(size, progress, f"COPY {table}", "B")
     try:
         with conn.transaction():
-            create_table(conn, ident, [("id", "bigint GENERATED BY DEFAULT AS IDENTITY "
-                                         "(MINVALUE 0 START WITH 0)")]
-                    + [(c, types[c]) for c in names], if_exists, temporary)
-            cur = conn.cursor()
-            with cur.copy(sql.SQL("COPY {} ({}) FROM STDIN ({})").format(
-                    ident, sql.SQL(", ").join(sql.Identifier(c) for c in names), options)
-                    ) as copy, open(path, "rb") as f:
-                while chunk := f.read(_CHUNK):
-                    copy.write(chunk)
-                    if bar is not None:
-                        bar.update(len(chunk))
-            rows = cur.rowcount
+            create_table(conn, ident, [("id", "int8")] + [(c, types[c]) for c in names],
+                         if_exists, temporary, identity=True)
+            rows = _stream(conn, sql.SQL("COPY {} ({}) FROM STDIN ({})").format(
+                ident, sql.SQL(", ").join(sql.Identifier(c) for c in names), options),
+                path, start, bar)
             conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN id DROP IDENTITY").format(ident))
             texts = [c for c in names if types[c] == "text"]
             others = sorted(na - {""})
@@ -424,7 +476,7 @@ def _copy_direct(conn: psycopg.Connection[Any], ident: sql.Identifier, table: st
     finally:
         if bar is not None:
             bar.close()
-    return _finish(conn, ident, table, rows, label, picked, "columns", analyze)
+    return finish_typed(conn, ident, table, rows, label, picked, "columns", analyze, types)
 
 
 def _order_sql(order: str, label: str | None, picked: list[str],
@@ -455,33 +507,184 @@ def _order_sql(order: str, label: str | None, picked: list[str],
 
 def _pg_encoding(encoding: str) -> str:
     e = encoding.lower().replace("-", "").replace("_", "")
-    return {"utf8": "UTF8", "latin1": "LATIN1", "iso88591": "LATIN1", "ascii": "SQL_ASCII",
-            "cp1252": "WIN1252", "windows1252": "WIN1252"}.get(e, encoding)
+    return {"utf8": "UTF8", "utf8sig": "UTF8", "latin1": "LATIN1", "iso88591": "LATIN1",
+            "ascii": "SQL_ASCII", "cp1252": "WIN1252", "windows1252": "WIN1252"}.get(e, encoding)
+
+
+_COPY_CONTEXT = re.compile(r"line (\d+)(?:, column (c\d+))?")
+
+
+def _copy_error(path: Any, exc: psycopg.Error, names: list[str]) -> LoadError:
+    """COPY's refusal of the file, with the line and the file's column
+    name (COPY's context names the staging table's c<j>)."""
+    message = str(exc.diag.message_primary or exc)
+    m = _COPY_CONTEXT.search(exc.diag.context or "")
+    where = str(path)
+    column = None
+    if m:
+        where += f", line {m.group(1)}"
+        if m.group(2):
+            column = names[int(m.group(2)[1:])]
+            where += f", column {column!r}"
+    if "0x00" in message:
+        return LoadError(f"{where}: a NUL character, which PostgreSQL's text cannot store",
+                         column=column, advice="remove the NUL characters from the file")
+    return LoadError(f"{where}: {message}", column=column)
 
 
 def _bad_field(conn: psycopg.Connection[Any], path: Any, stage: sql.Identifier,
                names: list[str], src: list[sql.Identifier], types: dict[str, str],
-               kept: list[str], na: set[str], header: bool, message: str) -> ValueError:
+               kept: list[str], na: set[str], header: bool, given: set[str],
+               message: str) -> LoadError:
     """The first field that its column's type cannot read, as an error
     naming the line, the column and the value, with the override."""
     for c in kept:
-        t = types[c]
-        if t not in _PATTERN:
+        kind = KINDS[types[c]]
+        if kind.pattern is None:
             continue
         row = conn.execute(sql.SQL(
             "SELECT s.n, s.{c} FROM {s} s WHERE NOT s.{c} OPERATOR(pg_catalog.=) "
             "ANY (%s::pg_catalog.text[]) AND s.{c} OPERATOR(pg_catalog.!~*) %s "
             "ORDER BY s.n LIMIT 1").format(c=src[names.index(c)], s=stage),
-            (list(na), _PATTERN[t])).fetchone()
+            (list(na), kind.pattern)).fetchone()
         if row is not None:
             line = int(row[0]) + (2 if header else 1)
-            return ValueError(f"{path}, line {line}: column {c!r} is not {_WHAT[t]}: "
-                              f"{row[1]!r} (its type was inferred from the first rows; "
-                              f"pass types={{{c!r}: 'text'}} or another type)")
-    return ValueError(f"{path}: {message} (pass types= to choose the column types)")
+            how = "its type was given" if c in given else "its type was inferred from the " \
+                                                          "first rows"
+            return LoadError(f"{path}, line {line}: column {c!r} is not {kind.noun}: "
+                             f"{row[1]!r}", column=c, fix={"types": {c: "text"}},
+                             advice=f"or another type; {how}")
+    return LoadError(f"{path}: {message}", fix={"types": None},
+                     advice="to choose the column types")
 
 
-# -- CSV bytes into a typed table (Parquet, DataFrames) -------------------------------
+# -- CSV wider than a table ------------------------------------------------------------
+
+def _load_csv_wide(conn: psycopg.Connection[Any], table: str, path: Any, names: list[str],
+                   label: str | None, picked: list[str], kinds: dict[str, str],
+                   na: set[str], delimiter: str, header: bool, encoding: str,
+                   feature_type: str, if_exists: str, temporary: bool, order: str,
+                   progress: bool | None, analyze: bool) -> LoadResult:
+    """A file with more columns than a table holds (so more than the text
+    staging table holds too), in the array layout: pandas parses it in
+    chunks and binary COPY writes them. Rows stay in file order."""
+    import pandas as pd
+
+    from . import _binary
+    from .training import transaction
+
+    if order not in ("given", None):
+        raise LoadError(f"{path} has {len(names)} columns: a file this wide loads in file "
+                        "order", fix={"order": "given"})
+    label_kind = kinds[label] if label is not None else None
+    cols = ([label] if label is not None else []) + picked
+    positions = [names.index(c) for c in cols]
+    ident = table_name(table)
+    columns: list[tuple[str, str]] = [("id", "int8")]
+    if label is not None:
+        columns.append((label, label_kind))  # type: ignore[arg-type]
+    columns.append(("features", feature_type + "[]"))
+    step = max(1, (32 << 20) // (12 * len(cols)))
+    line0 = 2 if header else 1
+
+    dtypes: dict[int, Any] = {names.index(c): "float64" for c in picked}
+    if label is not None:
+        dtypes[names.index(label)] = str
+
+    def chunks() -> Iterator[Any]:
+        # columns are named by their position in the file (header=None)
+        return pd.read_csv(path, sep=delimiter, header=None, skiprows=1 if header else 0,
+                           usecols=positions, dtype=dtypes, na_values=sorted(na),
+                           keep_default_na=False, chunksize=step,
+                           encoding="utf-8-sig" if _utf8(encoding) else encoding)
+
+    with transaction(conn):
+        first = create_table(conn, ident, columns, if_exists, temporary)
+        storage_main(conn, ident, "features",
+                     64 + len(picked) * (4 if feature_type == "float4" else 8))
+        bar = progress_bar(0, progress, f"COPY {table}")
+        rows = 0
+        reader = chunks()
+        while True:
+            try:
+                part = next(reader)
+            except StopIteration:
+                break
+            except ValueError:
+                raise _wide_bad_field(path, names, positions, picked, na, delimiter, header,
+                                      encoding, rows, step) from None
+            x = part[[names.index(c) for c in picked]].to_numpy(dtype=np.float64)
+            bad = np.argwhere(np.isnan(x))
+            if len(bad):
+                i, j = bad[0]
+                raise LoadError(f"{path}, line {rows + i + line0}: column {picked[j]!r} has no "
+                                "value, and the array layout holds numbers only",
+                                column=picked[j], fix={"exclude": [picked[j]]},
+                                advice="or fill the missing values")
+            parts: list[_binary.Part] = []
+            if label is not None:
+                parts.append((label_kind, _wide_labels(  # type: ignore[arg-type]
+                    path, part[names.index(label)], label, label_kind, rows + line0)))
+            parts.append((feature_type + "[]", x))
+            ids = np.arange(rows, rows + len(part), dtype=np.int64) + first
+            if label_kind == "text":
+                _binary.write_rows(conn, ident, [c for c, _ in columns],
+                                   ["int8", "text", feature_type + "[]"],
+                                   ((int(i), lab, list(v)) for i, lab, v in
+                                    zip(ids, parts[0][1], x)), None)
+            else:
+                _binary.write(conn, ident, [c for c, _ in columns], ids, parts, None)
+            rows += len(part)
+            if bar is not None:
+                bar.update(len(part))
+        if bar is not None:
+            bar.close()
+        return finish_typed(conn, ident, table, rows, label, picked, "array", analyze, kinds)
+
+
+def _wide_labels(path: Any, values: Any, label: str, kind: str, line: int) -> np.ndarray:
+    """A chunk's label fields (text) as the label column's type."""
+    missing = values.isna().to_numpy()
+    if missing.any():
+        i = int(np.argmax(missing))
+        raise LoadError(f"{path}, line {line + i}: the label {label!r} has no value, and a "
+                        "file this wide loads labelled rows only", column=label,
+                        advice="fill or drop those rows")
+    if kind == "text":
+        return values.to_numpy(dtype=object)
+    if kind == "bool":
+        words = values.str.strip().str.lower()
+        return words.isin(["true", "t", "yes", "y", "on", "1"]).to_numpy()
+    import pandas as pd
+
+    numbers = np.asarray(pd.to_numeric(values.str.strip()), dtype=np.float64)
+    return numbers.astype(np.int64) if kind in ("int4", "int8") else numbers
+
+
+def _wide_bad_field(path: Any, names: list[str], positions: list[int], picked: list[str],
+                    na: set[str], delimiter: str, header: bool, encoding: str, done: int,
+                    step: int) -> LoadError:
+    """The first feature field of the failing chunk that is not a number."""
+    import pandas as pd
+
+    part = pd.read_csv(path, sep=delimiter, header=None,
+                       skiprows=done + (1 if header else 0), nrows=step, usecols=positions,
+                       dtype=str, na_values=sorted(na), keep_default_na=False,
+                       encoding="utf-8-sig" if _utf8(encoding) else encoding)
+    for c in picked:
+        raw = part[names.index(c)]
+        parsed = pd.to_numeric(raw.str.strip(), errors="coerce")
+        bad = parsed.isna() & raw.notna()
+        if bad.any():
+            i = int(np.argmax(bad.to_numpy()))
+            return LoadError(f"{path}, line {done + i + (2 if header else 1)}: column {c!r} "
+                             f"is not a number: {raw.iloc[i]!r}, and the array layout holds "
+                             "numbers only", column=c, fix={"exclude": [c]})
+    return LoadError(f"{path}: a feature field is not a number (the array layout holds "
+                     "numbers only)")
+
+
+# -- DataFrames of mixed types ------------------------------------------------------
 
 def _copy_csv_chunks(conn: psycopg.Connection[Any], ident: sql.Identifier,
                      columns: list[str], chunks: Iterable[tuple[bytes, int]], bar: Any) -> None:
@@ -494,56 +697,54 @@ def _copy_csv_chunks(conn: psycopg.Connection[Any], ident: sql.Identifier,
                 bar.update(rows)
 
 
-def _typed_columns(dtypes: dict[str, Any], label: str | None, feature_type: str
+def _typed_columns(kinds: dict[str, str], label: str | None, feature_type: str
                    ) -> dict[str, str]:
-    out = {}
-    for c, kind in dtypes.items():
-        if kind == "double precision" and feature_type == "float4" and c != label:
-            kind = "real"
-        out[c] = kind
+    return {c: "float4" if k == "float8" and feature_type == "float4" and c != label else k
+            for c, k in kinds.items()}
+
+
+def _frame_for_copy(frame: Any, kinds: dict[str, str]) -> Any:
+    """The frame's values as COPY's CSV input reads them into kinds:
+    booleans as true/false, whole numbers of a float column as integers,
+    text without NUL characters."""
+    import pandas as pd
+
+    out = frame.copy()
+    for c, kind in kinds.items():
+        s = out[c]
+        if kind == "bool" and s.dtype == object:
+            out[c] = s.map(lambda v: None if pd.isna(v) else bool(v))
+        elif kind in ("int4", "int8") and pd.api.types.is_float_dtype(s.dtype):
+            vals = s.dropna()
+            frac = vals[vals != np.round(vals)]
+            if len(frac):
+                raise LoadError(f"column {c!r} is not an integer: {frac.iloc[0]!r} (row "
+                                f"{frac.index[0]})", column=c, fix={"types": {c: "float"}})
+            out[c] = s.astype("Int64")
+        elif kind == "text" and (pd.api.types.is_object_dtype(s.dtype)
+                                 or pd.api.types.is_string_dtype(s.dtype)):
+            nul = s.astype("string").str.contains("\x00", regex=False).fillna(False)
+            if nul.any():
+                raise _nul_error("the DataFrame", c, int(np.argmax(nul.to_numpy())))
     return out
 
 
-def _pandas_type(series: Any) -> str:
-    import pandas as pd
-
-    dt = series.dtype
-    if pd.api.types.is_bool_dtype(dt):
-        return "boolean"
-    if pd.api.types.is_integer_dtype(dt):
-        info = np.iinfo(dt.numpy_dtype if hasattr(dt, "numpy_dtype") else dt)
-        return "integer" if info.min >= -2**31 and info.max < 2**31 else "bigint"
-    if pd.api.types.is_float_dtype(dt):
-        return "double precision"
-    if pd.api.types.is_numeric_dtype(dt):
-        raise ValueError(f"column {series.name!r} has type {dt}, which the loader does not "
-                         "store (use numbers, booleans or text)")
-    # object, string, category: text; a column of Python booleans and NA too
-    vals = series.dropna()
-    if len(vals) and all(isinstance(v, (bool, np.bool_)) for v in vals):
-        return "boolean"
-    return "text"
-
-
 def load_frame_columns(conn: psycopg.Connection[Any], table: str, frame: Any,
-                       label: str | None, names: list[str], *, order: str = "given",
-                       seed: int | None = None, feature_type: str = "float8",
-                       if_exists: str = "fail", temporary: bool = False,
-                       progress: bool | None = None, analyze: bool = True,
-                       types: dict[str, str] | None = None) -> Any:
+                       label: str | None, names: list[str], kinds: dict[str, str], *,
+                       order: str = "given", seed: int | None = None,
+                       feature_type: str = "float8", if_exists: str = "fail",
+                       temporary: bool = False, progress: bool | None = None,
+                       analyze: bool = True) -> LoadResult:
     """A DataFrame with text, boolean or missing values as a columns-layout
-    table: NaN, NA and None become NULL, text stays text."""
+    table of kinds (_types.frame_kinds): NaN, NA and None become NULL."""
     from .training import transaction
 
     cols = ([label] if label is not None else []) + names
     _check_names(names, label, "columns")
-    kinds = {c: _pandas_type(frame[c]) for c in cols}
-    for c, t in (types or {}).items():
-        if c not in kinds:
-            raise ValueError(f"types= names column {c!r}, which is not loaded")
-        kinds[c] = sql_type(t)
-    kinds = _typed_columns(kinds, label, feature_type)
-    sub = frame[cols].reset_index(drop=True)
+    if len(cols) + 1 > MAX_COLUMNS:
+        raise _too_wide("the DataFrame", len(names), label, False)
+    kinds = _typed_columns({c: kinds[c] for c in cols}, label, feature_type)
+    sub = _frame_for_copy(frame[cols].reset_index(drop=True), kinds)
     n = len(sub)
     perm = _frame_order(order, sub, label, names, seed)
     ids = np.arange(n, dtype=np.int64)
@@ -551,34 +752,27 @@ def load_frame_columns(conn: psycopg.Connection[Any], table: str, frame: Any,
         sub, ids = sub.iloc[perm].reset_index(drop=True), ids[perm]
     ident = table_name(table)
     with transaction(conn):
-    
-        first = create_table(conn, ident, [("id", "bigint")] + [(c, kinds[c]) for c in cols],
-                        if_exists, temporary)
-        import pandas as pd
-
-
-        out = sub.copy()
-        for c in cols:  # booleans as true/false even in object columns
-            if kinds[c] == "boolean" and out[c].dtype == object:
-                out[c] = out[c].map(lambda v: None if pd.isna(v) else bool(v))
-        out.insert(0, "id", ids + first)
+        first = create_table(conn, ident, [("id", "int8")] + [(c, kinds[c]) for c in cols],
+                             if_exists, temporary)
+        sub.insert(0, "id", ids + first)
         bar = progress_bar(n, progress, f"COPY {table}")
         step = max(1, (4 << 20) // max(1, 16 * len(cols)))
 
         def chunks() -> Iterable[tuple[bytes, int]]:
             for start in range(0, n, step):
-                part = out.iloc[start:start + step]
+                part = sub.iloc[start:start + step]
                 buf = io.StringIO()
                 part.to_csv(buf, index=False, header=False, na_rep="",
                             quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
                 yield buf.getvalue().encode("utf-8"), len(part)
 
         try:
-            _copy_csv_chunks(conn, ident, ["id"] + cols, chunks(), bar)
+            with _row_limits("the DataFrame", len(names), label, False):
+                _copy_csv_chunks(conn, ident, ["id"] + cols, chunks(), bar)
         finally:
             if bar is not None:
                 bar.close()
-        return _finish(conn, ident, table, n, label, names, "columns", analyze)
+        return finish_typed(conn, ident, table, n, label, names, "columns", analyze, kinds)
 
 
 def _frame_order(order: str, frame: Any, label: str | None, names: list[str],
@@ -603,34 +797,41 @@ def _frame_order(order: str, frame: Any, label: str | None, names: list[str],
 
 # -- Parquet -------------------------------------------------------------------------
 
-def _arrow_type(field: Any) -> str:
+def _arrow_for_copy(a: Any, kind: str, name: str, batch_start: int) -> Any:
+    """An Arrow column as Arrow's CSV writer should write it for kind:
+    dictionaries decoded, whole-number floats as integers, text checked
+    for NUL characters."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    t = field.type
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_integer(t):
-        return "integer" if t.bit_width < 32 or (t.bit_width == 32 and
-                                                 pa.types.is_signed_integer(t)) else "bigint"
-    if pa.types.is_floating(t):
-        return "double precision"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "text"
-    raise ValueError(f"Parquet column {field.name!r} has type {t}, which the loader does not "
-                     "store (numbers, booleans and strings are)")
+    if pa.types.is_dictionary(a.type):
+        a = a.dictionary_decode()
+    if kind in ("int4", "int8") and not pa.types.is_integer(a.type):
+        try:
+            a = pc.cast(a, pa.int64())
+        except pa.ArrowInvalid:
+            raise LoadError(f"column {name!r} is not an integer in the rows from "
+                            f"{batch_start}", column=name, fix={"types": {name: "float"}}
+                            ) from None
+    if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
+        nul = pc.match_substring(a, "\x00")
+        if pc.any(nul).as_py():
+            i = pc.index(nul, True).as_py()
+            raise _nul_error("the Parquet file", name, batch_start + i)
+    return a
 
 
 def load_parquet(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[str], *,
                  label: str | None = "label", features: Sequence[str] | None = None,
-                 exclude: Sequence[str] | None = None, feature_type: str = "float8",
-                 if_exists: str = "fail", temporary: bool = False,
-                 progress: bool | None = None, analyze: bool = True,
-                 batch_rows: int = 65_536) -> Any:
+                 exclude: Sequence[str] | None = None, types: dict[str, str] | None = None,
+                 feature_type: str = "float8", if_exists: str = "fail",
+                 temporary: bool = False, progress: bool | None = None,
+                 analyze: bool = True, batch_rows: int = 65_536) -> LoadResult:
     """Load a Parquet file (needs pyarrow) into a columns-layout table:
-    the columns keep their names and types (numbers, booleans, strings as
-    text), nulls stay NULL. Streamed batch by batch in file order."""
+    the columns keep their names and get their types by the loaders' rule
+    (numbers, booleans, strings as text, decimals as numeric, dates and
+    timestamps); types= overrides it; nulls stay NULL. Streamed batch by
+    batch in file order."""
     try:
         import pyarrow as pa
         import pyarrow.csv as pacsv
@@ -644,40 +845,47 @@ def load_parquet(conn: psycopg.Connection[Any], table: str, path: str | os.PathL
     schema = pf.schema_arrow
     names = list(schema.names)
     if label is not None and label not in names:
-        raise ValueError(f"{path}: no column {label!r} (columns: {', '.join(names)}); "
-                         "pass label=")
+        raise LoadError(f"{path}: no column {label!r} (columns: {', '.join(names)})",
+                        fix={"label": None})
     picked = pick_columns(names, label, features, exclude)
     cols = ([label] if label is not None else []) + picked
-    _check_names(picked, label, "columns")
-    kinds = _typed_columns({c: _arrow_type(schema.field(c)) for c in cols}, label,
-                           feature_type)
+    _check_names(cols, None, "columns")
+    if len(cols) + 1 > MAX_COLUMNS:
+        raise _too_wide(str(path), len(picked), label, False)
+    kinds: dict[str, str] = {}
+    for c, t in (types or {}).items():
+        if c not in names:
+            raise LoadError(f"types= names column {c!r}, which {path} does not have",
+                            column=c)
+        kinds[c] = parse_kind(t, c)
+    for c in cols:
+        if c not in kinds:
+            kinds[c] = infer_arrow(c, schema.field(c).type,
+                                   lambda c=c: pf.read(columns=[c]).column(0), c == label)
+    kinds = _typed_columns(kinds, label, feature_type)
     n = pf.metadata.num_rows
     ident = table_name(table)
     options = pacsv.WriteOptions(include_header=False, quoting_style="needed")
     with transaction(conn):
-    
-        first = create_table(conn, ident, [("id", "bigint")] + [(c, kinds[c]) for c in cols],
-                        if_exists, temporary)
+        first = create_table(conn, ident, [("id", "int8")] + [(c, kinds[c]) for c in cols],
+                             if_exists, temporary)
 
         def chunks() -> Iterable[tuple[bytes, int]]:
             at = first
             for batch in pf.iter_batches(batch_size=batch_rows, columns=cols):
                 arrays = [pa.array(np.arange(at, at + batch.num_rows, dtype=np.int64))]
-                for c in cols:
-                    a = batch.column(c)
-                    if pa.types.is_dictionary(a.type):
-                        a = a.dictionary_decode()
-                    arrays.append(a)
+                arrays += [_arrow_for_copy(batch.column(c), kinds[c], c, at - first)
+                           for c in cols]
                 at += batch.num_rows
                 buf = pa.BufferOutputStream()
                 pacsv.write_csv(pa.RecordBatch.from_arrays(arrays, ["id"] + cols), buf, options)
                 yield buf.getvalue().to_pybytes(), batch.num_rows
 
-
         bar = progress_bar(n, progress, f"COPY {table}")
         try:
-            _copy_csv_chunks(conn, ident, ["id"] + cols, chunks(), bar)
+            with _row_limits(str(path), len(picked), label, False):
+                _copy_csv_chunks(conn, ident, ["id"] + cols, chunks(), bar)
         finally:
             if bar is not None:
                 bar.close()
-        return _finish(conn, ident, table, n, label, picked, "columns", analyze)
+        return finish_typed(conn, ident, table, n, label, picked, "columns", analyze, kinds)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import psycopg
 import pytest
 
 _counter = itertools.count()
+CLIENT = Path(__file__).resolve().parents[2] / "python_client"
 
 
 def postmaster_start(conn) -> object:
@@ -141,3 +144,31 @@ def canary(conn) -> Canary:
 
 def unique(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{next(_counter)}"
+
+
+@pytest.fixture
+def victim(roles, conn):
+    """A role with no privileges beyond its own tables and corgipile's
+    schema, and its connection string."""
+    name = roles.create("victim")
+    conn.execute(f'GRANT USAGE ON SCHEMA corgipile TO "{name}"')
+    info = conn.info
+    return name, f"host={info.host} port={info.port} dbname={info.dbname} user={name}"
+
+
+@pytest.fixture
+def trusting_proxy(conn):
+    """corgipile proxy in front of the test cluster (which trusts local
+    connections: the protocol, not authentication, is under test here)."""
+    env = dict(os.environ, PYTHONPATH=str(CLIENT))
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-m", "corgipile", "proxy", "--listen", "127.0.0.1:0",
+         "--upstream", f"host={os.environ['PGHOST']} port={os.environ['PGPORT']}",
+         "--unsafe-allow-passwordless", "--allow-unix-socket-upstream"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()  # type: ignore[union-attr]
+    assert "listening on" in line, line
+    yield int(line.split(",")[0].rsplit(":", 1)[1])
+    proc.terminate()
+    _, err = proc.communicate(timeout=20)
+    assert "Traceback" not in err, err

@@ -157,6 +157,110 @@ def recording() -> Iterator[Recorder]:
             setattr(cls, method, orig)
 
 
+# -- look-alikes of the names found ------------------------------------------------
+
+PLANT_FUNCTIONS = """
+SELECT p.oid, p.proname, p.prokind, p.proretset,
+       pg_catalog.format_type(p.prorettype, NULL),
+       ARRAY(SELECT pg_catalog.format_type(t, NULL)
+               FROM pg_catalog.unnest(p.proargtypes::pg_catalog.oid[]) AS t),
+       p.provariadic OPERATOR(pg_catalog.<>) 0,
+       a.aggtranstype::pg_catalog.regtype::pg_catalog.text
+  FROM pg_catalog.pg_proc p
+  LEFT JOIN pg_catalog.pg_aggregate a ON a.aggfnoid OPERATOR(pg_catalog.=) p.oid
+ WHERE p.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace
+   AND p.proname OPERATOR(pg_catalog.=) ANY (%s::pg_catalog.text[])
+   AND p.prokind OPERATOR(pg_catalog.=) ANY ('{f,a}'::pg_catalog.char[])
+"""
+PLANT_OPERATORS = """
+SELECT o.oprname, o.oprkind,
+       pg_catalog.format_type(o.oprleft, NULL), pg_catalog.format_type(o.oprright, NULL),
+       pg_catalog.format_type(o.oprresult, NULL)
+  FROM pg_catalog.pg_operator o
+ WHERE o.oprnamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace
+   AND o.oprname OPERATOR(pg_catalog.=) ANY (%s::pg_catalog.text[])
+"""
+# argument types a plpgsql look-alike cannot take
+_PSEUDO = {"\"any\"", "internal", "cstring", "record", "trigger", "event_trigger",
+           "anyenum", "anyrange", "anymultirange", "void", "language_handler",
+           "fdw_handler", "index_am_handler", "tsm_handler", "table_am_handler",
+           "anycompatiblerange", "anycompatiblemultirange", "pg_ddl_command"}
+
+
+def plant(hostile: psycopg.Connection, names: set[sqlcheck.Ref]) -> dict[str, int]:
+    """Look-alikes in public of every function, operator, type and catalog
+    relation in names, each calling public.canary_hit(). Returns how many of
+    each kind were planted."""
+    q = quote
+    h = hostile
+    h.execute("CREATE SEQUENCE public.canary_hits")
+    h.execute("CREATE TABLE public.canary_log (what text)")
+    h.execute("GRANT USAGE, UPDATE ON SEQUENCE public.canary_hits TO PUBLIC")
+    h.execute("GRANT INSERT ON public.canary_log TO PUBLIC")
+    h.execute("""CREATE FUNCTION public.canary_hit(what pg_catalog.text)
+        RETURNS pg_catalog.bool LANGUAGE plpgsql AS $$
+        BEGIN
+          PERFORM pg_catalog.nextval('public.canary_hits'::pg_catalog.regclass);
+          INSERT INTO public.canary_log VALUES (what);
+          RETURN true;
+        END $$""")
+    count = {"function": 0, "aggregate": 0, "operator": 0, "type": 0, "relation": 0}
+
+    def attempt(kind: str, *stmts: str) -> None:
+        try:
+            with h.transaction():
+                for stmt in stmts:
+                    h.execute(stmt)
+            count[kind] += 1
+        except psycopg.Error:
+            pass  # a signature plpgsql cannot take: nothing planted
+
+    funcs = sorted({r.name for r in names if r.kind == "function"})
+    for n, (oid, name, kind, retset, ret, args, variadic, trans) in enumerate(
+            h.execute(PLANT_FUNCTIONS, (funcs,)).fetchall()):
+        if variadic or any(a in _PSEUDO for a in args) or ret in _PSEUDO:
+            continue
+        arglist = ", ".join(args)
+        hit = f"PERFORM public.canary_hit({literal(f'function {name}({arglist})')});"
+        if kind == "a":
+            state = trans or ret
+            sfunc = f"public.canary_sfunc_{n}"
+            sargs = ", ".join([state, *args])
+            attempt("aggregate",
+                    f"CREATE FUNCTION {sfunc}({sargs}) RETURNS {state} LANGUAGE plpgsql "
+                    f"AS $$ BEGIN {hit} RETURN NULL; END $$",
+                    f"CREATE AGGREGATE public.{q(name)}({arglist or '*'}) "
+                    f"(sfunc = {sfunc}, stype = {state})")
+        elif retset:
+            attempt("function",
+                    f"CREATE FUNCTION public.{q(name)}({arglist}) RETURNS SETOF {ret} "
+                    f"LANGUAGE plpgsql AS $$ BEGIN {hit} RETURN; END $$")
+        else:
+            attempt("function",
+                    f"CREATE FUNCTION public.{q(name)}({arglist}) RETURNS {ret} "
+                    f"LANGUAGE plpgsql AS $$ BEGIN {hit} RETURN NULL; END $$")
+    ops = sorted({r.name for r in names if r.kind == "operator"})
+    for n, (name, kind, left, right, result) in enumerate(
+            h.execute(PLANT_OPERATORS, (ops,)).fetchall()):
+        types = [t for t in (left, right) if t != "-"]
+        if any(t in _PSEUDO for t in types) or result in _PSEUDO:
+            continue
+        fn = f"public.canary_op_{n}"
+        hit = f"PERFORM public.canary_hit({literal(f'operator {name}({left}, {right})')});"
+        sides = (f"LEFTARG = {left}, " if left != "-" else "") + f"RIGHTARG = {right}"
+        attempt("operator",
+                f"CREATE FUNCTION {fn}({', '.join(types)}) RETURNS {result} LANGUAGE plpgsql "
+                f"AS $$ BEGIN {hit} RETURN NULL; END $$",
+                f"CREATE OPERATOR public.{name} ({sides}, FUNCTION = {fn})")
+    for name in sorted({r.name for r in names if r.kind == "type"}):
+        attempt("type", f"CREATE DOMAIN public.{q(name)} AS pg_catalog.{q(name)} CHECK "
+                        f"(public.canary_hit({literal('type ' + name)}))")
+    for name in sorted({r.name for r in names if r.kind == "relation"}):
+        attempt("relation", f"CREATE VIEW public.{q(name)} AS SELECT * FROM pg_catalog.{q(name)} "
+                            f"WHERE public.canary_hit({literal('relation ' + name)})")
+    return count
+
+
 # -- the source, read statically -------------------------------------------------------
 
 _SQL_START = re.compile(r"^\s*(SELECT|WITH|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|COPY|"
