@@ -52,16 +52,20 @@ def ident(raw: str) -> str:
     return raw.lower()
 
 
-# type names that the grammar itself resolves in pg_catalog (SQL-standard
-# spellings such as "double precision"); any other name of a pg_catalog
-# type (text, regclass, jsonb, float8) is found through search_path
-_GRAMMAR_TYPES = frozenset({
-    "integer", "int", "smallint", "bigint", "real", "double precision", "float", "numeric",
-    "decimal", "boolean", "character varying", "varchar", "character", "char", "bit",
-    "bit varying", "timestamp without time zone", "timestamp with time zone",
-    "time without time zone", "time with time zone", "interval", "timestamp", "time",
-})
-_SIMPLE = re.compile(r"[a-z_][a-z0-9_]*")
+# format_type()'s SQL-standard spellings, which the grammar reads as
+# pg_catalog's types without a lookup, by their pg_catalog names: the client
+# writes every type one way, pg_catalog.<name>
+_STANDARD_TYPES = {
+    "integer": "int4", "int": "int4", "smallint": "int2", "bigint": "int8", "real": "float4",
+    "double precision": "float8", "float": "float8", "numeric": "numeric",
+    "decimal": "numeric", "boolean": "bool", "character varying": "varchar",
+    "varchar": "varchar", "character": "bpchar", "char": "bpchar", "bit": "bit",
+    "bit varying": "varbit", "timestamp without time zone": "timestamp",
+    "timestamp with time zone": "timestamptz", "timestamp": "timestamp",
+    "time without time zone": "time", "time with time zone": "timetz", "time": "time",
+    "interval": "interval",
+}
+_SIMPLE = re.compile(r"[a-z_][a-z0-9_]*|\"char\"")
 
 
 def catalog_type(typ: str) -> str:
@@ -73,14 +77,16 @@ def catalog_type(typ: str) -> str:
 
 
 def qualified_type(typ: str) -> str:
-    """A type as format_type() writes it, spelled so that it cannot resolve
-    to a type of another schema: "text" -> "pg_catalog.text", "double
-    precision" (a grammar keyword) unchanged, "regclass[]" ->
-    "pg_catalog.regclass[]"."""
-    base = typ[:-2] if typ.endswith("[]") else typ
-    if base in _GRAMMAR_TYPES or not _SIMPLE.fullmatch(base):
-        return typ
-    return "pg_catalog." + typ
+    """A pg_catalog type, as format_type() or the loaders name it, spelled
+    so that it cannot resolve to a type of another schema: "text" ->
+    "pg_catalog.text", "double precision" -> "pg_catalog.float8",
+    "regclass[]" -> "pg_catalog.regclass[]"."""
+    array = typ.endswith("[]")
+    base = typ[:-2] if array else typ
+    base = _STANDARD_TYPES.get(base, base)
+    if not _SIMPLE.fullmatch(base):
+        raise ValueError(f"not the name of a pg_catalog type: {typ!r}")
+    return f"pg_catalog.{base}{'[]' if array else ''}"
 
 
 def qualify_names(node: Any) -> Any:

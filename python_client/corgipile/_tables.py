@@ -212,7 +212,8 @@ def pick_columns(names: Sequence[str], label: str | None, features: Sequence[str
     """The feature columns: features= as given, or every column but the
     label and exclude=; unknown names are errors that list the columns."""
     for given, what in ((features, "feature"), (exclude, "excluded")):
-        unknown = [c for c in given or () if c not in names]
+        known = set(names)
+        unknown = [c for c in given or () if c not in known]
         if unknown:
             raise ValueError(f"no column {unknown[0]!r} ({what} columns must be among: "
                              f"{', '.join(names)})")
@@ -222,10 +223,20 @@ def pick_columns(names: Sequence[str], label: str | None, features: Sequence[str
         if label is not None and label in features:
             raise ValueError(f"the label column {label!r} cannot also be a feature")
         return list(features)
-    picked = [c for c in names if c != label and c not in set(exclude or ())]
+    left = set(exclude or ())
+    picked = [c for c in names if c != label and c not in left]
     if not picked:
         raise ValueError("no feature columns are left")
     return picked
+
+
+def source_order(names: Sequence[str], label: str | None, picked: Sequence[str]
+                 ) -> list[str]:
+    """The label and the feature columns in the source's order: every
+    loader writes a source's columns as it has them, so the same data makes
+    the same table (column order sets the rows' widths, so the pages)."""
+    kept = set(picked) | ({label} if label is not None else set())
+    return [c for c in names if c in kept]
 
 
 def progress_bar(n: int, progress: bool | None, desc: str) -> Any:

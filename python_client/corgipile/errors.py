@@ -105,7 +105,9 @@ class LoadError(CorgipileError, ValueError):
         """The fix, as ``pass <options>`` (options: how the door spells
         them; default: Python keyword arguments), and the advice."""
         if options is None and self.fix:
-            options = ", ".join(f"{k}={v!r}" for k, v in self.fix.items())
+            # None: a value of the caller's choosing
+            options = ", ".join(f"{k}={'...' if v is None else repr(v)}"
+                                for k, v in self.fix.items())
         parts = []
         if options:
             parts.append(f"pass {options}")

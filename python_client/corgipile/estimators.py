@@ -257,8 +257,8 @@ class _SGDBase(BaseEstimator):
             except LoadError as exc:
                 # the loader's fix is its own options; here X is what to change
                 raise LoadError(f"X: {exc.message}", column=exc.column,
-                                advice=exc.advice or ("change that column of X first"
-                                                      if exc.fix else None)) from None
+                                advice="change that column of X first" if exc.fix
+                                else exc.advice) from None
             # every column of X is a feature, whatever the loader would suggest
             return replace(loaded, features=", ".join(quote_ident(c) for c in cols))
 

@@ -48,7 +48,7 @@ from psycopg import sql
 from . import _binary
 from ._sql import quote_ident
 from ._tables import (LoadResult, create_table, frame_columns, labels_of, pick_columns,
-                      progress_bar, sql_name, suggest_model, table_name)
+                      progress_bar, source_order, sql_name, suggest_model, table_name)
 from ._types import frame_kinds
 from .errors import LoadError
 from .tabular import load_csv, load_parquet, storage_main
@@ -280,15 +280,16 @@ def _load_frame_binary(conn: psycopg.Connection[Any], table: str, frame: Any,
         ids = ids[perm]
     columns: list[tuple[str, str]] = [("id", "int8")]
     parts: list[_binary.Part] = []
-    if label is not None:
-        columns.append((label, kinds[label]))
-        parts.append((kinds[label], _as_kind(sub[label], kinds[label])))
     if layout == "array":
+        if label is not None:
+            columns.append((label, kinds[label]))
+            parts.append((kinds[label], _as_kind(sub[label], kinds[label])))
         columns.append(("features", feature_type + "[]"))
         parts.append((feature_type + "[]", sub[names].to_numpy(dtype=np.float64)))
     else:
-        columns += [(c, kinds[c]) for c in names]
-        parts += [(kinds[c], _as_kind(sub[c], kinds[c])) for c in names]
+        for c in source_order(list(frame.columns), label, names):
+            columns.append((c, kinds[c]))
+            parts.append((kinds[c], _as_kind(sub[c], kinds[c])))
     ident = table_name(table)
     with transaction(conn):
         first = create_table(conn, ident, columns, if_exists, temporary)

@@ -40,7 +40,7 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -51,7 +51,7 @@ from psycopg import sql
 
 from ._sql import quote_ident
 from ._tables import (LoadResult, create_table, pick_columns, plan_features, progress_bar,
-                      sql_name, suggest_model, table_name)
+                      source_order, sql_name, suggest_model, table_name)
 from ._types import KINDS, column_sql, infer_arrow, infer_text, integral_text, parse_kind
 from .errors import LoadError
 
@@ -129,21 +129,43 @@ def _float8_fit(max_row: int = 8160, others: int = 2) -> int:
     return k
 
 
-def _too_wide(what: str, n_features: int, label: str | None, numbers: bool) -> LoadError:
+def _too_wide(what: str, n_features: int, label: str | None, blocker: str | None
+              ) -> LoadError:
+    """Too many feature columns for a table, or for a row; blocker: why the
+    array layout (one column for them all) does not take them either, or
+    None when it does."""
     room = MAX_COLUMNS - 1 - (label is not None)
-    return LoadError(
-        f"{what} has {n_features} feature columns, more than a table holds: PostgreSQL "
-        f"allows {MAX_COLUMNS} columns a table, so {room} features fit beside id and the "
-        f"label, and about {_float8_fit()} of double precision (a row must fit a page)",
-        fix={"layout": "array"} if numbers else {"features": None},
-        advice=("one array column holds them all (numbers only, no missing values)"
-                if numbers else f"load at most {_float8_fit()} numeric columns, or the numbers "
-                                "alone as one array column (layout array)"))
+    fit = _float8_fit()
+    problem = (f"{what} has {n_features} feature columns, more than a table holds: PostgreSQL "
+               f"allows {MAX_COLUMNS} columns a table, so {room} features fit beside id and "
+               f"the label" if n_features > room else
+               f"{what}: a row of its {n_features} feature columns is wider than a table "
+               "row can be (a row must fit a page)")
+    if blocker is None:
+        return LoadError(f"{problem}; about {fit} columns of double precision fit",
+                         fix={"layout": "array"},
+                         advice="one array column holds them all (numbers only, no missing "
+                                "values)")
+    return LoadError(f"{problem}; about {fit} columns of double precision fit, and the array "
+                     f"layout, one column for them all, holds numbers only: {blocker}",
+                     fix={"features": None}, advice=f"load at most {fit} columns")
+
+
+def _array_blocker(feature_types: dict[str, str], maybe_null: set[str]) -> str | None:
+    """Why the features cannot be one array column: the first that is not
+    a number or may have no value; None when they can."""
+    for c, t in feature_types.items():
+        if not KINDS[t].number:
+            return f"column {c!r} is {KINDS[t].display}"
+    for c in feature_types:
+        if c in maybe_null:
+            return f"column {c!r} has missing values"
+    return None
 
 
 @contextmanager
-def _row_limits(what: str, n_features: int, label: str | None, numbers: bool
-                ) -> Iterator[None]:
+def _row_limits(what: str, n_features: int, label: str | None,
+                blocker: Callable[[], str | None]) -> Iterator[None]:
     """The server's refusal of too many columns, or of a row wider than a
     page, as the loader's error with the layout that fits."""
     try:
@@ -152,7 +174,7 @@ def _row_limits(what: str, n_features: int, label: str | None, numbers: bool
         if isinstance(exc, pgerrors.ProgramLimitExceeded) and \
                 "row is too big" not in str(exc.diag.message_primary):
             raise
-        raise _too_wide(what, n_features, label, numbers) from None
+        raise _too_wide(what, n_features, label, blocker()) from None
 
 
 def _label_values(conn: psycopg.Connection[Any], ident: sql.Identifier, label: str
@@ -205,10 +227,9 @@ def finish_typed(conn: psycopg.Connection[Any], ident: sql.Identifier, table: st
                       left_out=left_out)
 
 
-def _nul_error(what: str, column: str, row: int) -> LoadError:
-    return LoadError(f"{what}: column {column!r} holds a NUL character (row {row}), which "
-                     "PostgreSQL's text cannot store", column=column,
-                     advice="remove the NUL characters first")
+def _nul_error(where: str, column: str) -> LoadError:
+    return LoadError(f"{where}: column {column!r} holds a NUL character, which PostgreSQL's "
+                     "text cannot store", column=column, advice="remove the NUL characters first")
 
 
 # -- CSV ---------------------------------------------------------------------------
@@ -248,8 +269,7 @@ def _sample(path: str | os.PathLike[str], delimiter: str, header: bool, encoding
     for k, row in enumerate(sample):
         for j, v in enumerate(row):
             if "\x00" in v:
-                raise _nul_error(f"{path}, line {k + (2 if header else 1)}", names[j],
-                                 k + 1)
+                raise _nul_error(f"{path}, line {k + (2 if header else 1)}", names[j])
     return names, sample
 
 
@@ -297,6 +317,7 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
         names[label_idx] = "label"
     label_name = names[label_idx] if label_idx is not None else None
     picked = pick_columns(names, label_name, features, exclude)
+    position = {c: j for j, c in reversed(list(enumerate(names)))}  # the first of a name
     na = set(na_values)
     kept = ([label_name] if label_name is not None else []) + picked
     inferred: dict[str, str] = {}
@@ -305,7 +326,7 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
     # refuses it, the cast below takes it
     decimal_ints: set[str] = set()
     for c in kept:
-        j = names.index(c)
+        j = position[c]
         vals = [r[j] for r in sample if r[j] not in na]
         if len(vals) < len(sample):
             maybe_null.add(c)
@@ -327,9 +348,9 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
     wide = len(names) + 1 > MAX_COLUMNS
     layout = _layout(layout, feature_types, maybe_null)
     _check_names(picked, label_name, layout)
-    numbers = all(KINDS[t].number for t in feature_types.values())
+    blocker = _array_blocker(feature_types, maybe_null)
     if layout == "columns" and len(picked) + 1 + (label_name is not None) > MAX_COLUMNS:
-        raise _too_wide(str(path), len(picked), label_name, numbers and not maybe_null)
+        raise _too_wide(str(path), len(picked), label_name, blocker)
     if wide:
         return _load_csv_wide(conn, table, path, names, label_name, picked, inferred, na,
                               delimiter, header, encoding, feature_type, if_exists,
@@ -342,8 +363,7 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
     def cast(c: str) -> sql.Composable:
         return sql.SQL("CASE WHEN s.{c} OPERATOR(pg_catalog.=) ANY (%(na)s::pg_catalog.text[]) "
                        "THEN NULL ELSE {v} END").format(
-                           c=src[names.index(c)], v=_cast_text(src[names.index(c)],
-                                                               inferred[c]))
+                           c=src[position[c]], v=_cast_text(src[position[c]], inferred[c]))
 
     target: list[tuple[str, str]] = [("id", "int8")]
     values: list[sql.Composable] = [sql.SQL("s.n OPERATOR(pg_catalog.+) %(first)s")]
@@ -355,8 +375,8 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
         values.append(sql.SQL("ARRAY[{}]::{}").format(
             sql.SQL(", ").join(cast(c) for c in picked), column_sql(feature_type + "[]")))
     else:
-        target += [(c, inferred[c]) for c in picked]
-        values += [cast(c) for c in picked]
+        target = target[:1] + [(c, inferred[c]) for c in source_order(names, label_name, picked)]
+        values = values[:1] + [cast(c) for c in source_order(names, label_name, picked)]
     order_by = _order_sql(order, label_name, picked, cast)
     size = os.path.getsize(path)
     start = _data_start(path, encoding)
@@ -369,8 +389,7 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
     # back to the text staging below, which also names the line
     direct = (layout == "columns" and order in ("given", None) and set(kept) == set(names)
               and if_exists != "append" and "" in na and not decimal_ints)
-    with transaction(conn), _row_limits(str(path), len(picked), label_name,
-                                        numbers and not maybe_null):
+    with transaction(conn), _row_limits(str(path), len(picked), label_name, lambda: blocker):
         if direct:
             result = _copy_direct(conn, ident, table, path, start, names, inferred, na,
                                   options, label_name, picked, if_exists, temporary,
@@ -393,7 +412,7 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
             with conn.transaction():  # a savepoint: COPY's error becomes the loader's
                 _stream(conn, copy_sql, path, start, bar)
         except (pgerrors.DataError, pgerrors.BadCopyFileFormat) as exc:
-            raise _copy_error(path, exc, names) from None
+            raise _copy_error(path, exc, names, delimiter, encoding) from None
         finally:
             if bar is not None:
                 bar.close()
@@ -514,22 +533,35 @@ def _pg_encoding(encoding: str) -> str:
 _COPY_CONTEXT = re.compile(r"line (\d+)(?:, column (c\d+))?")
 
 
-def _copy_error(path: Any, exc: psycopg.Error, names: list[str]) -> LoadError:
+def _copy_error(path: Any, exc: psycopg.Error, names: list[str], delimiter: str,
+                encoding: str) -> LoadError:
     """COPY's refusal of the file, with the line and the file's column
     name (COPY's context names the staging table's c<j>)."""
     message = str(exc.diag.message_primary or exc)
     m = _COPY_CONTEXT.search(exc.diag.context or "")
-    where = str(path)
-    column = None
-    if m:
-        where += f", line {m.group(1)}"
-        if m.group(2):
-            column = names[int(m.group(2)[1:])]
-            where += f", column {column!r}"
-    if "0x00" in message:
-        return LoadError(f"{where}: a NUL character, which PostgreSQL's text cannot store",
-                         column=column, advice="remove the NUL characters from the file")
+    line = int(m.group(1)) if m else None
+    column = names[int(m.group(2)[1:])] if m and m.group(2) else None
+    if "0x00" in message and line is not None:
+        # COPY stops at the byte: the field it was in is the one holding a NUL
+        column = column or _nul_column(path, line, names, delimiter, encoding)
+        if column is not None:
+            return _nul_error(f"{path}, line {line}", column)
+    where = str(path) + (f", line {line}" if line is not None else "") + \
+        (f", column {column!r}" if column is not None else "")
     return LoadError(f"{where}: {message}", column=column)
+
+
+def _nul_column(path: Any, line: int, names: list[str], delimiter: str,
+                encoding: str) -> str | None:
+    """The column of the field holding a NUL in the record on line."""
+    with open(path, newline="", encoding="utf-8-sig" if _utf8(encoding) else encoding,
+              errors="replace") as f:
+        reader = csv.reader(f, delimiter=delimiter)
+        for row in reader:
+            if reader.line_num >= line:
+                return next((names[j] for j, v in enumerate(row[:len(names)]) if "\x00" in v),
+                            None)
+    return None
 
 
 def _bad_field(conn: psycopg.Connection[Any], path: Any, stage: sql.Identifier,
@@ -578,7 +610,8 @@ def _load_csv_wide(conn: psycopg.Connection[Any], table: str, path: Any, names: 
                         "order", fix={"order": "given"})
     label_kind = kinds[label] if label is not None else None
     cols = ([label] if label is not None else []) + picked
-    positions = [names.index(c) for c in cols]
+    position = {c: j for j, c in reversed(list(enumerate(names)))}
+    positions = [position[c] for c in cols]
     ident = table_name(table)
     columns: list[tuple[str, str]] = [("id", "int8")]
     if label is not None:
@@ -587,9 +620,9 @@ def _load_csv_wide(conn: psycopg.Connection[Any], table: str, path: Any, names: 
     step = max(1, (32 << 20) // (12 * len(cols)))
     line0 = 2 if header else 1
 
-    dtypes: dict[int, Any] = {names.index(c): "float64" for c in picked}
+    dtypes: dict[int, Any] = {position[c]: "float64" for c in picked}
     if label is not None:
-        dtypes[names.index(label)] = str
+        dtypes[position[label]] = str
 
     def chunks() -> Iterator[Any]:
         # columns are named by their position in the file (header=None)
@@ -613,7 +646,7 @@ def _load_csv_wide(conn: psycopg.Connection[Any], table: str, path: Any, names: 
             except ValueError:
                 raise _wide_bad_field(path, names, positions, picked, na, delimiter, header,
                                       encoding, rows, step) from None
-            x = part[[names.index(c) for c in picked]].to_numpy(dtype=np.float64)
+            x = part[positions[-len(picked):]].to_numpy(dtype=np.float64)
             bad = np.argwhere(np.isnan(x))
             if len(bad):
                 i, j = bad[0]
@@ -624,7 +657,7 @@ def _load_csv_wide(conn: psycopg.Connection[Any], table: str, path: Any, names: 
             parts: list[_binary.Part] = []
             if label is not None:
                 parts.append((label_kind, _wide_labels(  # type: ignore[arg-type]
-                    path, part[names.index(label)], label, label_kind, rows + line0)))
+                    path, part[position[label]], label, label_kind, rows + line0)))
             parts.append((feature_type + "[]", x))
             ids = np.arange(rows, rows + len(part), dtype=np.int64) + first
             if label_kind == "text":
@@ -671,8 +704,9 @@ def _wide_bad_field(path: Any, names: list[str], positions: list[int], picked: l
                        skiprows=done + (1 if header else 0), nrows=step, usecols=positions,
                        dtype=str, na_values=sorted(na), keep_default_na=False,
                        encoding="utf-8-sig" if _utf8(encoding) else encoding)
+    position = {c: j for j, c in reversed(list(enumerate(names)))}
     for c in picked:
-        raw = part[names.index(c)]
+        raw = part[position[c]]
         parsed = pd.to_numeric(raw.str.strip(), errors="coerce")
         bad = parsed.isna() & raw.notna()
         if bad.any():
@@ -725,7 +759,7 @@ def _frame_for_copy(frame: Any, kinds: dict[str, str]) -> Any:
                                  or pd.api.types.is_string_dtype(s.dtype)):
             nul = s.astype("string").str.contains("\x00", regex=False).fillna(False)
             if nul.any():
-                raise _nul_error("the DataFrame", c, int(np.argmax(nul.to_numpy())))
+                raise _nul_error(f"the DataFrame, row {int(np.argmax(nul.to_numpy()))}", c)
     return out
 
 
@@ -739,10 +773,11 @@ def load_frame_columns(conn: psycopg.Connection[Any], table: str, frame: Any,
     table of kinds (_types.frame_kinds): NaN, NA and None become NULL."""
     from .training import transaction
 
-    cols = ([label] if label is not None else []) + names
+    cols = source_order(list(frame.columns), label, names)
     _check_names(names, label, "columns")
     if len(cols) + 1 > MAX_COLUMNS:
-        raise _too_wide("the DataFrame", len(names), label, False)
+        raise _too_wide("the DataFrame", len(names), label, _array_blocker(
+            {c: kinds[c] for c in names}, {c for c in names if frame[c].isna().any()}))
     kinds = _typed_columns({c: kinds[c] for c in cols}, label, feature_type)
     sub = _frame_for_copy(frame[cols].reset_index(drop=True), kinds)
     n = len(sub)
@@ -767,7 +802,8 @@ def load_frame_columns(conn: psycopg.Connection[Any], table: str, frame: Any,
                 yield buf.getvalue().encode("utf-8"), len(part)
 
         try:
-            with _row_limits("the DataFrame", len(names), label, False):
+            with _row_limits("the DataFrame", len(names), label, lambda: _array_blocker(
+                    {c: kinds[c] for c in names}, {c for c in names if sub[c].isna().any()})):
                 _copy_csv_chunks(conn, ident, ["id"] + cols, chunks(), bar)
         finally:
             if bar is not None:
@@ -817,7 +853,7 @@ def _arrow_for_copy(a: Any, kind: str, name: str, batch_start: int) -> Any:
         nul = pc.match_substring(a, "\x00")
         if pc.any(nul).as_py():
             i = pc.index(nul, True).as_py()
-            raise _nul_error("the Parquet file", name, batch_start + i)
+            raise _nul_error(f"the Parquet file, row {batch_start + i}", name)
     return a
 
 
@@ -848,10 +884,11 @@ def load_parquet(conn: psycopg.Connection[Any], table: str, path: str | os.PathL
         raise LoadError(f"{path}: no column {label!r} (columns: {', '.join(names)})",
                         fix={"label": None})
     picked = pick_columns(names, label, features, exclude)
-    cols = ([label] if label is not None else []) + picked
+    cols = source_order(names, label, picked)
     _check_names(cols, None, "columns")
     if len(cols) + 1 > MAX_COLUMNS:
-        raise _too_wide(str(path), len(picked), label, False)
+        raise _too_wide(str(path), len(picked), label, "a Parquet file loads into the columns "
+                                                        "layout")
     kinds: dict[str, str] = {}
     for c, t in (types or {}).items():
         if c not in names:
@@ -883,7 +920,8 @@ def load_parquet(conn: psycopg.Connection[Any], table: str, path: str | os.PathL
 
         bar = progress_bar(n, progress, f"COPY {table}")
         try:
-            with _row_limits(str(path), len(picked), label, False):
+            with _row_limits(str(path), len(picked), label,
+                             lambda: "a Parquet file loads into the columns layout"):
                 _copy_csv_chunks(conn, ident, ["id"] + cols, chunks(), bar)
         finally:
             if bar is not None:

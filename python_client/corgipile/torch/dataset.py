@@ -301,7 +301,7 @@ class CorgiPileDataset(IterableDataset):
                 # measured after the snapshot: every row it sees is on these pages
                 n, page_size = conn.execute(
                     "SELECT pg_catalog.pg_relation_size(%s::pg_catalog.regclass), "
-                    "pg_catalog.current_setting('block_size')::int",
+                    "pg_catalog.current_setting('block_size')::pg_catalog.int4",
                     (sql.Identifier(self.layout.schema, self.layout.table).as_string(conn),)
                 ).fetchone()
             except psycopg.Error as e:
