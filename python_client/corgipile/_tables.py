@@ -1,20 +1,23 @@
 """Private helpers of the loaders (loaders.py for arrays, sparse matrices and
-libsvm files; tabular.py for CSV, Parquet and data frames): naming and
-creating the table, choosing the feature columns, and what a load returns.
-Both modules import this one, which imports neither.
+libsvm files; csvfile.py for CSV files; tabular.py for Parquet and data
+frames): naming and creating the table, choosing the feature columns and
+the layout, the limits of a table's width, and what a load returns.
+The loaders import this one, which imports none of them.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import psycopg
 from pglast import ast, parser
+from psycopg import errors as pgerrors
 from psycopg import sql
 
 from ._sql import is_node as _is
@@ -22,8 +25,15 @@ from ._sql import quote_ident
 from ._types import KINDS, column_sql, integer_kind
 from .errors import LoadError
 
-# show a progress bar from this many rows when stderr is a terminal
+# show a progress bar from this many rows when stderr is a terminal, or
+# this many bytes of a file
 PROGRESS_ROWS = 100_000
+PROGRESS_BYTES = 64 << 20
+# a row up to this size stays in its page with STORAGE MAIN (a heap page
+# holds one tuple of at most ~8160 bytes; TOAST moves wider values out)
+PAGE_ROW_BYTES = 8000
+# PostgreSQL's limit on a table's columns (MaxHeapAttributeNumber)
+MAX_COLUMNS = 1600
 
 @dataclass(frozen=True)
 class LoadResult:
@@ -115,35 +125,6 @@ def labels_of(y: Any, n: int, integral_floats: bool) -> tuple[np.ndarray, str]:
         return labels.astype(np.bool_), kind
     return labels, kind
 
-
-# at most this many distinct integer labels look like classes; more look
-# like a count or a measurement (regression)
-MAX_CLASSES = 20
-
-
-def suggest_model(labels: np.ndarray | None) -> tuple[str | None, str | None]:
-    """(the model that fits these labels, why), or (None, None) without
-    labels: svm for two classes the engine takes as binary (-1/+1, 0/1,
-    booleans), softmax for more classes or for other class values (text,
-    {1, 2}, ...), linear for a continuous label."""
-    if labels is None or labels.size == 0:
-        return None, None
-    kind = label_type(labels, False)
-    if kind == "float8":
-        return "linear", "the label is continuous (non-integer numbers)"
-    values = set(np.unique(labels).tolist())
-    n = len(values)
-    if kind == "bool" or values in ({-1, 1}, {0, 1}):
-        return "svm", ("the label has two classes "
-                       f"({', '.join(map(str, sorted(values)))}); logistic works too")
-    if kind == "text":
-        return "softmax", f"the label has {n} text classes"
-    if n > MAX_CLASSES:
-        return "linear", (f"the label has {n} distinct integer values; if they are "
-                          "classes, use softmax")
-    if n < 2:
-        return None, "the label has a single value: there is nothing to learn"
-    return "softmax", f"the label has {n} classes ({', '.join(map(str, sorted(values)))})"
 
 def create_table(conn: psycopg.Connection[Any], ident: sql.Identifier,
                  columns: list[tuple[str, str]], if_exists: str, temporary: bool,
@@ -249,70 +230,123 @@ def progress_bar(n: int, progress: bool | None, desc: str) -> Any:
     return tqdm(total=n, desc=desc, unit="row", unit_scale=True, file=sys.stderr)
 
 
-# text that reads as a date or a time (ISO 8601, as PostgreSQL, pandas and
-# most exports write them)
-DATE_TEXT = (r"^\s*[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?"
-             r"\s*(Z|[+-][0-9]{2}(:?[0-9]{2})?)?)?\s*$")
-# from this many rows on, a whole-number or text column whose every value
-# differs is an identifier (a row number, a key, a name)
-IDENTIFIER_ROWS = 20
+def byte_bar(total: int, progress: bool | None, desc: str, unit: str) -> Any:
+    show = progress if progress is not None else (
+        total >= PROGRESS_BYTES and bool(getattr(sys.stderr, "isatty", lambda: False)()))
+    if not show:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=sys.stderr)
 
 
-def plan_features(conn: psycopg.Connection[Any], ident: sql.Identifier, features: list[str],
-                  kinds: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-    """The loaded feature columns that train() takes by default, and why
-    each other one is left out. The rules are the engine's (params.py reads
-    max_categories' default from the server; text and boolean columns are
-    one-hot encoded, numbers taken as they are, other types refused), plus
-    what would train but cannot generalise: identifiers and dates written
-    as text. One scan of the table."""
-    from .params import train_defaults
+def check_names(names: Sequence[str], label: str | None, layout: str) -> None:
+    reserved = {"id"} | ({"features"} if layout == "array" else set())
+    clash = [c for c in names if c in reserved]
+    if label is not None and label in reserved:
+        clash.append(label)
+    if clash:
+        raise LoadError(f"column {clash[0]!r} clashes with the loader's own column of that "
+                        "name (id, and features in the array layout)", column=clash[0],
+                        fix={"exclude": [clash[0]]}, advice="or rename it")
+    seen: set[str] = set()
+    for c in names:
+        if c in seen:
+            raise LoadError(f"column {c!r} appears twice", column=c,
+                            advice="rename one of them")
+        seen.add(c)
 
-    why: dict[str, str] = {}
-    exprs: list[sql.Composable] = []
-    asks: list[tuple[str, str]] = []
-    for c in features:
-        kind = KINDS[kinds[c]]
-        if not (kind.number or kind.category):
-            why[c] = f"a {kind.display} column: train() takes numbers, text and booleans"
-            continue
-        col = sql.SQL("t.{}").format(sql.Identifier(c))
-        asks.append((c, "count"))
-        exprs.append(sql.SQL("pg_catalog.count({})").format(col))
-        if kind.name in ("int4", "int8", "text"):
-            asks.append((c, "distinct"))
-            exprs.append(sql.SQL("pg_catalog.count(DISTINCT {})").format(col))
-        if kind.name in ("int4", "int8"):
-            asks += [(c, "min"), (c, "max")]
-            exprs += [sql.SQL("pg_catalog.min({})").format(col),
-                      sql.SQL("pg_catalog.max({})").format(col)]
-        if kind.name == "text":
-            asks.append((c, "dates"))
-            exprs.append(sql.SQL("pg_catalog.bool_and({} OPERATOR(pg_catalog.~) {})").format(
-                col, sql.Literal(DATE_TEXT)))
-    if not asks:
-        return [c for c in features if c not in why], why
-    row = conn.execute(sql.SQL("SELECT pg_catalog.count(*), {} FROM {} t").format(
-        sql.SQL(", ").join(exprs), ident)).fetchone()
-    assert row is not None
-    rows = int(row[0])
-    stats: dict[str, dict[str, Any]] = {}
-    for (c, what), value in zip(asks, row[1:]):
-        stats.setdefault(c, {})[what] = value
-    max_categories = int(train_defaults(conn).get("max_categories") or 0)
-    for c, st in stats.items():
-        kind = kinds[c]
-        distinct = st.get("distinct")
-        if not st["count"]:
-            why[c] = "no values (NULL in every row)"
-        elif kind == "text" and st["dates"]:
-            why[c] = ("text that reads as dates or times: one category per date learns "
-                      "nothing about other dates")
-        elif rows >= IDENTIFIER_ROWS and distinct == rows and (
-                kind == "text" or st["max"] - st["min"] + 1 == rows):
-            why[c] = ("an identifier: a different value in every row"
-                      + (" (the row numbers)" if kind != "text" else ""))
-        elif kind == "text" and max_categories and distinct > max_categories:
-            why[c] = (f"{distinct} distinct values: train() one-hot encodes at most "
-                      f"max_categories ({max_categories}) and refuses more")
-    return [c for c in features if c not in why], why
+
+def choose_layout(layout: str, feature_types: dict[str, str], maybe_null: set[str]) -> str:
+    if layout in ("auto", None):
+        numeric = all(KINDS[t].number for t in feature_types.values())
+        return "array" if numeric and not (maybe_null & set(feature_types)) else "columns"
+    if layout == "array":
+        bad = [c for c, t in feature_types.items() if not KINDS[t].number]
+        if bad:
+            raise LoadError(f"layout 'array' holds numbers only, but column {bad[0]!r} is "
+                            f"{KINDS[feature_types[bad[0]]].display}", column=bad[0],
+                            fix={"layout": "columns"},
+                            advice="the server one-hot encodes text and boolean columns")
+        return "array"
+    if layout == "columns":
+        return "columns"
+    raise ValueError(f"unknown layout {layout!r} for a table of columns: use 'auto', "
+                     "'columns' or 'array'")
+
+
+def float8_fit(max_row: int = 8160, others: int = 2) -> int:
+    """How many double precision columns fit a row beside others (id and
+    the label): a heap tuple's header (23 bytes and one NULL bit a column,
+    8-aligned) and 8 bytes a value must fit a page's tuple (8160 bytes at
+    the default block size)."""
+    k = MAX_COLUMNS - others
+    while k > 0 and ((23 + (k + others + 7) // 8 + 7) // 8 * 8 + 8 * (k + others)) > max_row:
+        k -= 1
+    return k
+
+
+def too_wide(what: str, n_features: int, label: str | None, blocker: str | None
+              ) -> LoadError:
+    """Too many feature columns for a table, or for a row; blocker: why the
+    array layout (one column for them all) does not take them either, or
+    None when it does."""
+    room = MAX_COLUMNS - 1 - (label is not None)
+    fit = float8_fit()
+    problem = (f"{what} has {n_features} feature columns, more than a table holds: PostgreSQL "
+               f"allows {MAX_COLUMNS} columns a table, so {room} features fit beside id and "
+               f"the label" if n_features > room else
+               f"{what}: a row of its {n_features} feature columns is wider than a table "
+               "row can be (a row must fit a page)")
+    if blocker is None:
+        return LoadError(f"{problem}; about {fit} columns of double precision fit",
+                         fix={"layout": "array"},
+                         advice="one array column holds them all (numbers only, no missing "
+                                "values)")
+    return LoadError(f"{problem}; about {fit} columns of double precision fit, and the array "
+                     f"layout, one column for them all, holds numbers only: {blocker}",
+                     fix={"features": None}, advice=f"load at most {fit} columns")
+
+
+def array_blocker(feature_types: dict[str, str], maybe_null: set[str]) -> str | None:
+    """Why the features cannot be one array column: the first that is not
+    a number or may have no value; None when they can."""
+    for c, t in feature_types.items():
+        if not KINDS[t].number:
+            return f"column {c!r} is {KINDS[t].display}"
+    for c in feature_types:
+        if c in maybe_null:
+            return f"column {c!r} has missing values"
+    return None
+
+
+@contextmanager
+def row_limits(what: str, n_features: int, label: str | None,
+                blocker: Callable[[], str | None]) -> Iterator[None]:
+    """The server's refusal of too many columns, or of a row wider than a
+    page, as the loader's error with the layout that fits."""
+    try:
+        yield
+    except (pgerrors.TooManyColumns, pgerrors.ProgramLimitExceeded) as exc:
+        if isinstance(exc, pgerrors.ProgramLimitExceeded) and \
+                "row is too big" not in str(exc.diag.message_primary):
+            raise
+        raise too_wide(what, n_features, label, blocker()) from None
+
+
+def storage_main(conn: psycopg.Connection[Any], ident: sql.Identifier, column: str,
+                 row_bytes: int) -> bool:
+    """Keep an array column in its row (STORAGE MAIN) when a row fits a
+    page: the default (EXTENDED) moves values over ~2 kB out of line to
+    TOAST, so a block of pages then holds pointers and every read pays a
+    second fetch (docs/loading.md). Wider rows keep the default."""
+    if row_bytes > PAGE_ROW_BYTES:
+        return False
+    conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE MAIN").format(
+        ident, sql.Identifier(column)))
+    return True
+
+
+def nul_error(where: str, column: str) -> LoadError:
+    return LoadError(f"{where}: column {column!r} holds a NUL character, which PostgreSQL's "
+                     "text cannot store", column=column, advice="remove the NUL characters first")

@@ -47,11 +47,12 @@ from psycopg import sql
 
 from . import _binary
 from ._sql import quote_ident
+from ._suggest import finish_typed, suggest_model
 from ._tables import (LoadResult, create_table, frame_columns, labels_of, pick_columns,
-                      progress_bar, source_order, sql_name, suggest_model, table_name)
+                      progress_bar, source_order, sql_name, storage_main, table_name)
 from ._types import frame_kinds
 from .errors import LoadError
-from .tabular import load_csv, load_parquet, storage_main
+from .tabular import load_csv, load_frame_columns, load_parquet
 from .training import transaction
 
 __all__ = ["LoadResult", "load_numpy", "load_dataframe", "load_csv", "load_parquet",
@@ -249,8 +250,6 @@ def load_dataframe(conn: psycopg.Connection[Any], table: str, frame: Any, *,
                         fix={"layout": "columns"},
                         advice="missing values become NULL, text is one-hot encoded by the "
                                "server")
-    from .tabular import load_frame_columns
-
     return load_frame_columns(conn, table, frame, label, picked, kinds, **options)
 
 
@@ -262,8 +261,6 @@ def _load_frame_binary(conn: psycopg.Connection[Any], table: str, frame: Any,
                        analyze: bool = True) -> LoadResult:
     """A frame of numbers and booleans without missing values, by binary
     COPY: columns keep their types (array layout: one float array)."""
-    from .tabular import finish_typed
-
     n, d = len(frame), len(names)
     if layout not in ("columns", "array"):
         raise ValueError(f"unknown layout {layout!r} for a DataFrame: use 'columns' or 'array'")

@@ -4,7 +4,8 @@ translator (:func:`corgipile.statements.parse_statement`, the one behind
 ``Client.execute()``), and each becomes the plain SQL the client would run:
 
 - ``SELECT * FROM t TRAIN BY svm WITH a = 1`` becomes
-  ``SELECT * FROM corgipile.train('t'::regclass, 'svm'::text, a => '1'::integer)``,
+  ``SELECT * FROM corgipile.train('t'::pg_catalog.regclass, 'svm'::pg_catalog.text,
+  a => '1'::pg_catalog.int4)``,
   each WITH value checked and converted against ``corgipile.train``'s
   signature in that database, exactly as ``Client.execute()`` does;
 - ``SELECT c FROM t ... PREDICT BY m`` becomes the same SELECT with

@@ -20,7 +20,12 @@ import psycopg
 import pytest
 
 _counter = itertools.count()
-CLIENT = Path(__file__).resolve().parents[2] / "python_client"
+CLIENT = Path(__file__).resolve().parents[3] / "python_client"
+# the tests of this folder import its helpers (sqlcheck) and the client
+# from the source tree
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+if str(CLIENT) not in sys.path:
+    sys.path.insert(0, str(CLIENT))
 
 
 def postmaster_start(conn) -> object:

@@ -26,27 +26,20 @@ PREDICT BY through the proxy) twice:
 
 from __future__ import annotations
 
-import csv
 import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import psycopg
 import pytest
 
-HERE = Path(__file__).resolve().parent
-CLIENT = HERE.parents[2] / "python_client"
-sys.path.insert(0, str(HERE))
-import sqlcheck  # noqa: E402
+import sqlcheck
+from scipy.sparse import csr_matrix
 
-if str(CLIENT) not in sys.path:
-    sys.path.insert(0, str(CLIENT))
-import corgipile  # noqa: E402
-from corgipile import cli  # noqa: E402
-from corgipile.estimators import SGDClassifier, SGDRegressor  # noqa: E402
-from corgipile.loaders import load_csr  # noqa: E402
-from scipy.sparse import csr_matrix  # noqa: E402
+import corgipile
+from corgipile import cli
+from corgipile.estimators import SGDClassifier, SGDRegressor
+from corgipile.loaders import load_csr
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 

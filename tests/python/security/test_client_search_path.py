@@ -28,25 +28,20 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import psycopg
 
-HERE = Path(__file__).resolve().parent
-CLIENT = HERE.parents[2] / "python_client"
-sys.path.insert(0, str(HERE))
-import sqlcheck  # noqa: E402
+import sqlcheck
 
-if str(CLIENT) not in sys.path:
-    sys.path.insert(0, str(CLIENT))
-import corgipile  # noqa: E402
-from corgipile import cli  # noqa: E402
-from corgipile.estimators import SGDClassifier, SGDRegressor  # noqa: E402
-from corgipile.proxy import rewrite  # noqa: E402
+import corgipile
+from corgipile import cli
+from corgipile.estimators import SGDClassifier, SGDRegressor
+from corgipile.proxy import rewrite
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+CLIENT = Path(__file__).resolve().parents[3] / "python_client"
 
 
 def _data(n: int = 120, d: int = 3, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
