@@ -258,6 +258,8 @@ def check_names(names: Sequence[str], label: str | None, layout: str) -> None:
 
 
 def choose_layout(layout: str, feature_types: dict[str, str], maybe_null: set[str]) -> str:
+    """The layout asked for, checked against the features' types; "auto":
+    the array when every feature is a number without missing values."""
     if layout in ("auto", None):
         numeric = all(KINDS[t].number for t in feature_types.values())
         return "array" if numeric and not (maybe_null & set(feature_types)) else "columns"
@@ -287,7 +289,7 @@ def float8_fit(max_row: int = 8160, others: int = 2) -> int:
 
 
 def too_wide(what: str, n_features: int, label: str | None, blocker: str | None
-              ) -> LoadError:
+             ) -> LoadError:
     """Too many feature columns for a table, or for a row; blocker: why the
     array layout (one column for them all) does not take them either, or
     None when it does."""
@@ -322,7 +324,7 @@ def array_blocker(feature_types: dict[str, str], maybe_null: set[str]) -> str | 
 
 @contextmanager
 def row_limits(what: str, n_features: int, label: str | None,
-                blocker: Callable[[], str | None]) -> Iterator[None]:
+               blocker: Callable[[], str | None]) -> Iterator[None]:
     """The server's refusal of too many columns, or of a row wider than a
     page, as the loader's error with the layout that fits."""
     try:
@@ -348,5 +350,6 @@ def storage_main(conn: psycopg.Connection[Any], ident: sql.Identifier, column: s
 
 
 def nul_error(where: str, column: str) -> LoadError:
+    """A NUL character in a text value (PostgreSQL's text ends at one)."""
     return LoadError(f"{where}: column {column!r} holds a NUL character, which PostgreSQL's "
                      "text cannot store", column=column, advice="remove the NUL characters first")
