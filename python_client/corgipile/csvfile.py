@@ -29,7 +29,7 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg import sql
 
-from ._suggest import finish_typed
+from .suggest import finish_typed
 from ._tables import (MAX_COLUMNS, array_blocker, byte_bar, check_names, choose_layout,
                       create_table, nul_error, pick_columns, progress_bar, row_limits,
                       source_order, storage_main, table_name, too_wide)
@@ -162,6 +162,11 @@ def load_csv(conn: psycopg.Connection[Any], table: str, path: str | os.PathLike[
     blocker = array_blocker(feature_types, maybe_null)
     if layout == "columns" and len(picked) + 1 + (label_name is not None) > MAX_COLUMNS:
         raise too_wide(str(path), len(picked), label_name, blocker)
+    if wide and layout != "array":
+        # its text staging would be a table of every file column
+        raise LoadError(f"{path} has {len(names)} columns, more than a table holds, so only "
+                        "its numbers load, as one array column", fix={"layout": "array"},
+                        advice="or write the columns you want to a smaller file first")
     if wide:
         return _load_csv_wide(conn, table, path, names, label_name, picked, inferred, na,
                               delimiter, header, encoding, feature_type, if_exists,

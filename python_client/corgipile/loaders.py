@@ -47,7 +47,7 @@ from psycopg import sql
 
 from . import _binary
 from ._sql import quote_ident
-from ._suggest import finish_typed, suggest_model
+from .suggest import finish_typed, suggest_model
 from ._tables import (LoadResult, create_table, frame_columns, labels_of, pick_columns,
                       progress_bar, source_order, sql_name, storage_main, table_name)
 from ._types import frame_kinds

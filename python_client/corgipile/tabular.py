@@ -9,7 +9,7 @@ boolean feature columns are one-hot encoded by the server's stored
 preprocessing, and a NULL category is all zeros (a NULL number skips the
 row). The result's ``features`` leaves out what train() would refuse or
 cannot learn from (dates, identifiers, columns without values, more
-categories than it encodes), and ``left_out`` says why (_suggest.py).
+categories than it encodes), and ``left_out`` says why (suggest.py).
 
 How the bytes travel, with no Python per value:
 
@@ -32,7 +32,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from ._suggest import finish_typed
+from .suggest import finish_typed
 from ._tables import (MAX_COLUMNS, array_blocker, check_names, create_table, pick_columns,
                       progress_bar, row_limits, source_order, table_name, too_wide, nul_error)
 from ._types import infer_arrow, parse_kind

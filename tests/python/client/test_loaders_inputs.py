@@ -157,6 +157,10 @@ def test_a_csv_wider_than_a_table(client, conn, tmp_path, capsys, dsn):
     got = conn.execute("SELECT label, features FROM wide ORDER BY id").fetchall()
     assert [g[0] for g in got] == [1, -1, 1, -1, 1, -1]
     np.testing.assert_array_equal(np.array([g[1] for g in got]), x)
+    # a few of its columns, in the columns layout: refused, the file is staged whole
+    with pytest.raises(LoadError, match="has 10000 columns, more than a table holds, so only "
+                                        "its numbers load, as one array column"):
+        client.load_csv("wide2", path, features=["f1", "f2"], layout="columns")
     # within 1,600 columns a row of 1,200 numbers is still wider than a page
     frame.iloc[:, :1_201].to_csv(tmp_path / "w1200.csv", index=False)
     with pytest.raises(LoadError, match="a row of its 1200 feature columns is wider than a "

@@ -14,6 +14,7 @@ from psycopg import sql
 from ._sql import quote_ident
 from ._tables import LoadResult, label_type, sql_name
 from ._types import KINDS
+from .params import train_defaults
 
 __all__ = ["MAX_CLASSES", "suggest_model", "plan_features", "finish_typed"]
 
@@ -66,8 +67,6 @@ def plan_features(conn: psycopg.Connection[Any], ident: sql.Identifier, features
     as text. Costs one scan of plain aggregates; the numbers of distinct
     values are ANALYZE's (exact up to 30,000 rows, where it reads them
     all), counted exactly only for a text column near max_categories."""
-    from .params import train_defaults
-
     why: dict[str, str] = {}
     exprs: list[sql.Composable] = []
     asks: list[tuple[str, str]] = []
