@@ -16,7 +16,7 @@ from collections import deque
 from typing import Any
 
 from . import wire
-from .analysis import QUICK_CHECK, analyze_text
+from .analysis import analyze_text, may_rewrite
 from .auth import AUTH_LIMIT, AuthGate, refusal, startup_user
 from .catalog import cleanup_queries, lookup_queries, model_names, read_answers, translate
 from .config import Settings
@@ -45,9 +45,38 @@ _SYNC_LIKE = frozenset(b"QSF")  # each answered by one ReadyForQuery
 # the client ends the copy)
 _WHOLE = frozenset(b"EZG")
 _tokens = itertools.count(1)
-# cancel requests in flight after their client left (a reference keeps
-# each task alive until it ends)
+# cancel requests in flight, whether or not their client is still there (a
+# reference keeps each task alive until it ends)
 _cancels: set[asyncio.Task[None]] = set()
+
+
+def _detach(task: asyncio.Task[None]) -> None:
+    """Keep a task alive until it ends, whatever becomes of its session."""
+    _cancels.add(task)
+    task.add_done_callback(_cancels.discard)
+
+
+class _UntilClosed(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+async def send_cancel(upstream: Upstream, packet: bytes) -> None:
+    """Send a CancelRequest packet to the server on a connection of its own
+    and wait until the server closes it: then it has read the request."""
+    try:
+        protocol = _UntilClosed()
+        transport = await asyncio.wait_for(upstream.connect(lambda: protocol),
+                                           CONNECT_TIMEOUT)
+        transport.write(packet)
+        await asyncio.wait_for(protocol.closed, CONNECT_TIMEOUT)
+        transport.close()
+    except (OSError, asyncio.TimeoutError) as exc:
+        logger.warning("could not send a cancel request to %s: %s", upstream, exc)
 
 
 class ServerSide(asyncio.Protocol):
@@ -141,7 +170,8 @@ class ProxySession:
             sessions.add(self)
         self.loop = asyncio.get_running_loop()
         # startup, connecting, auth (relaying the authentication exchange
-        # through the gate), running, closed
+        # through the gate), running, closed; or cancel (a CancelRequest
+        # being forwarded)
         self.state = "startup"
         self.gate = AuthGate()
         self.user = ""
@@ -150,7 +180,7 @@ class ProxySession:
             self.settings.startup_timeout if refusal is None
             else min(self.settings.startup_timeout, REFUSAL_TIMEOUT), self.startup_expired)
         self.cbuf = bytearray()  # client bytes not yet passed on
-        self.cscan = wire.FrameScanner(b"QP", INSPECT_LIMIT, QUICK_CHECK)
+        self.cremaining = 0  # bytes of a client message still to pass on unread
         self.sremaining = 0  # bytes of a server message still to pass on unread
         self.shold = bytearray()  # the start of a server message held whole
         self.client_pauses: set[str] = set()
@@ -212,24 +242,13 @@ class ProxySession:
         (a training can run for minutes without a row)."""
         if self.state == "running" and self.backend_key is not None \
                 and (self.syncs_done < self.syncs_sent or self.intercept is not None):
-            task = self.loop.create_task(self.send_cancel(self.backend_key))
-            _cancels.add(task)
-            task.add_done_callback(_cancels.discard)
+            packet = _INT32.pack(16) + _INT32.pack(wire.CANCEL_REQUEST) + self.backend_key
+            _detach(self.loop.create_task(send_cancel(self.upstream, packet)))
         self.close()
-
-    async def send_cancel(self, key: bytes) -> None:
-        try:
-            transport = await asyncio.wait_for(
-                self.upstream.connect(asyncio.Protocol), CONNECT_TIMEOUT)
-        except (OSError, asyncio.TimeoutError) as exc:
-            logger.warning("could not cancel the query of a client that left: %s", exc)
-            return
-        transport.write(_INT32.pack(16) + _INT32.pack(wire.CANCEL_REQUEST) + key)
-        transport.close()
 
     def startup_expired(self) -> None:
         self.timer = None
-        if self.ready or self.state == "closed":
+        if self.ready or self.state == "closed" or self.state == "cancel":
             return
         logger.info("closing a connection whose startup took over %g s",
                     self.settings.startup_timeout)
@@ -280,7 +299,7 @@ class ProxySession:
     def from_client(self, data: bytes) -> None:
         if self.state == "running" and self.task is None:
             self.pump_client(data)
-        elif self.state != "closed":
+        elif self.state != "closed" and self.state != "cancel":  # the server reads no more
             self.cbuf += data
             if self.state == "startup":
                 self.startup()
@@ -309,8 +328,11 @@ class ProxySession:
             if code == wire.CANCEL_REQUEST:
                 if length != 16:
                     raise wire.ProtocolError("CancelRequest of invalid length")
-                self.state = "connecting"
-                self.spawn(self.forward_cancel(packet))
+                # not the session's task: it goes on when the client closes
+                # right after sending it (libpq waits for the server's EOF,
+                # other clients do not)
+                self.state = "cancel"
+                _detach(self.loop.create_task(self.forward_cancel(packet)))
                 return
             if self.refusal is not None:
                 self.client.write(self.refusal)
@@ -324,13 +346,9 @@ class ProxySession:
             return
 
     async def forward_cancel(self, packet: bytes) -> None:
-        """The server answers a CancelRequest by closing the connection."""
-        try:
-            transport = await self.upstream.connect(asyncio.Protocol)
-            transport.write(packet)
-            transport.close()
-        except OSError as exc:
-            logger.warning("could not forward a cancel request to %s: %s", self.upstream, exc)
+        """A client's CancelRequest to the server; the client's connection
+        closes once the server has closed its own, as the server answers."""
+        await send_cancel(self.upstream, packet)
         self.close()
 
     async def connect(self, packet: bytes) -> None:
@@ -425,23 +443,24 @@ class ProxySession:
 
     # -- client to server ---------------------------------------------------------------
 
-    def count_client(self, kinds: bytes) -> None:
-        for k in kinds:
-            if k == 0x51 or k == 0x46:  # Query, FunctionCall
+    def count_client(self, kind: int) -> None:
+        """A client message (its type byte) on its way to the server: what
+        the server will answer with a ReadyForQuery, in order."""
+        if kind in _EXTENDED:  # Parse, Bind, Describe, Execute, Close, Flush
+            self.unsynced = True
+        elif kind == 0x53:  # Sync
+            self.unsynced = False
+            if not self.copy_in:  # else the server ignores it
                 self.syncs_sent += 1
-                self.events.append(chr(k))
-            elif k == 0x53:  # Sync
-                self.unsynced = False
-                if not self.copy_in:  # else the server ignores it
-                    self.syncs_sent += 1
-                    self.events.append("S")
-            elif k == 0x63 or k == 0x66:  # CopyDone, CopyFail
-                if self.copy_in:
-                    self.copy_in = False
-                else:
-                    self.events.append("c")
-            elif k in _EXTENDED:
-                self.unsynced = True
+                self.events.append("S")
+        elif kind == 0x51 or kind == 0x46:  # Query, FunctionCall
+            self.syncs_sent += 1
+            self.events.append(chr(kind))
+        elif kind == 0x63 or kind == 0x66:  # CopyDone, CopyFail
+            if self.copy_in:
+                self.copy_in = False
+            else:
+                self.events.append("c")
 
     def copy_started(self) -> None:
         """The server sent CopyInResponse. Until it reads the client's
@@ -464,35 +483,64 @@ class ProxySession:
         self.copy_in = True
 
     def pump_client(self, data: bytes) -> None:
-        """Pass client bytes on up to the next Query / Parse that needs a
-        rewrite (handled by a task; the rest waits in cbuf)."""
+        """Pass client bytes on, as the chunks they came in, up to the next
+        Query / Parse that may need a rewrite (handled by a task; the rest
+        waits in cbuf). Only message headers are read, and the text of a
+        Query / Parse up to INSPECT_LIMIT bytes, which is held until it is
+        whole and given to may_rewrite (a byte search)."""
         if self.cbuf:
             self.cbuf += data
             buf: bytes | bytearray = self.cbuf
             self.cbuf = bytearray()
         else:
             buf = data
-        end, kinds = self.cscan.scan(buf)
-        if kinds:
-            self.count_client(kinds)
-        assert self.server is not None
-        if end == len(buf):
-            if end:
-                self.server.write(buf)
-            return
-        if end:
-            self.server.write(buf[:end])
-        rest = len(buf) - end
-        if rest >= 5:
-            (length,) = _INT32.unpack_from(buf, end + 1)
-            if rest > length:  # complete, so it stopped for a rewrite
-                frame = bytes(buf[end:end + length + 1])
-                self.cbuf = bytearray(buf[end + length + 1:])
-                self.pause_client("rewrite")
-                self.spawn(self.rewrite(frame))
+        server = self.server
+        assert server is not None
+        n = len(buf)
+        i = self.cremaining
+        if i:
+            if i >= n:  # all of it belongs to a message being passed on
+                self.cremaining = i - n
+                server.write(buf)
                 return
-        # a message being read whole: keep the buffer (no copy per read)
-        self.cbuf = buf if end == 0 and isinstance(buf, bytearray) else bytearray(buf[end:])
+            self.cremaining = 0
+        unpack = _INT32.unpack_from
+        count = self.count_client
+        stop = False
+        total = 0
+        while n - i >= 5:
+            kind = buf[i]
+            (length,) = unpack(buf, i + 1)
+            if length < 4 or length > wire.MAX_MESSAGE:
+                raise wire.ProtocolError(f"message {chr(kind)!r} with invalid length {length}")
+            total = length + 1
+            if (kind == 0x51 or kind == 0x50) and length <= INSPECT_LIMIT:  # Query, Parse
+                if n - i < total:
+                    break  # held until it is whole
+                if may_rewrite(buf, i + 5, i + total):
+                    stop = True
+                    break
+            count(kind)
+            if n - i < total:  # passed on in pieces
+                self.cremaining = total - (n - i)
+                i = n
+                break
+            i += total
+        if i == n:
+            if n:
+                server.write(buf)
+            return
+        if i:
+            server.write(buf[:i])
+        if stop:
+            frame = bytes(buf[i:i + total])
+            self.cbuf = bytearray(buf[i + total:])
+            self.pause_client("rewrite")
+            self.spawn(self.rewrite(frame))
+            return
+        # a header cut in two, or a message read whole: keep the buffer
+        # (no copy per read)
+        self.cbuf = buf if i == 0 and isinstance(buf, bytearray) else bytearray(buf[i:])
 
     async def rewrite(self, frame: bytes) -> None:
         kind, body = frame[:1], frame[5:]
@@ -550,7 +598,7 @@ class ProxySession:
         self.pump_client(b"")
 
     def send_client_message(self, kind: bytes, message: bytes) -> None:
-        self.count_client(kind)
+        self.count_client(kind[0])
         assert self.server is not None
         self.server.write(message)
 
@@ -610,6 +658,23 @@ class ProxySession:
             self.shold = bytearray()
         else:
             buf = data
+            # the common case in one step: a chunk that ends inside or at
+            # the end of a message, nothing to rewrite
+            i = self.sremaining
+            n = len(buf)
+            if i >= n:
+                self.sremaining = i - n
+                self.client.write(buf)
+                return
+            if self.state == "running" and self.intercept is None and not self.planted \
+                    and not self.remaps and not self.copy_in:
+                end, ready, remaining = wire.walk(buf, i)
+                if end == n:
+                    self.sremaining = remaining
+                    self.client.write(buf)
+                    if ready:
+                        self.count_ready(ready)
+                    return
         n = len(buf)
         i = 0
         write = self.client.write

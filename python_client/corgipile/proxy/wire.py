@@ -1,6 +1,6 @@
 """PostgreSQL v3 wire protocol framing for ``corgipile proxy``.
 
-Only what a pass-through proxy needs: the limits it enforces, the scanner
+Only what a pass-through proxy needs: the limits it enforces, the walk
 that finds message boundaries in a byte stream without copying it, and the
 few messages the proxy writes itself (Query, Parse, the lookup messages,
 ErrorResponse). Every other message is forwarded as the bytes it came in.
@@ -16,7 +16,7 @@ import struct
 from typing import Any
 
 __all__ = [
-    "ProtocolError", "FrameScanner", "walk", "SSL_REQUEST", "GSSENC_REQUEST", "CANCEL_REQUEST",
+    "ProtocolError", "walk", "SSL_REQUEST", "GSSENC_REQUEST", "CANCEL_REQUEST",
     "MAX_STARTUP", "MAX_MESSAGE", "error_response", "error_fields", "query", "parse",
     "split_parse", "lookup_batch", "data_row_values", "map_error_position",
 ]
@@ -33,64 +33,11 @@ MAX_STARTUP = 10000
 MAX_MESSAGE = 0x3FFFFFFF - 1
 
 _INT32 = struct.Struct("!i")
-_HEADER = struct.Struct("!ci")
 
 
 class ProtocolError(Exception):
     """The peer sent something that is not the PostgreSQL protocol: the proxy
     closes that one connection."""
-
-
-class FrameScanner:
-    """Walks message headers across chunks of a stream.
-
-    ``scan(data, start)`` looks at data[start:] and returns ``(end, kinds)``:
-    end is where scanning stopped and kinds the type bytes of the messages
-    whose header was read. It stops early, with end at the message's first
-    byte, before a message of a type in ``whole`` no longer than ``limit``
-    that is not complete in data (the caller keeps those bytes and calls
-    again with more); any other message may be passed on in pieces, its
-    remaining length remembered here. When ``pattern`` matches the body
-    of such a complete message, it stops before it too (end at its first
-    byte) so the caller can look at it. The bytes themselves are never
-    copied.
-    """
-
-    __slots__ = ("remaining", "whole", "limit", "pattern")
-
-    def __init__(self, whole: bytes = b"", limit: int = 0, pattern: Any = None) -> None:
-        self.remaining = 0  # bytes of the current message still to pass on
-        self.whole = whole
-        self.limit = limit
-        self.pattern = pattern
-
-    def scan(self, data: bytes | bytearray | memoryview, start: int = 0
-             ) -> tuple[int, bytes]:
-        n = len(data)
-        i = start
-        kinds = bytearray()
-        if self.remaining:
-            step = min(self.remaining, n - i)
-            i += step
-            self.remaining -= step
-            if self.remaining:
-                return i, bytes(kinds)
-        while n - i >= 5:
-            kind, length = _HEADER.unpack_from(data, i)
-            if length < 4 or length > MAX_MESSAGE:
-                raise ProtocolError(f"message {kind!r} with invalid length {length}")
-            total = length + 1
-            if kind in self.whole and length <= self.limit:
-                if n - i < total:
-                    break  # wait for the whole message
-                if self.pattern is not None and self.pattern.search(data, i + 5, i + total):
-                    return i, bytes(kinds)
-            kinds += kind
-            if n - i < total:
-                self.remaining = total - (n - i)
-                return n, bytes(kinds)
-            i += total
-        return i, bytes(kinds)
 
 
 def walk(data: bytes | bytearray, start: int = 0) -> tuple[int, int, int]:
@@ -103,19 +50,18 @@ def walk(data: bytes | bytearray, start: int = 0) -> tuple[int, int, int]:
     i = start
     ready = 0
     unpack = _INT32.unpack_from
-    while n - i >= 5:
+    while i + 5 <= n:
         kind = data[i]
-        if kind == 0x47:  # CopyInResponse
+        if kind == 0x5A:
+            ready += 1
+        elif kind == 0x47:  # CopyInResponse
             return i, ready, 0
         (length,) = unpack(data, i + 1)
         if length < 4 or length > MAX_MESSAGE:
             raise ProtocolError(f"message {data[i:i + 1]!r} with invalid length {length}")
-        if kind == 0x5A:
-            ready += 1
-        total = length + 1
-        if n - i < total:
-            return n, ready, total - (n - i)
-        i += total
+        i += length + 1
+    if i > n:
+        return n, ready, i - n
     return i, ready, 0
 
 
