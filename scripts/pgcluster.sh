@@ -6,7 +6,13 @@
 #
 #   scripts/pgcluster.sh start DIR PORT   initdb if needed, then start
 #   scripts/pgcluster.sh stop DIR [MODE]  stop (MODE: fast, immediate)
-#   scripts/pgcluster.sh env DIR PORT     print PGHOST/PGPORT/PGUSER exports
+#   scripts/pgcluster.sh password DIR     give the superuser a password (kept in
+#                                         DIR/password) and make TCP connections
+#                                         ask for it (scram-sha-256); the Unix
+#                                         socket stays trust.  Run on a started
+#                                         cluster; safe to run again.
+#   scripts/pgcluster.sh env DIR PORT     print PGHOST/PGPORT/PGUSER exports (and
+#                                         PGPASSFILE once `password` has run)
 set -euo pipefail
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
@@ -82,9 +88,40 @@ stop)
         as_owner "$BINDIR/pg_ctl" -D "$data" -m "$mode" -w -t 60 stop >/dev/null
     fi
     ;;
+password)
+    # TCP clients (corgipile proxy among them: the proxy refuses a session
+    # the server admits without a password) authenticate with SCRAM; the
+    # owner's scripts keep the Unix socket without one.
+    if [ ! -s "$dir/password" ]; then
+        (umask 077 && head -c 18 /dev/urandom | base64 | tr -d '/+=\n' >"$dir/password")
+    fi
+    pw=$(cat "$dir/password")
+    (umask 077 && printf '*:*:*:%s:%s\n' "$(owner)" "$pw" >"$dir/pgpass")
+    sql() {  # as the owner, over the Unix socket (not logged)
+        as_owner "$BINDIR/psql" -X -q -At -h "$sock" -p "$(sed -n 4p "$data/postmaster.pid")" \
+            -U "$(owner)" -d postgres -v ON_ERROR_STOP=1 -c "$1"
+    }
+    sql "ALTER ROLE \"$(owner)\" PASSWORD '$pw'" >/dev/null
+    if grep -Eq '^host[[:space:]].*[[:space:]]trust[[:space:]]*$' "$data/pg_hba.conf"; then
+        as_owner sed -i -E 's/^(host[[:space:]].*[[:space:]])trust[[:space:]]*$/\1scram-sha-256/' \
+            "$data/pg_hba.conf"
+        loaded=$(sql "SELECT pg_catalog.pg_conf_load_time()")
+        as_owner "$BINDIR/pg_ctl" -D "$data" reload >/dev/null
+        # the postmaster reloads when it handles the signal; a backend
+        # started after that reports the new load time (and has the new
+        # pg_hba.conf)
+        for _ in $(seq 1 600); do
+            [ "$(sql "SELECT pg_catalog.pg_conf_load_time()")" != "$loaded" ] && break
+            sleep 0.05
+        done
+    fi
+    ;;
 env)
     port=${3:?port}
     echo "export PGHOST='$sock' PGPORT='$port' PGUSER='$(owner)' PGDATABASE=postgres"
+    if [ -s "$dir/pgpass" ]; then
+        echo "export PGPASSFILE='$dir/pgpass'"
+    fi
     ;;
 *)
     echo "unknown command $cmd" >&2

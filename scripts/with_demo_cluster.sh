@@ -30,6 +30,10 @@ if [ "$(id -u)" = 0 ] && [ ! -e .demo ] && ! runuser -u postgres -- test -x "$PW
 fi
 echo "make demo: starting the cluster in .demo on port $port"
 scripts/pgcluster.sh start .demo "$port"
+# TCP connections ask for a password (SCRAM), so that corgipile proxy, which
+# refuses sessions the server admits without one, works against this cluster
+scripts/pgcluster.sh password .demo
 eval "$(scripts/pgcluster.sh env .demo "$port")"
+echo "Password: TCP connections (127.0.0.1:$port, corgipile proxy) ask for the one in .demo/password; pgcluster.sh env exports PGPASSFILE=.demo/pgpass, which holds it for psql and libpq"
 echo "Cluster: PGHOST=$PGHOST PGPORT=$PGPORT (psql: eval \"\$(scripts/pgcluster.sh env .demo $port)\"; stop it with: scripts/pgcluster.sh stop .demo)"
 exec "$@"

@@ -1,0 +1,177 @@
+"""The README's `corgipile proxy` example, run as printed against a cluster
+set up the way the README says (`make demo`: scripts/with_demo_cluster.sh
+starts it with scripts/pgcluster.sh, gives it a password and SCRAM for TCP,
+and scripts/demo.py creates the extension), and its output compared line by
+line with the README's, timings aside.
+
+What the test changes in the printed commands: `.demo` and
+`$(scripts/demo_port.sh)` name the test's own cluster (not this checkout's
+demo cluster, which may be in use), the proxy listens on a port the OS
+chooses instead of 6432 (printed by the proxy, then given to psql), and the
+statements of the psql session are sent one by one with psql's -c (each
+prints its NOTICEs and its result as the interactive session does).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+README = ROOT / "README.md"
+PGCLUSTER = ROOT / "scripts" / "pgcluster.sh"
+PSQL = Path("/usr/lib/postgresql/15/bin/psql")
+HEADING = "## TRAIN BY / PREDICT BY from psql and any other client: `corgipile proxy`"
+
+
+def readme_example() -> list[tuple[str, str, list[str]]]:
+    """The example block as (kind, text, output lines): kind "$" for a shell
+    command, "sql" for a statement of the psql session."""
+    text = README.read_text()
+    section = text[text.index(HEADING):]
+    block = section[section.index("```\n") + 4:]
+    block = block[:block.index("```\n")]
+    steps: list[tuple[str, str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            steps.append(("$", line[2:], []))
+        elif line.startswith("postgres=# "):
+            steps.append(("sql", line[len("postgres=# "):], []))
+        elif line.startswith("postgres-# "):
+            kind, sql, out = steps[-1]
+            steps[-1] = (kind, sql + "\n" + line[len("postgres-# "):], out)
+        else:
+            steps[-1][2].append(line)
+    return steps
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def demo_cluster() -> Iterator[tuple[Path, int, dict[str, str]]]:
+    """A cluster started as with_demo_cluster.sh starts .demo, with the
+    extension as demo.py creates it; (directory, port, environment)."""
+    script = (ROOT / "scripts" / "with_demo_cluster.sh").read_text()
+    # the steps this fixture repeats are the ones make demo runs
+    assert 'scripts/pgcluster.sh start .demo "$port"' in script
+    assert "scripts/pgcluster.sh password .demo" in script
+    env = dict(os.environ)
+    env.setdefault("PG_CONFIG", "/usr/lib/postgresql/15/bin/pg_config")
+    for key in ("PGHOST", "PGPORT", "PGUSER", "PGDATABASE", "PGPASSWORD", "PGPASSFILE"):
+        env.pop(key, None)
+    directory = Path(tempfile.mkdtemp(prefix="cp-readme-", dir="/tmp"))
+    os.chmod(directory, 0o755)
+    try:
+        # a port free a moment ago may be taken by the time the server binds
+        # it (pgcluster.sh says so): another one then
+        for attempt in range(5):
+            port = _free_port()
+            r = subprocess.run([str(PGCLUSTER), "start", str(directory), str(port)],
+                               env=env, capture_output=True, text=True, timeout=300)
+            if r.returncode == 0 or "is taken" not in r.stderr:
+                break
+        assert r.returncode == 0, r.stderr
+        r = subprocess.run([str(PGCLUSTER), "password", str(directory)], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        local = subprocess.run(
+            ["bash", "-c", f'eval "$({PGCLUSTER} env {directory} {port})" && '
+             f"{PSQL} -X -q -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION corgipile'"],
+            env=env, capture_output=True, text=True, timeout=120)
+        assert local.returncode == 0, local.stderr
+        yield directory, port, env
+    finally:
+        subprocess.run([str(PGCLUSTER), "stop", str(directory), "immediate"], env=env,
+                       capture_output=True, timeout=120)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.split("|")]
+
+
+def normalized(lines: list[str]) -> list[str]:
+    """Lines without the timings (a NOTICE's seconds=, a result's seconds
+    column) and without psql's column padding."""
+    out = []
+    seconds = None
+    for line in lines:
+        line = re.sub(r"seconds=[0-9.]+", "seconds=...", line.rstrip())
+        if re.fullmatch(r"[-+]+", line):
+            continue  # the rule under a header: its width follows the values
+        if " | " in line or line.endswith(" |") or re.match(r"^ *\S+ *\|", line):
+            cells = _cells(line)
+            if "seconds" in cells:
+                seconds = cells.index("seconds")
+            elif seconds is not None and seconds < len(cells):
+                cells[seconds] = "..."
+            line = " | ".join(cells)
+        out.append(line)
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def test_readme_proxy_example_runs_as_printed(demo_cluster):
+    directory, port, base_env = demo_cluster
+    steps = readme_example()
+    shell = [text for kind, text, _ in steps if kind == "$"]
+    assert len(shell) == 3, shell
+    env_cmd, proxy_cmd, psql_cmd = shell
+    assert "--listen 127.0.0.1:6432" in proxy_cmd and proxy_cmd.endswith(" &")
+    assert psql_cmd == "psql -h 127.0.0.1 -p 6432"
+
+    # the first command, with the test's cluster for .demo's
+    env_cmd = env_cmd.replace(".demo", str(directory)).replace(
+        "$(scripts/demo_port.sh)", str(port))
+    out = subprocess.run(["bash", "-c", f"{env_cmd} && env -0"], cwd=ROOT, env=base_env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    env = dict(item.split("=", 1) for item in out.stdout.split("\0") if "=" in item)
+    assert env["PGPASSFILE"] == str(directory / "pgpass")
+    env["PSQLRC"] = "/dev/null"  # the reader's own psqlrc is not the README's
+
+    # the cluster asks TCP clients for the password: without it, refused
+    no_password = subprocess.run([str(PSQL), "-X", "-w", "-h", "127.0.0.1", "-c", "SELECT 1"],
+                                 env={**env, "PGPASSFILE": "/dev/null"}, capture_output=True,
+                                 text=True, timeout=60)
+    assert no_password.returncode != 0
+    assert "password" in no_password.stderr, no_password.stderr
+
+    proxy = subprocess.Popen(
+        ["bash", "-c", "exec " + proxy_cmd[:-2].replace("127.0.0.1:6432", "127.0.0.1:0")],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proxy.stdout is not None
+        line = proxy.stdout.readline()
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        assert m, line + (proxy.stderr.read() if proxy.stderr else "")
+        psql = psql_cmd.replace("-p 6432", f"-p {m.group(1)}").split()
+        assert psql[0] == "psql"
+        psql[0] = str(PSQL)
+        for kind, sql, expected in steps:
+            if kind != "sql":
+                continue
+            r = subprocess.run([*psql, "-c", sql], env=env, capture_output=True, text=True,
+                               timeout=300)
+            assert r.returncode == 0, (sql, r.stderr)
+            got = r.stderr.splitlines() + r.stdout.splitlines()
+            assert normalized(got) == normalized(expected), (
+                f"the README's output of\n{sql}\nno longer holds; today it prints:\n"
+                + r.stderr + r.stdout)
+    finally:
+        proxy.terminate()
+        _, err = proxy.communicate(timeout=30)
+    assert "Traceback" not in err and "refused" not in err, err
