@@ -72,3 +72,16 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     fi
     echo "$want" >"$stamp"
 fi
+
+# Node.js clients the proxy tests drive (node-postgres, tests/node): from
+# the pinned package-lock.json, with the machine's npm; skipped without one
+# (those tests then say why they skip).
+if [ "$what" = test ] && command -v npm >/dev/null; then
+    want=$(sha256sum tests/node/package-lock.json | cut -c1-16)
+    stamp=tests/node/node_modules/.deps-stamp
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        echo "install_deps: npm ci in tests/node (node-postgres, for the proxy tests)"
+        npm ci --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
+        echo "$want" >"$stamp"
+    fi
+fi

@@ -17,9 +17,9 @@ from . import models as _models
 from .errors import ConnectionTypeError, ModelNotFound, ParameterError, StatementError
 from .models import Model, ModelInfo
 from .params import TrainSignature
-from .statements import (PlainStatement, Prediction, PredictStatement, TrainStatement,
-                         check_query,
-                         filter_query, is_query, parse_statement, train_arguments)
+from .statements import (PlainStatement, Prediction, PredictStatement, ServerParam,
+                         TrainStatement, check_query, filter_query, is_query, parse_statement,
+                         train_arguments)
 from ._sql import EQ, QUALIFIED_NAME, relation_sql
 from .training import ProgressCallback, Source, run_training, transaction
 
@@ -249,6 +249,11 @@ class Client:
 
     def _execute_train(self, stmt: TrainStatement, progress: bool | None,
                        callback: ProgressCallback | None) -> Result:
+        for p in stmt.params:
+            if isinstance(p.value, ServerParam):
+                raise StatementError(f"{p.name} = ${p.value.number}: PostgreSQL's $n parameters "
+                                     "are not supported here", stmt.text, p.position,
+                                     "pass params and write %s (or %(name)s) for the value")
         sig = self.signature
         model, params = train_arguments(stmt, sig)
         if stmt.source_query is not None:

@@ -60,6 +60,7 @@ __all__ = [
     "WithParam",
     "Name",
     "Bound",
+    "ServerParam",
     "parse_statement",
     "train_arguments",
     "is_query",
@@ -90,9 +91,19 @@ class Bound:
 
 
 @dataclass(frozen=True)
+class ServerParam:
+    """A ``$n`` parameter reference given as a WITH value: its value comes
+    with the statement's Bind message (the extended protocol through
+    ``corgipile proxy``), so only the server sees it. Client.execute binds
+    values through ``%s`` placeholders instead and refuses these."""
+
+    number: int
+
+
+@dataclass(frozen=True)
 class WithParam:
     name: str
-    value: Any  # str | int | float | bool | None | Name | Bound
+    value: Any  # str | int | float | bool | None | Name | Bound | ServerParam
     position: int  # where the name starts in the statement
 
 
@@ -601,14 +612,13 @@ def _value(ctx: _Context, toks: list[Any], what: str) -> Any:
     elif _is(node, ast.ColumnRef):
         if all(isinstance(f, ast.String) for f in node.fields):
             return Name(tuple(f.sval for f in node.fields))
-    elif isinstance(node, ast.ParamRef):
-        if len(toks) == 1:
-            p = ctx.placeholder_at(toks[0].start)
+    elif isinstance(node, ast.ParamRef) and len(toks) == 1:
+        if any(p.start == start for p in ctx.placeholders):
+            p = ctx.placeholder_at(start)
             if p.key is None:
                 raise ctx.error("unexpected %%", start)
             return Bound(_lookup(ctx.params, p.key))
-        raise ctx.error("PostgreSQL's $n parameters are not supported here; pass "
-                        "params and use %s", start)
+        return ServerParam(node.number)
     raise ctx.error(f"{what} must be a constant; {_VALUE_HELP}", start)
 
 
@@ -711,7 +721,8 @@ def train_arguments(stmt: TrainStatement, sig: Signature) -> tuple[str, dict[str
     """The model name and the WITH values converted to corgipile.train's
     argument types, checked against its signature sig; the one check behind
     Client.execute() and the proxy. Raises StatementError pointing into
-    stmt.text at the offending name."""
+    stmt.text at the offending name. A ServerParam value stays as it is:
+    the server converts what is bound to it, as for any parameter."""
     params: dict[str, Any] = {}
     for p in stmt.params:
         if p.name not in sig.types:
@@ -722,6 +733,9 @@ def train_arguments(stmt: TrainStatement, sig: Signature) -> tuple[str, dict[str
                 raise StatementError(str(exc).split(";")[0], stmt.text, p.position,
                                      f"valid parameters are: {sig.valid_names_text()}"
                                      ) from None
+        if isinstance(p.value, ServerParam):
+            params[p.name] = p.value
+            continue
         try:
             params[p.name] = sig.convert(p.name, p.value)
         except ParameterError as exc:

@@ -86,13 +86,23 @@ class AuthGate:
         return False
 
 
+# PostgreSQL's NAMEDATALEN: the server cuts longer user names to one less
+NAMEDATALEN = 64
+
+
 def startup_user(packet: bytes) -> str:
-    """The user name in a startup packet (empty if none)."""
+    """The user name the server takes from a startup packet (empty if
+    none): as the server reads it (ProcessStartupPacket), the pairs up to
+    the first empty key, the last "user" of them, cut to NAMEDATALEN - 1
+    bytes. A refusal and its log line name the role the server admitted."""
     parts = packet[8:].split(b"\0")
+    user = b""
     for key, value in zip(parts[::2], parts[1::2]):
+        if not key:
+            break
         if key == b"user":
-            return value.decode("utf-8", "replace")
-    return ""
+            user = value
+    return user[:NAMEDATALEN - 1].decode("utf-8", "replace")
 
 
 def refusal(user: str, upstream: str) -> bytes:

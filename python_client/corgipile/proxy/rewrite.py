@@ -31,7 +31,7 @@ from .._sql import catalog_type, qualified_type
 from ..errors import StatementError
 from ..params import _SAFE_TYPE, POSITIONAL, TrainSignature
 from ..statements import (PlainStatement, Prediction, PredictStatement, TrainStatement,
-                          parse_statement,
+                          ServerParam, parse_statement,
                          quote_ident, train_arguments)
 
 __all__ = ["Failure", "Plan", "analyze", "render", "map_position", "literal", "SIGNATURE_QUERY",
@@ -190,7 +190,10 @@ def _train_sql(stmt: TrainStatement, sig: TrainSignature, offset: int,
         typ = sig.types[name]
         if not _SAFE_TYPE.match(typ):  # pragma: no cover - the catalog's own names
             return Failure(FEATURE_NOT_SUPPORTED, f"unexpected type {typ!r} of {name}")
-        args.append(f"{quote_ident(name)} => {literal(value)}::{qualified_type(typ)}")
+        # a $n stays a parameter reference: its value comes with the
+        # client's Bind and the server converts it to the argument's type
+        text = f"${value.number}" if isinstance(value, ServerParam) else literal(value)
+        args.append(f"{quote_ident(name)} => {text}::{qualified_type(typ)}")
     return "SELECT * FROM corgipile.train(" + ", ".join(args) + ")"
 
 

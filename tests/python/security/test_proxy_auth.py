@@ -26,7 +26,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,9 +105,12 @@ class HbaCluster:
     def set_hba(self, text: str) -> None:
         (self.data / "pg_hba.conf").write_text(text)
         shutil.chown(self.data / "pg_hba.conf", "postgres")
+        loaded = self.sql("SELECT pg_catalog.pg_conf_load_time()")
         self.sql("SELECT pg_catalog.pg_reload_conf()")
-        # the postmaster reloads on SIGHUP; a new backend reads the new file
-        time.sleep(0.2)
+        # the postmaster reloads when it handles the SIGHUP; a backend it
+        # starts after that reports the new load time and has the new file
+        while self.sql("SELECT pg_catalog.pg_conf_load_time()") == loaded:
+            pass
         rules = self.sql("SELECT count(*) FROM pg_catalog.pg_hba_file_rules "
                          "WHERE error IS NULL")
         assert int(rules) == len([ln for ln in text.splitlines() if ln.strip()])

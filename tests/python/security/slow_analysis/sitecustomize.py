@@ -1,7 +1,8 @@
 """Loaded at start-up by the proxy processes of test_proxy_responsive.py
 (through PYTHONPATH), including the analysis pool's spawned workers: the
 analysis of a query text that holds the marker below takes as long as the
-marker says.  The tests then never depend on how fast this machine parses
+marker says (and, when CORGIPILE_TEST_ANALYSIS_STARTED names a file, creates
+it first).  The tests then never depend on how fast this machine parses
 SQL (a text that took 8 s to analyse here once took 2 s after the
 translator got faster, and the proxy then ran its 32,000 trainings).
 
@@ -10,6 +11,7 @@ bound, under the same module and name, so the pool pickles it by
 reference and the workers find the same wrapper.
 """
 
+import os
 import re
 import sys
 import time
@@ -25,6 +27,9 @@ def _patch() -> None:
     def slow_analyze(text, single):
         m = _MARKER.search(text)
         if m:
+            started = os.environ.get("CORGIPILE_TEST_ANALYSIS_STARTED")
+            if started:  # the event a test waits for
+                open(started, "w").close()
             time.sleep(float(m.group(1)))
         return analyze(text, single)
 
