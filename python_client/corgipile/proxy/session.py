@@ -37,6 +37,7 @@ REFUSAL_TIMEOUT = 5
 
 _INT32 = struct.Struct("!i")
 _HEADER = struct.Struct("!Bi")
+_MAX_MESSAGE = wire.MAX_MESSAGE
 _EXTENDED = frozenset(b"PBDECH")
 _ASYNC = frozenset(b"NAS")  # NoticeResponse, NotificationResponse, ParameterStatus
 _SYNC_LIKE = frozenset(b"QSF")  # each answered by one ReadyForQuery
@@ -455,7 +456,7 @@ class ProxySession:
                 self.events.append("S")
         elif kind == 0x51 or kind == 0x46:  # Query, FunctionCall
             self.syncs_sent += 1
-            self.events.append(chr(kind))
+            self.events.append("Q" if kind == 0x51 else "F")
         elif kind == 0x63 or kind == 0x66:  # CopyDone, CopyFail
             if self.copy_in:
                 self.copy_in = False
@@ -511,7 +512,7 @@ class ProxySession:
         while n - i >= 5:
             kind = buf[i]
             (length,) = unpack(buf, i + 1)
-            if length < 4 or length > wire.MAX_MESSAGE:
+            if length < 4 or length > _MAX_MESSAGE:
                 raise wire.ProtocolError(f"message {chr(kind)!r} with invalid length {length}")
             total = length + 1
             if (kind == 0x51 or kind == 0x50) and length <= INSPECT_LIMIT:  # Query, Parse

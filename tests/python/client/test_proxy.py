@@ -813,9 +813,14 @@ def test_quick_check_never_misses_a_word():
                  b"pr\xc3\xa9dict, train\xc3\xa9, predicts FROM t", b"SELECT 1"):
         assert not may_rewrite(text, 0, len(text)), text
     assert may_rewrite(b"train", 0, 5)
-    # only the given range is read
+    # only the given range is read, within a buffer of about its size or
+    # a much larger one
     text = b"train SELECT 1 predict"
     assert not may_rewrite(text, 5, len(text) - 7)
+    pad = b"predict " * 20
+    assert not may_rewrite(pad + b"SELECT 1" + pad, len(pad), len(pad) + 8)
+    assert may_rewrite(pad + b"SELECT train" + pad, len(pad), len(pad) + 12)
+    assert not may_rewrite(pad + b"SELECT trains" + pad, len(pad), len(pad) + 13)
 
 
 def test_database_without_the_extension(pconn, conn):
