@@ -1,18 +1,35 @@
 #!/usr/bin/env python3
-"""pgbench select-only through `corgipile proxy` against direct connections.
+"""pgbench select-only through `corgipile proxy` against pgbouncer, same run.
 
 Runs against the server given by PGHOST (a Unix socket directory), PGPORT
-and PGUSER, which must also listen on 127.0.0.1 (scripts/pgcluster.sh
-does). pgbench's tables go into the database --dbname (created if missing).
-Each round runs, one after another: direct over TCP, through the proxy
-(proxy to server over the Unix socket), through the proxy with a TCP
-upstream. The medians over the rounds, and the ratios to direct TCP, are
-printed as a Markdown table, with the CPU time each proxy process used per
-transaction (user + system, from /proc): unlike TPS on a shared machine,
-that figure does not depend on what else runs.
+and PGUSER, which must also listen on 127.0.0.1 and admit the benchmark's
+connections there without a password (scripts/pgcluster.sh's clusters do,
+unless `pgcluster.sh password` was run on them). pgbench's tables go into
+the database --dbname (created if missing).
 
-    PG_CONFIG=... scripts/with_demo_cluster.sh ...   # or any cluster
-    .venv/bin/python scripts/bench_proxy.py --clients 4 --seconds 8 --rounds 3
+The contenders, each in front of the same server:
+
+- direct: pgbench straight to the server over TCP (the ceiling);
+- corgipile proxy: `corgipile proxy` as users run it (one process, the
+  default event loop), Unix-socket upstream (and TCP with --tcp-upstream);
+- pgbouncer: Debian's pgbouncer (`apt-get install pgbouncer`) in session
+  mode, Unix-socket upstream (and TCP with --tcp-upstream), started here
+  as the postgres user with a configuration of its own.
+
+Each round runs, for each pgbench protocol (--modes: simple, prepared),
+every contender alone, in an order rotated from round to round so that
+no contender always runs first or last; then the proxy and pgbouncer at
+the same time, one pgbench each (same clients and threads), so that both
+meet the same load from the rest of the machine. The machine this runs on
+is shared: every TPS figure moves with what else runs, so the ratio that
+matters is taken within a round (proxy TPS / pgbouncer TPS, alone a few
+seconds apart, and side by side at the same time) and reported as the
+median of the rounds with its range. The CPU time each proxy process used
+per transaction (user + system, from /proc) depends much less on the load
+and is reported beside it.
+
+    source /work/pg/NAME.env   # or: eval "$(scripts/pgcluster.sh env DIR PORT)"
+    .venv/bin/python scripts/bench_proxy.py --rounds 5 --pgbouncer-port 6433
 """
 
 from __future__ import annotations
@@ -22,13 +39,18 @@ import datetime
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))
+PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
 
 def run(cmd: list[str], env: dict[str, str]) -> str:
@@ -39,7 +61,8 @@ def run(cmd: list[str], env: dict[str, str]) -> str:
 
 
 def start_proxy(upstream: str, loop: str = "auto", workers: int = 1
-                ) -> tuple[subprocess.Popen[str], int]:
+                ) -> tuple[subprocess.Popen[str], int, int]:
+    """The proxy as users start it; (process, port, pid whose CPU counts)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python_client"))
     proc = subprocess.Popen([sys.executable, "-P", "-m", "corgipile", "proxy", "--listen",
                              "127.0.0.1:0", "--upstream", upstream, "--loop", loop,
@@ -53,7 +76,54 @@ def start_proxy(upstream: str, loop: str = "auto", workers: int = 1
     if not m:
         proc.kill()
         sys.exit(f"the proxy did not start: {line!r}")
-    return proc, int(m.group(1))
+    return proc, int(m.group(1)), proc.pid
+
+
+def start_pgbouncer(workdir: Path, port: int, host: str, server_port: int, user: str
+                    ) -> tuple[subprocess.Popen[str], int]:
+    """pgbouncer in session mode as the postgres OS user (it refuses to run
+    as root); (process, pid of pgbouncer itself)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "users.txt").write_text(f'"{user}" ""\n')
+    pidfile = workdir / "pgbouncer.pid"
+    ini = workdir / "pgbouncer.ini"
+    ini.write_text(f"""[databases]
+* = host={host} port={server_port}
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {workdir / 'users.txt'}
+pool_mode = session
+max_client_conn = 200
+default_pool_size = 40
+logfile = {workdir / 'pgbouncer.log'}
+pidfile = {pidfile}
+ignore_startup_parameters = extra_float_digits
+""")
+    cmd = [PGBOUNCER, str(ini)]
+    if os.geteuid() == 0:
+        shutil.chown(workdir, "postgres")
+        for f in workdir.iterdir():
+            shutil.chown(f, "postgres")
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd="/")
+    # ready once its pid file names a live process and its port answers
+    for _ in range(600):
+        if proc.poll() is not None:
+            sys.exit(f"pgbouncer did not start:\n{proc.stdout.read() if proc.stdout else ''}")
+        try:
+            pid = int(pidfile.read_text().strip())
+            import socket
+
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return proc, pid
+        except (FileNotFoundError, ValueError, OSError):
+            time.sleep(0.05)
+    proc.kill()
+    sys.exit("pgbouncer did not start listening")
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -70,18 +140,43 @@ def cpu_seconds(pid: int | None) -> float:
     return total
 
 
-def tps(host: str, port: int, args: argparse.Namespace, env: dict[str, str],
-        pid: int | None = None) -> tuple[float, float]:
-    """TPS, and the proxy's CPU microseconds per transaction (0 without pid)."""
-    before = cpu_seconds(pid)
-    out = run([str(PG_BIN / "pgbench"), "-h", host, "-p", str(port), "-n", "-S",
-               "-c", str(args.clients), "-j", str(args.threads), "-T", str(args.seconds),
-               args.dbname], env)
-    used = cpu_seconds(pid) - before
-    m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
-    n = re.search(r"number of transactions actually processed: (\d+)", out)
-    assert m and n, out
-    return float(m.group(1)), 1e6 * used / max(1, int(n.group(1)))
+@dataclass
+class Contender:
+    name: str
+    port: int
+    pid: int | None
+    tps: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)
+    # runs at the same time as its pair (the proxy and pgbouncer in front
+    # of the same upstream)
+    paired_tps: dict[str, list[float]] = field(default_factory=dict)
+    paired_cpu: dict[str, list[float]] = field(default_factory=dict)
+
+
+def pgbench(contenders: list[Contender], mode: str, args: argparse.Namespace,
+            env: dict[str, str]) -> list[tuple[float, float]]:
+    """pgbench through each contender at the same time: for each, TPS and
+    the proxy's CPU microseconds per transaction (0 without its pid)."""
+    before = [cpu_seconds(c.pid) for c in contenders]
+    procs = [subprocess.Popen(
+        [str(PG_BIN / "pgbench"), "-h", "127.0.0.1", "-p", str(c.port), "-n", "-S", "-M", mode,
+         "-c", str(args.clients), "-j", str(args.threads), "-T", str(args.seconds),
+         args.dbname], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for c in contenders]
+    outs = [p.communicate() for p in procs]
+    used = [cpu_seconds(c.pid) - b for c, b in zip(contenders, before)]
+    results = []
+    for p, (out, err), u in zip(procs, outs, used):
+        m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
+        n = re.search(r"number of transactions actually processed: (\d+)", out)
+        if p.returncode != 0 or not (m and n):
+            sys.exit(f"pgbench failed:\n{out}\n{err}")
+        results.append((float(m.group(1)), 1e6 * u / max(1, int(n.group(1)))))
+    return results
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
 def main() -> int:
@@ -89,15 +184,23 @@ def main() -> int:
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seconds", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--scale", type=int, default=1)
+    p.add_argument("--modes", default="simple,prepared",
+                   help="pgbench protocols (-M), comma-separated (default %(default)s)")
     p.add_argument("--dbname", default="corgipile_bench_proxy")
-    p.add_argument("--reference", action="append", default=[], metavar="NAME=PORT",
-                   help="also measure another proxy already listening on 127.0.0.1:PORT "
-                        "(e.g. pgbouncer in session mode); NAME=PORT/PID also reports "
-                        "its CPU time")
+    p.add_argument("--pgbouncer-port", type=int, default=6433,
+                   help="where pgbouncer listens (default %(default)s; 0: no pgbouncer)")
+    p.add_argument("--tcp-upstream", action="store_true",
+                   help="also run the proxy and pgbouncer with a TCP upstream")
+    p.add_argument("--no-direct", action="store_true", help="leave out direct connections")
+    p.add_argument("--reference", action="append", default=[], metavar="NAME=PORT[/PID]",
+                   help="also measure another proxy already listening on 127.0.0.1:PORT; "
+                        "with PID, its CPU time too")
     args = p.parse_args()
+    modes = args.modes.split(",")
     sock, port = os.environ["PGHOST"], int(os.environ["PGPORT"])
+    user = os.environ.get("PGUSER") or "postgres"
     env = dict(os.environ)
     exists = run([str(PG_BIN / "psql"), "-X", "-At", "-d", "postgres", "-c",
                   f"SELECT 1 FROM pg_database WHERE datname = '{args.dbname}'"], env)
@@ -105,51 +208,94 @@ def main() -> int:
         run([str(PG_BIN / "createdb"), args.dbname], env)
     run([str(PG_BIN / "pgbench"), "-i", "-q", "-s", str(args.scale), args.dbname], env)
 
-    load = os.getloadavg()
-    procs = []
-    paths: dict[str, tuple[int, int | None]] = {"direct (TCP)": (port, None)}
-    for name, upstream, loop, workers in (
-            ("corgipile proxy, Unix-socket upstream", f"host={sock} port={port}", "auto", 1),
-            ("corgipile proxy, TCP upstream", f"host=127.0.0.1 port={port}", "auto", 1),
-            ("corgipile proxy, Unix-socket upstream, asyncio loop",
-             f"host={sock} port={port}", "asyncio", 1),
-            ("corgipile proxy, Unix-socket upstream, --workers 2",
-             f"host={sock} port={port}", "auto", 2)):
-        proc, pport = start_proxy(upstream, loop, workers)
-        procs.append(proc)
-        paths[name] = (pport, proc.pid)
-    for ref in args.reference:
-        name, _, where = ref.rpartition("=")
-        rport, _, rpid = where.partition("/")
-        paths[name] = (int(rport), int(rpid) if rpid else None)
-    results: dict[str, list[float]] = {name: [] for name in paths}
-    cpu: dict[str, list[float]] = {name: [] for name in paths}
+    upstreams = [("Unix-socket upstream", sock)]
+    if args.tcp_upstream:
+        upstreams.append(("TCP upstream", "127.0.0.1"))
+    procs: list[subprocess.Popen[str]] = []
+    contenders: list[Contender] = []
+    if not args.no_direct:
+        contenders.append(Contender("direct (TCP)", port, None))
+    tmp = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
+    os.chmod(tmp, 0o755)
     try:
+        for k, (label, host) in enumerate(upstreams):
+            proc, pport, pid = start_proxy(f"host={host} port={port}")
+            procs.append(proc)
+            contenders.append(Contender(f"corgipile proxy, {label}", pport, pid))
+            if args.pgbouncer_port:
+                bproc, bpid = start_pgbouncer(tmp / f"pgbouncer{k}", args.pgbouncer_port + k,
+                                              host, port, user)
+                procs.append(bproc)
+                contenders.append(Contender(f"pgbouncer (session), {label}",
+                                            args.pgbouncer_port + k, bpid))
+        for ref in args.reference:
+            name, _, where = ref.rpartition("=")
+            rport, _, rpid = where.partition("/")
+            contenders.append(Contender(name, int(rport), int(rpid) if rpid else None))
+        for c in contenders:
+            for d in (c.tps, c.cpu, c.paired_tps, c.paired_cpu):
+                d.update({m: [] for m in modes})
+        pairs = [(proxy, bouncer) for proxy in contenders for bouncer in contenders
+                 if proxy.name.startswith("corgipile proxy, ")
+                 and bouncer.name == "pgbouncer (session), " + proxy.name.split(", ", 1)[1]]
+        load = os.getloadavg()
+        start = datetime.datetime.now(datetime.timezone.utc)
         for r in range(args.rounds):
-            for name, (pport, pid) in paths.items():
-                t, c = tps("127.0.0.1", pport, args, env, pid)
-                results[name].append(t)
-                cpu[name].append(c)
-            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in results.items()),
-                  file=sys.stderr)
+            order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
+            for mode in modes:
+                for c in order:
+                    [(t, us)] = pgbench([c], mode, args, env)
+                    c.tps[mode].append(t)
+                    c.cpu[mode].append(us)
+                for pair in pairs:
+                    for c, (t, us) in zip(pair, pgbench(list(pair), mode, args, env)):
+                        c.paired_tps[mode].append(t)
+                        c.paired_cpu[mode].append(us)
+            print(f"round {r + 1}: " + "; ".join(
+                f"{c.name} " + "/".join(f"{c.tps[m][-1]:.0f}" for m in modes)
+                for c in contenders) + "".join(
+                "; at the same time, proxy-pgbouncer " + "/".join(
+                    f"{a.paired_tps[m][-1]:.0f}-{b.paired_tps[m][-1]:.0f}" for m in modes)
+                for a, b in pairs), file=sys.stderr, flush=True)
+        load_after = os.getloadavg()
     finally:
         for proc in procs:
             proc.terminate()
-            proc.wait(timeout=30)
-    base = statistics.median(results["direct (TCP)"])
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"pgbench -n -S -c {args.clients} -j {args.threads} -T {args.seconds}, scale "
-          f"{args.scale}, median of {args.rounds} rounds; {now}; {platform.node()}, "
-          f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}; "
-          f"load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}")
-    print()
-    print("| path | TPS (median) | runs | ratio to direct | proxy CPU µs / transaction |")
-    print("|---|---:|---|---:|---:|")
-    for name, values in results.items():
-        med = statistics.median(values)
-        runs = ", ".join(f"{v:.0f}" for v in values)
-        us = f"{statistics.median(cpu[name]):.1f}" if paths[name][1] else ""
-        print(f"| {name} | {med:.0f} | {runs} | {med / base:.2f} | {us} |")
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    print(f"{start:%Y-%m-%d %H:%M} UTC, commit {commit}; pgbench -n -S -c {args.clients} "
+          f"-j {args.threads} -T {args.seconds}, scale {args.scale}, {args.rounds} rounds; "
+          f"{platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}, Python "
+          f"{platform.python_version()}; load average (1 min) {load[0]:.1f} before, "
+          f"{load_after[0]:.1f} after")
+    for mode in modes:
+        print(f"\n-M {mode}:\n")
+        print("| path | TPS median | runs | CPU µs / transaction (median, range) |")
+        print("|---|---:|---|---:|")
+        for c in contenders:
+            runs = ", ".join(f"{v:.0f}" for v in c.tps[mode])
+            us = (f"{statistics.median(c.cpu[mode]):.1f} ({min(c.cpu[mode]):.1f}-"
+                  f"{max(c.cpu[mode]):.1f})" if c.pid else "")
+            print(f"| {c.name} | {statistics.median(c.tps[mode]):.0f} | {runs} | {us} |")
+        for proxy, bouncer in pairs:
+            label = proxy.name.split(", ", 1)[1]
+            ratios = [a / b for a, b in zip(proxy.tps[mode], bouncer.tps[mode])]
+            cpu = [a / b for a, b in zip(proxy.cpu[mode], bouncer.cpu[mode]) if b]
+            print(f"\nproxy / pgbouncer, {label}, -M {mode}, one after the other: TPS ratio "
+                  f"per round {', '.join(f'{x:.2f}' for x in ratios)}; median (range) "
+                  f"{spread(ratios)}; CPU per transaction ratio {spread(cpu)}")
+            ratios = [a / b for a, b in zip(proxy.paired_tps[mode], bouncer.paired_tps[mode])]
+            cpu = [a / b for a, b in zip(proxy.paired_cpu[mode], bouncer.paired_cpu[mode]) if b]
+            print(f"\nproxy / pgbouncer, {label}, -M {mode}, at the same time: TPS "
+                  f"{', '.join(f'{a:.0f}/{b:.0f}' for a, b in zip(proxy.paired_tps[mode], bouncer.paired_tps[mode]))}; "
+                  f"ratio per round {', '.join(f'{x:.2f}' for x in ratios)}; median (range) "
+                  f"{spread(ratios)}; CPU per transaction ratio {spread(cpu)}")
     return 0
 
 

@@ -128,12 +128,16 @@ class ClientSide(asyncio.Protocol):
                                     self.settings, refusal)
 
     def data_received(self, data: bytes) -> None:
-        if self.session is None:
+        s = self.session
+        if s is None:
             return
         try:
-            self.session.from_client(data)
+            if s.state == "running" and s.task is None:  # from_client's common case
+                s.pump_client(data)
+            else:
+                s.from_client(data)
         except Exception as exc:  # noqa: BLE001 - the session logs and closes
-            self.session.failed(exc)
+            s.failed(exc)
 
     def eof_received(self) -> bool:
         if self.session is not None:
