@@ -1,14 +1,15 @@
 """A raw PostgreSQL wire-protocol client for the proxy tests, for what no
 driver sends: a startup packet with a key twice, a CancelRequest from a
 client that closes at once, a Sync inside COPY IN. Messages are (type
-byte, body) pairs."""
+byte, body) pairs. And a transport that keeps what is written to it, to
+drive a proxy session without sockets."""
 
 from __future__ import annotations
 
 import socket
 import struct
 
-__all__ = ["msg", "startup", "cancel_request", "fields", "Wire"]
+__all__ = ["msg", "startup", "cancel_request", "fields", "Wire", "NullTransport"]
 
 PROTOCOL_3 = 196608
 CANCEL_REQUEST = 80877102
@@ -77,3 +78,22 @@ class Wire:
 def fields(body: bytes) -> dict[str, str]:
     """The fields of an ErrorResponse or NoticeResponse body by code."""
     return {part[:1].decode(): part[1:].decode() for part in body.split(b"\0") if part}
+
+
+class NullTransport:
+    """Stands for an asyncio transport: keeps what is written in .out."""
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass

@@ -28,7 +28,7 @@ from psycopg.pq import TransactionStatus
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from client_helpers import CLIENT, ROOT, dsn_with  # noqa: E402
-from pgwire import Wire, cancel_request, fields, msg  # noqa: E402
+from pgwire import NullTransport, Wire, cancel_request, fields, msg  # noqa: E402
 
 from corgipile.errors import StatementError  # noqa: E402
 from corgipile.statements import parse_statement  # noqa: E402
@@ -730,23 +730,6 @@ def test_workers_share_one_port_and_end_together(dsn, points):
 
 # -- framing -------------------------------------------------------------------------------------
 
-class _NullTransport:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def write(self, data: bytes) -> None:
-        self.out += data
-
-    def close(self) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-
 @pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 4096, 1 << 20])
 def test_relay_across_any_chunking(size):
     """The pass-through path of both directions (ProxySession.pump_client,
@@ -772,7 +755,7 @@ def test_relay_across_any_chunking(size):
                               msg(b"Z", b"I"), msg(b"Z", b"I"), msg(b"Z", b"I")])
 
     async def main() -> None:
-        client, server = _NullTransport(), _NullTransport()
+        client, server = NullTransport(), NullTransport()
         s = ProxySession(Upstream("127.0.0.1", 1), client, set())  # type: ignore[arg-type]
         s.state, s.ready, s.server = "running", True, server  # type: ignore[assignment]
         held: list[bytes] = []

@@ -37,7 +37,7 @@ import pytest
 
 CLIENT = Path(__file__).resolve().parents[3] / "python_client"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pgwire import Wire, msg  # noqa: E402
+from pgwire import NullTransport, Wire, msg  # noqa: E402
 
 
 # sitecustomize.py there makes a marked text slow to analyse
@@ -156,23 +156,6 @@ def test_long_text_analysed_in_a_worker(dsn, conn, model, start_proxy):
 
 # -- linear relaying -------------------------------------------------------------------------
 
-class FakeTransport:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def write(self, data: bytes) -> None:
-        self.out += data
-
-    def close(self) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-
 def test_rewritten_answers_stream_through():
     """The server's answers to a rewritten statement (read message by
     message, for the error positions) pass on as they arrive: of a 20 MB
@@ -191,7 +174,7 @@ def test_rewritten_answers_stream_through():
               + msg(b"C", b"SELECT 1\0") + msg(b"Z", b"I"))
 
     async def main() -> None:
-        client, server = FakeTransport(), FakeTransport()
+        client, server = NullTransport(), NullTransport()
         s = ProxySession(Upstream("127.0.0.1", 1), client, set())  # type: ignore[arg-type]
         s.state, s.ready, s.server = "running", True, server  # type: ignore[assignment]
         s.syncs_sent = 1
