@@ -40,7 +40,6 @@ _HEADER = struct.Struct("!Bi")
 _MAX_MESSAGE = wire.MAX_MESSAGE
 _EXTENDED = frozenset(b"PBDECH")
 _ASYNC = frozenset(b"NAS")  # NoticeResponse, NotificationResponse, ParameterStatus
-_SYNC_LIKE = frozenset(b"QSF")  # each answered by one ReadyForQuery
 # server messages held whole outside a lookup: ErrorResponse (rewritten),
 # ReadyForQuery (counted), CopyInResponse (the server ignores Syncs until
 # the client ends the copy)
@@ -69,15 +68,18 @@ class _UntilClosed(asyncio.Protocol):
 async def send_cancel(upstream: Upstream, packet: bytes) -> None:
     """Send a CancelRequest packet to the server on a connection of its own
     and wait until the server closes it: then it has read the request."""
+    transport = None
     try:
         protocol = _UntilClosed()
         transport = await asyncio.wait_for(upstream.connect(lambda: protocol),
                                            CONNECT_TIMEOUT)
         transport.write(packet)
         await asyncio.wait_for(protocol.closed, CONNECT_TIMEOUT)
-        transport.close()
     except (OSError, asyncio.TimeoutError) as exc:
         logger.warning("could not send a cancel request to %s: %s", upstream, exc)
+    finally:
+        if transport is not None:
+            transport.close()
 
 
 class ServerSide(asyncio.Protocol):
