@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import os
 import platform
 import re
@@ -97,7 +98,8 @@ auth_type = trust
 auth_file = {workdir / 'users.txt'}
 pool_mode = session
 max_client_conn = 200
-default_pool_size = 40
+default_pool_size = 20
+server_login_retry = 1
 logfile = {workdir / 'pgbouncer.log'}
 pidfile = {pidfile}
 ignore_startup_parameters = extra_float_digits
@@ -163,20 +165,40 @@ def pgbench(contenders: list[Contender], mode: str, args: argparse.Namespace,
          "-c", str(args.clients), "-j", str(args.threads), "-T", str(args.seconds),
          args.dbname], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for c in contenders]
-    outs = [p.communicate() for p in procs]
+    outs = []
+    for c, p in zip(contenders, procs):
+        try:
+            outs.append(p.communicate(timeout=args.seconds + 120))
+        except subprocess.TimeoutExpired:
+            # once seen with pgbouncer on a loaded machine: pgbench waiting
+            # for answers that never came; the run counts as failed
+            p.kill()
+            out, err = p.communicate()
+            outs.append((out, err + f"\npgbench through {c.name} did not end: killed"))
     used = [cpu_seconds(c.pid) - b for c, b in zip(contenders, before)]
     results = []
-    for p, (out, err), u in zip(procs, outs, used):
+    for c, p, (out, err), u in zip(contenders, procs, outs, used):
         m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
         n = re.search(r"number of transactions actually processed: (\d+)", out)
         if p.returncode != 0 or not (m and n):
-            sys.exit(f"pgbench failed:\n{out}\n{err}")
+            print(f"pgbench through {c.name} failed (the run is left out):\n{out}\n{err}",
+                  file=sys.stderr, flush=True)
+            results.append((math.nan, math.nan))
+            continue
         results.append((float(m.group(1)), 1e6 * u / max(1, int(n.group(1)))))
     return results
 
 
 def spread(values: list[float]) -> str:
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return "no run"
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def median(values: list[float]) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return statistics.median(values) if values else math.nan
 
 
 def main() -> int:
@@ -280,9 +302,10 @@ def main() -> int:
         print("|---|---:|---|---:|")
         for c in contenders:
             runs = ", ".join(f"{v:.0f}" for v in c.tps[mode])
-            us = (f"{statistics.median(c.cpu[mode]):.1f} ({min(c.cpu[mode]):.1f}-"
-                  f"{max(c.cpu[mode]):.1f})" if c.pid else "")
-            print(f"| {c.name} | {statistics.median(c.tps[mode]):.0f} | {runs} | {us} |")
+            cpu = [v for v in c.cpu[mode] if not math.isnan(v)]
+            us = (f"{statistics.median(cpu):.1f} ({min(cpu):.1f}-{max(cpu):.1f})"
+                  if c.pid and cpu else "")
+            print(f"| {c.name} | {median(c.tps[mode]):.0f} | {runs} | {us} |")
         for proxy, bouncer in pairs:
             label = proxy.name.split(", ", 1)[1]
             ratios = [a / b for a, b in zip(proxy.tps[mode], bouncer.tps[mode])]
