@@ -2,10 +2,13 @@
 """pgbench select-only through `corgipile proxy` against pgbouncer, same run.
 
 Runs against the server given by PGHOST (a Unix socket directory), PGPORT
-and PGUSER, which must also listen on 127.0.0.1 and admit the benchmark's
-connections there without a password (scripts/pgcluster.sh's clusters do,
-unless `pgcluster.sh password` was run on them). pgbench's tables go into
-the database --dbname (created if missing).
+and PGUSER, which must also listen on 127.0.0.1. pgbouncer logs in to it
+without a password (over the Unix socket; over 127.0.0.1 too with
+--tcp-upstream), and so does pgbench directly over TCP unless PGPASSFILE
+holds the password: scripts/pgcluster.sh's clusters trust both, and after
+`pgcluster.sh password` (the demo cluster) the Unix socket only, with
+PGPASSFILE set by `pgcluster.sh env`. pgbench's tables go into the
+database --dbname (created if missing).
 
 The contenders, each in front of the same server:
 
