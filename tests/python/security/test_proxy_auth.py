@@ -76,15 +76,24 @@ class HbaCluster:
         self.sock.mkdir()
         shutil.chown(self.dir, "postgres")
         shutil.chown(self.sock, "postgres")
-        self.port = _free_port()
         self.as_postgres([str(BIN / "initdb"), "-D", str(self.data), "-U", "postgres",
                           "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8"])
         with open(self.data / "postgresql.conf", "a") as f:
-            f.write(f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
+            f.write(f"listen_addresses = '127.0.0.1'\n"
                     f"unix_socket_directories = '{self.sock}'\nmax_connections = 20\n"
                     "shared_buffers = 16MB\npassword_encryption = 'scram-sha-256'\n")
-        self.as_postgres([str(BIN / "pg_ctl"), "-D", str(self.data), "-l",
-                          str(self.dir / "server.log"), "-w", "-t", "60", "start"])
+        # a port free a moment ago may be taken by the time the server
+        # binds it: the server says so in its log, and another one is tried
+        for _ in range(5):
+            self.port = _free_port()
+            out = subprocess.run([RUNUSER, "-u", "postgres", "--", str(BIN / "pg_ctl"), "-D",
+                                  str(self.data), "-l", str(self.dir / "server.log"), "-o",
+                                  f"-p {self.port}", "-w", "-t", "60", "start"],
+                                 capture_output=True, text=True, cwd="/", timeout=120)
+            if out.returncode == 0 or "Address already in use" not in \
+                    (self.dir / "server.log").read_text():
+                break
+        assert out.returncode == 0, out.stderr + (self.dir / "server.log").read_text()
         self.sql(f"CREATE ROLE alice LOGIN PASSWORD '{ALICE_PW}'; "
                  f"ALTER ROLE postgres PASSWORD '{SUPERUSER_PW}'; "
                  "CREATE TABLE canary (note text); GRANT ALL ON canary TO PUBLIC")
