@@ -69,6 +69,7 @@ OBJS = \
 	extension/core/grab.o \
 	extension/core/merge.o \
 	extension/core/polish.o \
+	extension/core/converge.o \
 	extension/core/preprocess.o
 
 MODULEDIR = extension
@@ -150,7 +151,7 @@ $(OBJS) $(OBJS:.o=.bc): $(HEADERS)
 
 # The pure C core, tested without a server: one test binary per core
 # module, each linked with the whole core.
-CORE_SRCS = extension/core/linear_model.c extension/core/polish.c extension/core/shuffle.c extension/core/worker.c \
+CORE_SRCS = extension/core/linear_model.c extension/core/polish.c extension/core/converge.c extension/core/shuffle.c extension/core/worker.c \
 	extension/core/grab.c extension/core/preprocess.c extension/core/merge.c
 UNIT_TESTS = tests/unit/test_core tests/unit/test_grab tests/unit/test_preprocess tests/unit/test_merge
 tests/unit/test_%: tests/unit/test_%.c $(CORE_SRCS) $(wildcard extension/core/*.h) tests/unit/unit_check.h

@@ -55,6 +55,16 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("corgipile.polish_max_passes",
+							"Most passes over the rows the polish of a small table may take.",
+							"Each pass computes the objective and its gradient; the polish "
+							"stops sooner once no gradient entry exceeds 1e-4 (scikit-learn's "
+							"lbfgs bound), and warns when it reaches this budget first.",
+							&cp_polish_max_passes,
+							1000, 2, INT_MAX,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
 	cp_parallel_init();
 	/*
 	 * Superuser-set: the cache is memory a training holds for its whole run,

@@ -14,22 +14,25 @@
  * each step's length is found by halving from 1 until f decreases enough
  * (Armijo); a step that is not a descent direction, or a curvature pair
  * that is not positive, restarts from the gradient.  It stops when no
- * gradient entry exceeds CP_POLISH_GRADIENT (scikit-learn's lbfgs stops
- * at 1e-4 on the same mean-scaled objective), when a step no longer
- * changes f, before a pass would exceed max_passes, or when no step along
- * the direction decreases f.  Interrupts are the caller's (polish.h): the
+ * gradient entry exceeds the caller's gtol (scikit-learn's lbfgs takes
+ * 1e-4 on the same mean-scaled objective), when a step no longer changes f
+ * (by 64 machine epsilons relative, scipy's ftol), before a pass would
+ * exceed max_passes, or when no step along the direction decreases f.  Interrupts are the caller's (polish.h): the
  * same rows and start give the same passes and weights, whatever arrives.
  *
  *-------------------------------------------------------------------------
  */
 #include "c.h"
 
+#include <float.h>
 #include <math.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "polish.h"
 
 #define CP_POLISH_MEMORY 10
-#define CP_POLISH_GRADIENT 1e-7
 #define CP_POLISH_HALVINGS 50
 #define CP_POLISH_ARMIJO 1e-4
 
@@ -62,74 +65,154 @@ dot(const double *a, const double *b, int n)
 	return s;
 }
 
+/* g += c * x over n doubles (the gradient's share of one dense row) */
+static inline void
+axpy(double *restrict g, double c, const double *restrict x, int n)
+{
+	int			j = 0;
+
+#ifdef __SSE2__
+	__m128d		cc = _mm_set1_pd(c);
+
+	for (; j + 4 <= n; j += 4)
+	{
+		_mm_storeu_pd(g + j, _mm_add_pd(_mm_loadu_pd(g + j),
+										_mm_mul_pd(cc, _mm_loadu_pd(x + j))));
+		_mm_storeu_pd(g + j + 2, _mm_add_pd(_mm_loadu_pd(g + j + 2),
+											_mm_mul_pd(cc, _mm_loadu_pd(x + j + 2))));
+	}
+#endif
+	for (; j < n; j++)
+		g[j] += c * x[j];
+}
+
 /*
- * f(w) and its gradient into g, in one pass over buf's rows.  mw is a
- * copy of the model whose w is pointed at the weights to evaluate.
+ * A row's loss and, in z, d loss / d z of each output, from its margins
+ * in z.  One exp per output (softmax) or per row (logistic): the pass's
+ * transcendental cost, which is most of it on narrow rows.
+ */
+static inline double
+row_loss(CpModelKind kind, int k, double *z, double y)
+{
+	if (kind == CP_MODEL_SOFTMAX)
+	{
+		int			cls = (int) y;
+		double		max = z[0];
+		double		sum = 0.0;
+		double		zy = z[cls];
+		double		inv;
+
+		for (int o = 1; o < k; o++)
+			max = Max(max, z[o]);
+		for (int o = 0; o < k; o++)
+		{
+			z[o] = exp(z[o] - max);
+			sum += z[o];
+		}
+		inv = 1.0 / sum;
+		for (int o = 0; o < k; o++)
+			z[o] *= inv;
+		z[cls] -= 1.0;			/* d loss / d z_k = p_k - [k == y] */
+		return max + log(sum) - zy;
+	}
+	if (kind == CP_MODEL_LOGISTIC)
+	{
+		/* loss log(1 + e^t), t = -y z; d/dz = -y sigmoid(t); one exp */
+		double		t = -y * z[0];
+		double		e = exp(-fabs(t));
+		double		sig = t >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+
+		z[0] = -y * sig;
+		return Max(t, 0.0) + log1p(e);
+	}
+	{
+		double		r = z[0] - y;	/* linear: squared loss */
+
+		z[0] = r;
+		return 0.5 * r * r;
+	}
+}
+
+/*
+ * f(w) and its gradient into g, in one pass over buf's rows; the mean loss
+ * alone (f without the penalty) into *mean_loss.  Dense rows take the
+ * vectorised dot product and axpy; sparse rows their entries.
  */
 static double
-objective(CpModel *mw, const CpBuffer *buf, const double *w, double *g, double *z)
+objective(const CpModel *m, const CpBuffer *buf, const double *w, double *g, double *z,
+		  double *mean_loss)
 {
-	int			nw = mw->n_weights;
-	int			d = mw->n_features;
+	int			d = m->n_features;
+	int			k = m->n_outputs;
+	int64		stride = m->stride;
 	double		loss = 0.0;
 	double		reg = 0.0;
 	double		inv_n = 1.0 / (double) Max(buf->n_rows, 1);
 
-	mw->w = (double *) w;
-	memset(g, 0, sizeof(double) * nw);
+	memset(g, 0, sizeof(double) * m->n_weights);
 	for (int64 row = 0; row < buf->n_rows; row++)
 	{
-		double		y = buf->labels[row];
-
-		cp_model_outputs(mw, buf, row, z);
-		if (mw->kind == CP_MODEL_SOFTMAX)
+		if (buf->sparse)
 		{
-			int			cls = (int) y;
+			int64		lo = buf->offsets[row];
+			int64		hi = buf->offsets[row + 1];
 
-			loss += -z[cls];
-			loss += cp_softmax(z, mw->n_outputs);
-			z[cls] -= 1.0;		/* d loss / d z_k = p_k - [k == y] */
+			for (int o = 0; o < k; o++)
+			{
+				const double *wo = w + o * stride;
+				double		s = 0.0;
+
+				for (int64 e = lo; e < hi; e++)
+					s += wo[buf->indices[e]] * buf->values[e];
+				z[o] = s + wo[d];
+			}
+			loss += row_loss(m->kind, k, z, buf->labels[row]);
+			for (int o = 0; o < k; o++)
+			{
+				double	   *go = g + o * stride;
+				double		c = z[o];
+
+				if (c == 0.0)
+					continue;
+				for (int64 e = lo; e < hi; e++)
+					go[buf->indices[e]] += c * buf->values[e];
+				go[d] += c;
+			}
 		}
 		else
 		{
-			loss += cp_loss(mw->kind, z[0], y);
-			z[0] = cp_dloss(mw->kind, z[0], y);
-		}
-		for (int o = 0; o < mw->n_outputs; o++)
-		{
-			double	   *go = g + (int64) o * mw->stride;
+			const double *x = cp_buffer_dense_row(buf, row);
 
-			if (z[o] == 0.0)
-				continue;
-			if (buf->sparse)
+			for (int o = 0; o < k; o++)
+				z[o] = cp_margin_dense(w + o * stride, x, d) + w[o * stride + d];
+			loss += row_loss(m->kind, k, z, buf->labels[row]);
+			for (int o = 0; o < k; o++)
 			{
-				for (int64 k = buf->offsets[row]; k < buf->offsets[row + 1]; k++)
-					go[buf->indices[k]] += z[o] * buf->values[k];
-			}
-			else
-			{
-				const double *x = cp_buffer_dense_row(buf, row);
+				double	   *go = g + o * stride;
 
-				for (int j = 0; j < d; j++)
-					go[j] += z[o] * x[j];
+				if (z[o] == 0.0)
+					continue;
+				axpy(go, z[o], x, d);
+				go[d] += z[o];
 			}
-			go[d] += z[o];
 		}
 	}
-	for (int o = 0; o < mw->n_outputs; o++)
+	for (int o = 0; o < k; o++)
 	{
-		const double *wo = w + (int64) o * mw->stride;
-		double	   *go = g + (int64) o * mw->stride;
+		const double *wo = w + o * stride;
+		double	   *go = g + o * stride;
 
 		for (int j = 0; j <= d; j++)
 			go[j] *= inv_n;
 		for (int j = 0; j < d; j++)
 		{
-			go[j] += mw->l2 * wo[j];
+			go[j] += m->l2 * wo[j];
 			reg += wo[j] * wo[j];
 		}
 	}
-	return loss * inv_n + 0.5 * mw->l2 * reg;
+	if (mean_loss)
+		*mean_loss = loss * inv_n;
+	return loss * inv_n + 0.5 * m->l2 * reg;
 }
 
 static double
@@ -149,11 +232,10 @@ max_abs(const double *v, int n)
  */
 bool
 cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
-		  CpAllocZero alloc, CpPolishYield yield, void *yield_arg,
+		  double gtol, CpAllocZero alloc, CpPolishYield yield, void *yield_arg,
 		  CpPolishResult *res)
 {
 	int			n = m->n_weights;
-	CpModel		mw = *m;
 	double	   *g = alloc(sizeof(double) * n);
 	double	   *dir = alloc(sizeof(double) * n);
 	double	   *x_new = alloc(sizeof(double) * n);
@@ -171,7 +253,7 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 	res->stop = CP_POLISH_BUDGET;
 	if (!g || !dir || !x_new || !g_new || !s || !y || !z || buf->n_rows == 0)
 		return false;
-	f = objective(&mw, buf, w, g, z);
+	f = objective(m, buf, w, g, z, NULL);
 	res->passes = 1;
 	res->objective_before = f;
 	res->objective_after = f;
@@ -187,7 +269,7 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 		double		sy;
 
 		res->gradient_max = max_abs(g, n);
-		if (res->gradient_max <= CP_POLISH_GRADIENT)
+		if (res->gradient_max <= gtol)
 		{
 			res->stop = CP_POLISH_CONVERGED;
 			break;
@@ -246,7 +328,7 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 				yield(yield_arg);
 			for (int j = 0; j < n; j++)
 				x_new[j] = w[j] + t * dir[j];
-			f_new = objective(&mw, buf, x_new, g_new, z);
+			f_new = objective(m, buf, x_new, g_new, z, NULL);
 			res->passes++;
 			if (isfinite(f_new) && f_new <= f + CP_POLISH_ARMIJO * t * gd)
 			{
@@ -283,7 +365,7 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 		}
 		memcpy(w, x_new, sizeof(double) * n);
 		memcpy(g, g_new, sizeof(double) * n);
-		if (f - f_new <= 1e-15 * Max(fabs(f), 1.0))
+		if (f - f_new <= 64 * DBL_EPSILON * Max(Max(fabs(f), fabs(f_new)), 1.0))
 		{
 			/* f no longer moves: as close as doubles tell */
 			f = f_new;

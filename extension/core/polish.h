@@ -54,7 +54,7 @@ typedef void (*CpPolishYield) (void *arg);
 extern bool cp_polish_applies(const CpModel *m);
 extern Size cp_polish_bytes(const CpModel *m);
 extern bool cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
-					  CpAllocZero alloc, CpPolishYield yield, void *yield_arg,
+					  double gtol, CpAllocZero alloc, CpPolishYield yield, void *yield_arg,
 					  CpPolishResult *res);
 
 #endif							/* CORGIPILE_POLISH_H */

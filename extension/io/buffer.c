@@ -246,6 +246,32 @@ cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row)
 }
 
 /*
+ * src's sparse rows as dense rows in dst (a dense buffer, emptied first):
+ * for a pass over rows whose entries are a fair share of the dimension
+ * (one-hot columns), where the dense dot product is cheaper than the
+ * indexed one.
+ */
+void
+cp_buffer_densify(CpBuffer *dst, const CpBuffer *src)
+{
+	int			d = src->n_features;
+
+	Assert(src->sparse && !dst->sparse);
+	cp_buffer_reset(dst, d);
+	cp_buffer_reserve(dst, src->n_rows, (int64) mul_size((Size) src->n_rows, (Size) d));
+	memset(dst->values, 0, mul_size(sizeof(double), mul_size((Size) src->n_rows, (Size) d)));
+	for (int64 row = 0; row < src->n_rows; row++)
+	{
+		double	   *x = dst->values + row * d;
+
+		for (int64 e = src->offsets[row]; e < src->offsets[row + 1]; e++)
+			x[src->indices[e]] += src->values[e];
+		dst->labels[row] = src->labels[row];
+	}
+	dst->n_rows = src->n_rows;
+}
+
+/*
  * Make room for rows dense rows borrowed from memory that outlives the
  * buffer (block_cache.c): the buffer, empty, holds pointers to its rows
  * from now until the next reset.

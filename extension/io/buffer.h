@@ -22,6 +22,7 @@ extern void cp_buffer_set_budget(CpBuffer *buf, Size budget, const char *what,
 								 const char *hint);
 extern Size cp_buffer_bytes(const CpBuffer *buf, int64 rows, int64 values);
 extern Size cp_buffer_used_bytes(const CpBuffer *buf);
+extern void cp_buffer_densify(CpBuffer *dst, const CpBuffer *src);
 extern void cp_buffer_reserve_borrowed(CpBuffer *buf, int64 rows);
 extern void cp_buffer_free(CpBuffer *buf);
 extern void cp_buffer_append_row(CpBuffer *dst, const CpBuffer *src, int64 row);

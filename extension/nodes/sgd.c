@@ -52,6 +52,7 @@
 
 bool		cp_progress_notices = true;
 bool		cp_polish_enabled = true;
+int			cp_polish_max_passes = 1000;
 
 static Node *sgd_create_state(CustomScan *cscan);
 static void sgd_begin(CustomScanState *node, EState *estate, int eflags);
@@ -218,6 +219,7 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	s->holdout = s->src->holdout;
 	if (s->holdout != NULL)
 		cp_buffer_init(&s->vbuf, s->train_cxt, sparse);
+	cp_sgd_stop_init(s);
 }
 
 static TupleTableSlot *
@@ -228,10 +230,8 @@ sgd_next(ScanState *node)
 	CpEpochResult *res;
 
 	ExecClearTuple(slot);
-	if (s->replay_pos >= s->n_done)
+	if (s->replay_pos == s->n_done && !s->finished)
 	{
-		if (s->finished)
-			return slot;
 		cp_sgd_run_epoch(s);
 		/* workers => N: every epoch now, the workers kept across them */
 		while (s->par != NULL && !s->finished)
@@ -257,7 +257,16 @@ sgd_next(ScanState *node)
 			}
 		}
 	}
-	res = &s->results[s->replay_pos++];
+	/* the polish's row comes last: the stored model's figures (sgd_polish.c) */
+	if (s->replay_pos < s->n_done)
+		res = &s->results[s->replay_pos++];
+	else if (s->replay_pos == s->n_done && s->has_polish_row)
+	{
+		res = &s->polish_row;
+		s->replay_pos++;
+	}
+	else
+		return slot;
 	if (s->save_pending && s->replay_pos == s->n_done)
 	{
 		s->save_pending = false;
@@ -274,6 +283,7 @@ sgd_next(ScanState *node)
 	slot->tts_values[5] = Float8GetDatum(res->validation_score);
 	slot->tts_values[6] = Float8GetDatum(res->seconds);
 	memset(slot->tts_isnull, 0, sizeof(bool) * 7);
+	slot->tts_isnull[1] = res == &s->polish_row;
 	slot->tts_isnull[4] = isnan(res->score);
 	slot->tts_isnull[5] = !res->has_validation || isnan(res->validation_score);
 	return ExecStoreVirtualTuple(slot);
@@ -319,11 +329,7 @@ sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyText("Model", cp_model_kind_name(s->params.model), es);
 	ExplainPropertyText("Shuffle", cp_shuffle_name(s->params.shuffle), es);
 	if (s->params.epochs_auto && !(es->analyze && s->n_done > 0))
-		ExplainPropertyText("Epochs",
-							psprintf("%d; below %d rows, enough for %d row steps (at most %d)",
-									 CP_DEFAULT_EPOCHS,
-									 CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS,
-									 CP_DEFAULT_MIN_ROW_STEPS, CP_DEFAULT_MAX_EPOCHS), es);
+		ExplainPropertyText("Epochs", cp_sgd_explain_epochs(s), es);
 	else
 		ExplainPropertyInteger("Epochs", NULL, s->params.max_epoch_num, es);
 	ExplainPropertyFloat("Learning Rate", NULL, s->params.learning_rate, 4, es);
@@ -343,8 +349,16 @@ sgd_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		ExplainPropertyText("Validation",
 							psprintf("%g%% of the rows held out", s->params.validation_fraction * 100.0),
 							es);
+	if (s->params.early_stopping)
+		ExplainPropertyText("Stopping",
+							psprintf("the loss improving by less than %g for %d epochs",
+									 s->params.tolerance, s->params.n_iter_no_change), es);
 	if (es->analyze)
 		ExplainPropertyInteger("Epochs Trained", NULL, s->n_done, es);
+	if (es->analyze && s->converged)
+		ExplainPropertyText("Stopped", "converged", es);
+	if (es->analyze && s->has_polish_row)
+		ExplainPropertyText("Polished", s->polish_json, es);
 	if (es->analyze && s->holdout != NULL && s->holdout->complete)
 	{
 		ExplainPropertyInteger("Held-out Rows", NULL, s->holdout->n_seen, es);

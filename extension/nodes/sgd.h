@@ -16,6 +16,7 @@
 /* corgipile.progress: a NOTICE per epoch (the GUC is defined at load) */
 extern bool cp_progress_notices;
 extern bool cp_polish_enabled;
+extern int	cp_polish_max_passes;
 
 extern CustomScanMethods cp_sgd_scan_methods;
 

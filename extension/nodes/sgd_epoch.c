@@ -32,6 +32,25 @@ cp_sgd_no_rows_error(SgdState *s)
 					   s->params.validation_fraction * 100.0) : 0));
 }
 
+/*
+ * Whether an epoch sends its progress NOTICE: every epoch of a training
+ * whose epochs were given; with the default schedule, which may run many
+ * short epochs of a small table, the first ten, then every tenth up to
+ * 100, every hundredth up to 1000, ..., and the last: a few lines, fixed
+ * by the epoch numbers alone.
+ */
+static bool
+epoch_notice(SgdState *s, int epoch)
+{
+	int			step = 1;
+
+	if (!s->params.epochs_auto || s->finished || epoch <= 10)
+		return true;
+	while (step * 10 <= epoch / 10)
+		step *= 10;
+	return epoch % (step * 10) == 0;
+}
+
 void
 cp_sgd_run_epoch(SgdState *s)
 {
@@ -157,23 +176,10 @@ cp_sgd_run_epoch(SgdState *s)
 		res->validation_loss = cp_stats_loss(&vst);
 		res->validation_n = vst.n;
 	}
-	if (s->params.early_stopping)
-		cp_sgd_track_best(s, res);
 	INSTR_TIME_SET_CURRENT(elapsed);
 	INSTR_TIME_SUBTRACT(elapsed, start);
 	res->seconds = INSTR_TIME_GET_DOUBLE(elapsed);
 	s->n_done++;
-
-	/*
-	 * max_epoch_num => NULL: once the first epoch has counted the rows, as
-	 * many epochs as make CP_DEFAULT_MIN_ROW_STEPS row steps, at least
-	 * CP_DEFAULT_EPOCHS and at most CP_DEFAULT_MAX_EPOCHS.
-	 */
-	if (s->params.epochs_auto && s->n_done == 1 && res->tuples > 0)
-		s->params.max_epoch_num = (int32)
-			Max((int64) CP_DEFAULT_EPOCHS,
-				Min((int64) CP_DEFAULT_MAX_EPOCHS,
-					(CP_DEFAULT_MIN_ROW_STEPS + res->tuples - 1) / res->tuples));
 
 	/*
 	 * l2 => NULL with the default schedule: scikit-learn's C = 1 per row,
@@ -185,6 +191,27 @@ cp_sgd_run_epoch(SgdState *s)
 		s->params.l2 = 1.0 / (double) res->tuples;
 		s->model.l2 = s->params.l2;
 	}
+
+	/*
+	 * max_epoch_num => NULL: once the first epoch has counted the rows, at
+	 * most as many epochs as make CP_DEFAULT_MIN_ROW_STEPS row steps, at
+	 * least CP_DEFAULT_EPOCHS and at most CP_DEFAULT_MAX_EPOCHS; the
+	 * stopping rule ends it sooner.  A table the polish takes trains
+	 * CP_DEFAULT_POLISH_EPOCHS, then is polished (params.h).
+	 */
+	if (s->params.epochs_auto && s->n_done == 1 && res->tuples > 0)
+	{
+		s->params.max_epoch_num = (int32)
+			Max((int64) CP_DEFAULT_EPOCHS,
+				Min((int64) CP_DEFAULT_MAX_EPOCHS,
+					(CP_DEFAULT_MIN_ROW_STEPS + res->tuples - 1) / res->tuples));
+		if (s->params.converge_auto && cp_sgd_polish_applies(s))
+		{
+			s->polish_planned = true;
+			s->params.max_epoch_num = CP_DEFAULT_POLISH_EPOCHS;
+		}
+	}
+	cp_sgd_stop_check(s, res);
 	if (s->n_done >= s->params.max_epoch_num)
 		s->finished = true;
 
@@ -192,7 +219,7 @@ cp_sgd_run_epoch(SgdState *s)
 		ereport(NOTICE,
 				(errmsg("corgipile: skipped %lld rows of \"%s\" with a NULL label or NULL features",
 						(long long) s->lo->n_skipped, s->lo->relname)));
-	if (cp_progress_notices)
+	if (cp_progress_notices && epoch_notice(s, res->epoch))
 	{
 		char		vbuf[64];
 

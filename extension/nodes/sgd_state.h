@@ -15,6 +15,7 @@
 #include "utils/rel.h"
 
 #include "core/buffer.h"
+#include "core/converge.h"
 #include "core/grab.h"
 #include "core/linear_model.h"
 #include "core/worker.h"
@@ -64,12 +65,34 @@ typedef struct SgdState
 	bool		finished;		/* no more epochs: the last, or stopped early */
 	bool		save_pending;	/* parallel: store the model with the last row */
 
-	/* early stopping: the best epoch so far and its weights */
-	int			best_epoch;		/* 0: none yet */
-	double		best_loss;
+	/*
+	 * The stopping rule (sgd_validate.c, core/converge.h): on when
+	 * stop_rule, fed one objective per epoch.  An explicit tolerance keeps
+	 * the best epoch's weights (best_epoch, best_w); the default rule keeps
+	 * the last epoch's.
+	 */
+	bool		stop_rule;
+	CpConvergence conv;
+	bool		converged;		/* the rule stopped the training */
+	int			best_epoch;		/* 0: none kept */
 	double	   *best_w;
+
+	/*
+	 * The rows the default rule scores the averaged model on: the first
+	 * ones epoch 1 trains on, in its (seeded) order, up to a budget.
+	 */
+	bool		sample_wanted;
+	CpBuffer	sample;
+
+	/*
+	 * The default schedule on a table the polish takes: decided after
+	 * epoch 1 (sgd_polish.c); then a few epochs and the polish, whose
+	 * figures are the last row returned.
+	 */
+	bool		polish_planned;
 	char	   *polish_json;	/* what cp_sgd_polish_model did, or NULL */
-	int			since_best;		/* epochs without enough improvement */
+	bool		has_polish_row;
+	CpEpochResult polish_row;
 	int			replay_pos;		/* rows returned since the last rescan */
 
 	/* workers => N (parallel.c): processes planned, and the leader's side */
@@ -103,7 +126,10 @@ extern void cp_sgd_train_parallel(SgdState *s);
 
 /* sgd_validate.c */
 extern CpStats cp_sgd_validate(SgdState *s);
-extern void cp_sgd_track_best(SgdState *s, const CpEpochResult *res);
+extern void cp_sgd_stop_init(SgdState *s);
+extern void cp_sgd_note_sample(SgdState *s, const CpBuffer *buf);
+extern void cp_sgd_stop_check(SgdState *s, const CpEpochResult *res);
+extern void cp_sgd_warn_unconverged(SgdState *s);
 
 /* sgd_checks.c */
 extern void cp_sgd_check_divergence(SgdState *s, int epoch);
@@ -120,6 +146,8 @@ extern void cp_sgd_init_grab(SgdState *s);
 extern void cp_sgd_record_grab(SgdState *s, CpTrainRecord *rec);
 
 /* sgd_polish.c */
+extern bool cp_sgd_polish_applies(SgdState *s);
+extern char *cp_sgd_explain_epochs(SgdState *s);
 extern void cp_sgd_polish_model(SgdState *s);
 
 /* sgd_save.c */

@@ -38,8 +38,6 @@ cp_sgd_ensure_model(SgdState *s)
 		elog(ERROR, "corgipile: model sizes do not fit");	/* checked above */
 	/* one-hot rows are sparse to save memory, regularised as dense ones */
 	s->model.reg_all = s->lo->has_onehot;
-	if (s->params.early_stopping)
-		s->best_w = palloc(mul_size(sizeof(double), s->model.n_weights));
 	if (s->params.average)
 		cp_model_average_init(&s->model,
 							  palloc0(mul_size(sizeof(double), s->model.n_weights)));
@@ -118,6 +116,7 @@ cp_sgd_train_single_buffered(SgdState *s)
 		 */
 		while ((pos = cp_model_train(&s->model, buf, pos, &cancel)) < buf->n_rows)
 			CHECK_FOR_INTERRUPTS();
+		cp_sgd_note_sample(s, buf);
 	}
 }
 
@@ -172,7 +171,10 @@ cp_sgd_train_double_buffered(SgdState *s)
 		/* load the next buffer while the helper trains on this one */
 		have_next = cp_tuple_source_fill(s->src, next);
 		if (submitted)
+		{
 			wait_for_job(s);
+			cp_sgd_note_sample(s, cur);
+		}
 		if (have_next)
 			note_labels(s, next);
 		tmp = cur;

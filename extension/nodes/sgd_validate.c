@@ -7,6 +7,11 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
+#include "utils/memutils.h"
+
+#include "nodes/sgd.h"
 #include "nodes/sgd_state.h"
 
 /* rows scored per batch when validating */
@@ -52,34 +57,143 @@ cp_sgd_validate(SgdState *s)
 }
 
 /*
- * Early stopping, as scikit-learn's SGD does it: an epoch improves when its
- * loss (the validation loss when there is a validation relation) is below
- * the best so far minus tolerance.  After n_iter_no_change epochs without
- * improvement training stops, and the best epoch's weights are kept.
+ * The default rule's sample: the first rows epoch 1 trains on, in the
+ * order the seed gives them (a random order of random blocks), at most
+ * CP_SAMPLE_ROWS of them and CP_SAMPLE_BYTES of row data.  Scoring the
+ * averaged model on them after each epoch costs a small share of an epoch
+ * on the tables the rule is for (above 50,000 rows), and the figures
+ * depend on the seed only, never on timing.
+ */
+#define CP_SAMPLE_ROWS 10000
+#define CP_SAMPLE_BYTES (16 * 1024 * 1024)
+
+/*
+ * Set up the stopping rule for this training: the default rule (tolerance
+ * and max_epoch_num NULL), or an explicit tolerance's.
  */
 void
-cp_sgd_track_best(SgdState *s, const CpEpochResult *res)
+cp_sgd_stop_init(SgdState *s)
 {
-	double		loss = res->has_validation ? res->validation_loss : res->loss;
-
-	if (s->best_epoch == 0 || loss < s->best_loss - s->params.tolerance)
-		s->since_best = 0;
-	else
-		s->since_best++;
-	if (s->best_epoch == 0 || loss < s->best_loss)
+	if (s->params.converge_auto)
 	{
-		s->best_epoch = res->epoch;
-		s->best_loss = loss;
-		memcpy(s->best_w, cp_model_final_weights(&s->model),
-			   sizeof(double) * (Size) s->model.n_weights);
+		s->stop_rule = true;
+		cp_convergence_init(&s->conv, 0.0, CP_DEFAULT_RTOL, s->params.n_iter_no_change);
 	}
-	if (s->since_best >= s->params.n_iter_no_change)
+	else if (s->params.early_stopping)
 	{
-		s->finished = true;
+		s->stop_rule = true;
+		cp_convergence_init(&s->conv, s->params.tolerance, 0.0, s->params.n_iter_no_change);
+	}
+	/* the objective of an averaged model needs rows to score it on */
+	s->sample_wanted = s->stop_rule && s->params.average &&
+		s->vrel == NULL && s->holdout == NULL && s->par == NULL;
+	if (s->sample_wanted)
+		cp_buffer_init(&s->sample, s->train_cxt, cp_layout_sparse_rows(s->lo));
+}
+
+/* Epoch 1, the main thread: keep a buffer's first rows, as trained. */
+void
+cp_sgd_note_sample(SgdState *s, const CpBuffer *buf)
+{
+	if (!s->sample_wanted || s->n_done > 0)
+		return;
+	for (int64 i = 0; i < buf->n_rows && s->sample.n_rows < CP_SAMPLE_ROWS &&
+		 cp_buffer_used_bytes(&s->sample) < CP_SAMPLE_BYTES; i++)
+		cp_buffer_append_row(&s->sample, buf,
+							 buf->order_is_identity ? i : buf->order[i]);
+}
+
+/* The training objective (mean loss and penalties) of weights w on the sample. */
+static double
+sample_objective(SgdState *s, const double *w)
+{
+	CpModel		scored = s->model;
+	CpStats		st;
+	double		penalty = 0.0;
+
+	memset(&st, 0, sizeof(st));
+	scored.w = (double *) w;
+	cp_model_evaluate(&scored, &s->sample, &st);
+	for (int o = 0; o < scored.n_outputs; o++)
+		for (int j = 0; j < scored.n_features; j++)
+		{
+			double		wj = w[(int64) o * scored.stride + j];
+
+			penalty += 0.5 * s->params.l2 * wj * wj + s->params.l1 * fabs(wj);
+		}
+	return cp_stats_loss(&st) + penalty;
+}
+
+/*
+ * After an epoch: feed the rule the stored model's objective and stop when
+ * it says so.  The figure is the validation loss when there are
+ * validation rows; else, for an averaged model, its objective on the
+ * sample; else (plain SGD, whose last iterate is the model) the epoch's
+ * training loss, as scikit-learn's SGD takes it.  An explicit tolerance
+ * keeps the best epoch's weights (and says so); the default rule the last
+ * ones, as scikit-learn's tol does.
+ */
+void
+cp_sgd_stop_check(SgdState *s, const CpEpochResult *res)
+{
+	const double *w = cp_model_final_weights(&s->model);
+	double		objective;
+	bool		stop;
+
+	if (!s->stop_rule || s->polish_planned)
+		return;
+	if (res->has_validation)
+		objective = res->validation_loss;
+	else if (s->sample_wanted && s->sample.n_rows > 0)
+		objective = sample_objective(s, w);
+	else
+		objective = res->loss;
+	stop = cp_convergence_update(&s->conv, objective);
+	if (s->params.early_stopping && s->conv.best_epoch == s->conv.epochs)
+	{
+		if (s->best_w == NULL)
+			s->best_w = MemoryContextAlloc(s->train_cxt,
+										   mul_size(sizeof(double), s->model.n_weights));
+		memcpy(s->best_w, w, sizeof(double) * (Size) s->model.n_weights);
+		s->best_epoch = res->epoch;
+	}
+	if (!stop)
+		return;
+	s->finished = true;
+	s->converged = true;
+	if (s->params.early_stopping)
 		ereport(NOTICE,
-				(errmsg("corgipile: stopped after epoch %d: the %s loss did not improve by %g for %d epochs; keeping the model of epoch %d",
-						res->epoch, res->has_validation ? "validation" : "training",
+				(errmsg("corgipile: stopped after epoch %d: the %s did not improve by %g for %d epochs; keeping the model of epoch %d",
+						res->epoch, res->has_validation ? "validation loss" :
+						s->sample_wanted ? "objective on the sampled rows" : "training loss",
 						s->params.tolerance, s->params.n_iter_no_change,
 						s->best_epoch)));
-	}
+	else if (cp_progress_notices)
+		ereport(NOTICE,
+				(errmsg("corgipile: converged after epoch %d: the %s improved by less than %g%% for %d epoch%s",
+						res->epoch, res->has_validation ? "validation loss" :
+						s->sample_wanted ? "averaged model's objective on the sampled rows" :
+						"training loss",
+						CP_DEFAULT_RTOL * 100.0, s->params.n_iter_no_change,
+						s->params.n_iter_no_change == 1 ? "" : "s"),
+				 s->sample_wanted ?
+				 errdetail("The objective (mean loss plus penalty) is taken on " INT64_FORMAT " training rows fixed by the seed; it went from %.6g to %.6g.",
+						   s->sample.n_rows, s->conv.previous, s->conv.last) : 0));
+}
+
+/*
+ * The default rule ran out of epochs before the objective settled: say so,
+ * as scikit-learn's ConvergenceWarning does.
+ */
+void
+cp_sgd_warn_unconverged(SgdState *s)
+{
+	if (!s->params.converge_auto || s->polish_planned || s->converged || s->conv.epochs < 2)
+		return;
+	ereport(WARNING,
+			(errmsg("model \"%s\" did not converge in %d epochs: its objective still improved by %.3g%% in the last one",
+					s->model_name, s->n_done, s->conv.last_change * 100.0),
+			 errdetail("Training stops by default once an epoch improves the objective by less than %g%%; max_epoch_num caps it at %d epochs.",
+					   CP_DEFAULT_RTOL * 100.0, s->params.max_epoch_num),
+			 errhint("Give max_epoch_num to train exactly that many epochs, or tolerance to stop by an absolute improvement.")));
 }

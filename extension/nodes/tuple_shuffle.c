@@ -687,6 +687,15 @@ cp_tuple_source_find_shape(CpTupleSource *src, uint64 seed)
  * hold every block.  For the polish after the last epoch (sgd_polish.c); not
  * counted as cache hits, which EXPLAIN reports per epoch.
  */
+/* Whether the block cache holds every block of the table (after epoch 1). */
+bool
+cp_tuple_source_cached_whole(CpTupleSource *src)
+{
+	CpBlockCache *cache = source_node(src)->cache;
+
+	return cache != NULL && cache->n_cached >= (int64) cache->n_blocks;
+}
+
 bool
 cp_tuple_source_cached_rows(CpTupleSource *src, CpBuffer *dst)
 {
@@ -695,7 +704,7 @@ cp_tuple_source_cached_rows(CpTupleSource *src, CpBuffer *dst)
 	int64		rows = 0;
 	int64		hits;
 
-	if (cache == NULL || cache->n_cached < (int64) cache->n_blocks)
+	if (!cp_tuple_source_cached_whole(src))
 		return false;
 	hits = cache->hits;
 	for (uint32 b = 0; b < cache->n_blocks; b++)

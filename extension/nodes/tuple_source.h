@@ -71,6 +71,7 @@ extern bool cp_tuple_source_fill(CpTupleSource *src, CpBuffer *buf);
 extern void cp_tuple_source_permute(CpTupleSource *src, CpBuffer *buf);
 extern int64 cp_tuple_source_held_rows(CpTupleSource *src, const char **key);
 extern void cp_tuple_source_find_shape(CpTupleSource *src, uint64 seed);
+extern bool cp_tuple_source_cached_whole(CpTupleSource *src);
 extern bool cp_tuple_source_cached_rows(CpTupleSource *src, CpBuffer *dst);
 extern void cp_tuple_source_epoch_feedback(CpTupleSource *src,
 										   const struct CpGrabAcc *acc);

@@ -451,9 +451,13 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("%s: tolerance must be a non-negative finite number, got %g", cp_params_fn,
 							p->tolerance),
-					 errhint("Leave tolerance NULL to train for max_epoch_num epochs.")));
+					 errhint("Leave tolerance NULL for the default rule (or, with max_epoch_num, exactly that many epochs).")));
 	}
-	p->n_iter_no_change = positive_int(values, nulls, CP_ARG_N_ITER_NO_CHANGE);
+	/* NULL: the rule's own patience (params.h) */
+	p->converge_auto = !p->early_stopping && p->epochs_auto;
+	p->n_iter_no_change = !nulls[CP_ARG_N_ITER_NO_CHANGE] ?
+		positive_int(values, nulls, CP_ARG_N_ITER_NO_CHANGE) :
+		p->early_stopping ? CP_TOLERANCE_PATIENCE : CP_DEFAULT_PATIENCE;
 	p->warm_start = text_arg(values, nulls, CP_ARG_WARM_START);
 
 	require_not_null(nulls, CP_ARG_STANDARDIZE);

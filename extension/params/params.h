@@ -80,7 +80,7 @@ typedef struct CpTrainParams
 	double		l1;
 	bool		early_stopping; /* tolerance given */
 	double		tolerance;
-	int32		n_iter_no_change;
+	int32		n_iter_no_change;	/* the stopping rule's patience */
 	CpStandardize standardize;
 	int32		max_categories;
 	int32		workers;			/* processes that train, leader included */
@@ -93,6 +93,8 @@ typedef struct CpTrainParams
 	bool		average;		/* averaged SGD: average => or its default */
 	bool		buffer_auto;	/* buffer_size => NULL: chosen by the table's size */
 	bool		epochs_auto;	/* max_epoch_num => NULL: chosen after epoch 1 */
+	bool		converge_auto;	/* tolerance and max_epoch_num NULL: the default
+								 * stopping rule (CP_DEFAULT_RTOL) */
 	bool		l2_auto;		/* l2 => NULL with the default schedule: 1/rows
 								 * from epoch 2 on */
 } CpTrainParams;
@@ -123,6 +125,28 @@ typedef struct CpTrainParams
  * tenths of a second on a small row.
  */
 #define CP_DEFAULT_EPOCHS 20
+
+/*
+ * The default schedule's epochs (max_epoch_num and tolerance NULL), once
+ * the first epoch has counted the rows:
+ *
+ * - on a table the polish takes (sgd_polish.c: at most
+ *   CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS rows, cached whole, a
+ *   smooth loss), CP_DEFAULT_POLISH_EPOCHS epochs, then the polish: two
+ *   epochs of averaged iterates are as good a start for L-BFGS as more
+ *   (on 37 real tables the polish took as many passes after 3 epochs as
+ *   after hundreds), and each epoch costs about a pass;
+ * - else until the averaged model's objective, on a sample of the training
+ *   rows fixed by the seed, improves by less than CP_DEFAULT_RTOL of itself
+ *   for CP_DEFAULT_PATIENCE epochs (scikit-learn's tol and
+ *   n_iter_no_change, on the stored model rather than on the iterates),
+ *   at most the epochs above (20, or up to 1000 on a small table).
+ */
+#define CP_DEFAULT_POLISH_EPOCHS 3
+#define CP_DEFAULT_RTOL 1e-3
+#define CP_DEFAULT_PATIENCE 1
+/* n_iter_no_change NULL with an explicit tolerance: scikit-learn's 5 */
+#define CP_TOLERANCE_PATIENCE 5
 
 /*
  * l2 => NULL: with the default schedule (learning_rate NULL, averaging

@@ -42,7 +42,7 @@
 	X(VALIDATION, validation, TEXTOID, true, (Datum) 0, "NULL::text") \
 	X(L1, l1, FLOAT8OID, false, Float8GetDatum(0.0), "0") \
 	X(TOLERANCE, tolerance, FLOAT8OID, true, (Datum) 0, "NULL::double precision") \
-	X(N_ITER_NO_CHANGE, n_iter_no_change, INT4OID, false, Int32GetDatum(5), "5") \
+	X(N_ITER_NO_CHANGE, n_iter_no_change, INT4OID, true, (Datum) 0, "NULL::integer") \
 	X(WARM_START, warm_start, TEXTOID, true, (Datum) 0, "NULL::text") \
 	X(STANDARDIZE, standardize, TEXTOID, false, CStringGetTextDatum("auto"), "'auto'::text") \
 	X(MAX_CATEGORIES, max_categories, INT4OID, false, Int32GetDatum(1000), "1000") \

@@ -1119,7 +1119,7 @@ test_polish(void)
 		CHECK(cp_polish_applies(&m), "case %d: a smooth loss is polished", c);
 		w = alloc_zero(sizeof(double) * m.n_weights);
 		w_sp = alloc_zero(sizeof(double) * m.n_weights);
-		CHECK(cp_polish(&m, &dn, w, 2000, alloc_zero, NULL, NULL, &res),
+		CHECK(cp_polish(&m, &dn, w, 2000, 1e-7, alloc_zero, NULL, NULL, &res),
 			  "case %d: polish ran", c);
 		CHECK(res.converged && res.gradient_max <= 1e-7,
 			  "case %d: gradient %g after %d steps (converged %d)",
@@ -1127,7 +1127,7 @@ test_polish(void)
 		CHECK(res.objective_after < res.objective_before,
 			  "case %d: objective %g -> %g", c, res.objective_before, res.objective_after);
 		m.sparse = true;
-		CHECK(cp_polish(&m, &sp, w_sp, 2000, alloc_zero, NULL, NULL, &res_sp) && res_sp.converged,
+		CHECK(cp_polish(&m, &sp, w_sp, 2000, 1e-7, alloc_zero, NULL, NULL, &res_sp) && res_sp.converged,
 			  "case %d: sparse rows polished", c);
 		for (int j = 0; j < m.n_weights; j++)
 			maxdiff = Max(maxdiff, fabs(w[j] - w_sp[j]));
@@ -1138,7 +1138,7 @@ test_polish(void)
 			int			heard = 0;
 
 			m.sparse = false;
-			CHECK(cp_polish(&m, &dn, w_cut, 5, alloc_zero, count_yield, &heard, &res),
+			CHECK(cp_polish(&m, &dn, w_cut, 5, 1e-7, alloc_zero, count_yield, &heard, &res),
 				  "case %d: polish ran with a budget of 5", c);
 			CHECK(res.stop == CP_POLISH_BUDGET && !res.converged && res.passes == 5 &&
 				  heard == res.passes - 1,
