@@ -454,7 +454,9 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 					 errhint("Leave tolerance NULL for the default rule (or, with max_epoch_num, exactly that many epochs).")));
 	}
 	/* NULL: the rule's own patience (params.h) */
-	p->converge_auto = !p->early_stopping && p->epochs_auto;
+	/* the default rule belongs to the default schedule (params.h) */
+	p->converge_auto = !p->early_stopping && p->epochs_auto &&
+		p->default_rate && p->average;
 	p->n_iter_no_change = !nulls[CP_ARG_N_ITER_NO_CHANGE] ?
 		positive_int(values, nulls, CP_ARG_N_ITER_NO_CHANGE) :
 		p->early_stopping ? CP_TOLERANCE_PATIENCE : CP_DEFAULT_PATIENCE;

@@ -93,8 +93,9 @@ typedef struct CpTrainParams
 	bool		average;		/* averaged SGD: average => or its default */
 	bool		buffer_auto;	/* buffer_size => NULL: chosen by the table's size */
 	bool		epochs_auto;	/* max_epoch_num => NULL: chosen after epoch 1 */
-	bool		converge_auto;	/* tolerance and max_epoch_num NULL: the default
-								 * stopping rule (CP_DEFAULT_RTOL) */
+	bool		converge_auto;	/* the default schedule with tolerance and
+								 * max_epoch_num NULL: the default stopping
+								 * rule (CP_DEFAULT_RTOL) */
 	bool		l2_auto;		/* l2 => NULL with the default schedule: 1/rows
 								 * from epoch 2 on */
 } CpTrainParams;
@@ -127,8 +128,8 @@ typedef struct CpTrainParams
 #define CP_DEFAULT_EPOCHS 20
 
 /*
- * The default schedule's epochs (max_epoch_num and tolerance NULL), once
- * the first epoch has counted the rows:
+ * The default schedule's epochs (learning_rate, average, max_epoch_num and
+ * tolerance NULL), once the first epoch has counted the rows:
  *
  * - on a table the polish takes (sgd_polish.c: at most
  *   CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS rows, cached whole, a
@@ -141,6 +142,9 @@ typedef struct CpTrainParams
  *   for CP_DEFAULT_PATIENCE epochs (scikit-learn's tol and
  *   n_iter_no_change, on the stored model rather than on the iterates),
  *   at most the epochs above (20, or up to 1000 on a small table).
+ *
+ * An explicit learning_rate (or average => false) keeps the epochs above
+ * without the rule, as before 0.4.0: the same settings, the same weights.
  */
 #define CP_DEFAULT_POLISH_EPOCHS 3
 #define CP_DEFAULT_RTOL 1e-3
