@@ -99,6 +99,8 @@ params_json(const CpTrainRecord *rec)
 	json_key_number(&buf, "n_outputs", rec->model->n_outputs);
 	if (rec->holdout_json != NULL)
 		appendStringInfo(&buf, ", \"holdout\": %s", rec->holdout_json);
+	if (rec->stopping_json != NULL)
+		appendStringInfo(&buf, ", \"stopping\": %s", rec->stopping_json);
 	if (rec->polish_json != NULL)
 		appendStringInfo(&buf, ", \"polish\": %s", rec->polish_json);
 	/* whether preprocess holds a transform: the models view may hide it */

@@ -45,6 +45,8 @@ typedef struct CpTrainRecord
 	const char *validation_name;	/* or NULL */
 	const char *holdout_json;	/* validation => 'N%': the held-out rows'
 								 * figures (holdout.c), or NULL */
+	const char *stopping_json;	/* the stopping rule's last figures
+								 * (sgd_validate.c), or NULL */
 	const char *polish_json;	/* the polish after the last epoch (sgd_polish.c),
 								 * or NULL */
 	int64		seed;

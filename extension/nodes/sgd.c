@@ -251,6 +251,7 @@ sgd_next(ScanState *node)
 			else
 			{
 				cp_sgd_polish_model(s);
+				cp_sgd_warn_unconverged(s);
 				cp_sgd_warn_if_worse(s);
 				cp_sgd_warn_if_trivial(s);
 				cp_sgd_save_model(s);
@@ -270,6 +271,7 @@ sgd_next(ScanState *node)
 	if (s->save_pending && s->replay_pos == s->n_done)
 	{
 		s->save_pending = false;
+		cp_sgd_warn_unconverged(s);
 		cp_sgd_warn_if_worse(s);
 		cp_sgd_warn_if_trivial(s);
 		cp_sgd_save_model(s);

@@ -137,26 +137,51 @@ cp_sgd_warn_if_trivial(SgdState *s)
 	double		score;
 	double		margin;
 	bool		held;
+	int64		n;
+	const char *what;
 
 	if (!cp_sgd_baseline(s, &kind, &base))
 		return;
+	/*
+	 * The stored model's own figures where there are any: on the validation
+	 * rows, else on the rows the polish took, else on the stopping rule's
+	 * sample; else the last epoch's progressive figure (plain SGD, whose
+	 * last iterate is the model).
+	 */
 	held = last->has_validation && !isnan(last->validation_score);
-	score = held ? last->validation_score : last->score;
+	if (held)
+	{
+		score = last->validation_score;
+		n = last->validation_n;
+		what = "on the validation rows";
+	}
+	else if (s->has_polish_row)
+	{
+		score = s->polish_row.score;
+		n = s->polish_row.tuples;
+		what = "on its training rows";
+	}
+	else if (s->sample_stats.n > 0)
+	{
+		score = cp_stats_score(&s->sample_stats, s->params.model);
+		n = s->sample_stats.n;
+		what = "on a sample of its training rows";
+	}
+	else
+	{
+		score = last->score;
+		n = last->tuples;
+		what = "on its training rows in the last epoch";
+	}
 	margin = CP_BASELINE_MARGIN;
 	if (s->params.model != CP_MODEL_LINEAR)
-	{
-		int64		n = held ? last->validation_n : last->tuples;
-
 		margin = Max(margin, CP_BASELINE_SIGMAS *
 					 sqrt(base * (1.0 - base) / (double) Max(n, 1)));
-	}
 	if (isnan(score) || score >= base - margin)
 		return;
 	ereport(WARNING,
 			(errmsg("model \"%s\" scores %.4f %s, below the %.4f of always predicting the %s",
-					s->model_name, score,
-					held ? "on the validation rows" : "on its training rows in the last epoch",
-					base, kind),
+					s->model_name, score, what, base, kind),
 			 errdetail("The trivial model's figure is taken from the %lld training rows%s.",
 					   (long long) s->label_n,
 					   s->params.model == CP_MODEL_LINEAR ? " (R2 0 by definition)" : ""),

@@ -26,6 +26,7 @@ cp_sgd_save_model(SgdState *s)
 	rec.rel = s->src->rel;
 	rec.validation_name = s->vrel ? RelationGetRelationName(s->vrel) : NULL;
 	rec.polish_json = s->polish_json;
+	rec.stopping_json = cp_sgd_stopping_json(s);
 	if (s->holdout != NULL)
 	{
 		char	   *summary;

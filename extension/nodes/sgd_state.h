@@ -83,6 +83,7 @@ typedef struct SgdState
 	 */
 	bool		sample_wanted;
 	CpBuffer	sample;
+	CpStats		sample_stats;	/* the stored model's on it, last checked */
 
 	/*
 	 * The default schedule on a table the polish takes: decided after
@@ -130,6 +131,7 @@ extern void cp_sgd_stop_init(SgdState *s);
 extern void cp_sgd_note_sample(SgdState *s, const CpBuffer *buf);
 extern void cp_sgd_stop_check(SgdState *s, const CpEpochResult *res);
 extern void cp_sgd_warn_unconverged(SgdState *s);
+extern char *cp_sgd_stopping_json(SgdState *s);
 
 /* sgd_checks.c */
 extern void cp_sgd_check_divergence(SgdState *s, int epoch);

@@ -114,6 +114,7 @@ sample_objective(SgdState *s, const double *w)
 	memset(&st, 0, sizeof(st));
 	scored.w = (double *) w;
 	cp_model_evaluate(&scored, &s->sample, &st);
+	s->sample_stats = st;
 	for (int o = 0; o < scored.n_outputs; o++)
 		for (int j = 0; j < scored.n_features; j++)
 		{
@@ -140,7 +141,11 @@ cp_sgd_stop_check(SgdState *s, const CpEpochResult *res)
 	double		objective;
 	bool		stop;
 
-	if (!s->stop_rule || s->polish_planned)
+	/*
+	 * An averaged model is the average from epoch 2 on: epoch 1's figure
+	 * is of an iterate, another kind of model, and is not compared.
+	 */
+	if (!s->stop_rule || s->polish_planned || (s->params.average && res->epoch == 1))
 		return;
 	if (res->has_validation)
 		objective = res->validation_loss;
@@ -149,6 +154,8 @@ cp_sgd_stop_check(SgdState *s, const CpEpochResult *res)
 	else
 		objective = res->loss;
 	stop = cp_convergence_update(&s->conv, objective);
+	elog(DEBUG1, "corgipile: model %s epoch %d: stopping rule's objective %.9g (change %.3g)",
+		 s->model_name, res->epoch, objective, s->conv.last_change);
 	if (s->params.early_stopping && s->conv.best_epoch == s->conv.epochs)
 	{
 		if (s->best_w == NULL)
@@ -179,6 +186,25 @@ cp_sgd_stop_check(SgdState *s, const CpEpochResult *res)
 				 s->sample_wanted ?
 				 errdetail("The objective (mean loss plus penalty) is taken on " INT64_FORMAT " training rows fixed by the seed; it went from %.6g to %.6g.",
 						   s->sample.n_rows, s->conv.previous, s->conv.last) : 0));
+}
+
+/* What the stopping rule saw, for the model's params (NULL: no rule ran). */
+char *
+cp_sgd_stopping_json(SgdState *s)
+{
+	if (!s->stop_rule || s->polish_planned || s->conv.epochs == 0)
+		return NULL;
+	return psprintf("{\"rule\": \"%s\", \"figure\": \"%s\", \"rows\": " INT64_FORMAT
+					", \"epochs_compared\": %d, \"objective\": %.17g, \"last_change\": %.6g"
+					", \"converged\": %s}",
+					s->params.early_stopping ? "tolerance" : "default",
+					s->results[s->n_done - 1].has_validation ? "validation loss" :
+					s->sample_wanted ? "averaged model's objective on the sample" :
+					"training loss",
+					s->sample_wanted ? s->sample.n_rows : (int64) 0,
+					s->conv.epochs, s->conv.last,
+					isnan(s->conv.last_change) ? 0.0 : s->conv.last_change,
+					s->converged ? "true" : "false");
 }
 
 /*

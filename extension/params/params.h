@@ -135,19 +135,25 @@ typedef struct CpTrainParams
  *   CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS rows, cached whole, a
  *   smooth loss), CP_DEFAULT_POLISH_EPOCHS epochs, then the polish: two
  *   epochs of averaged iterates are as good a start for L-BFGS as more
- *   (on 37 real tables the polish took as many passes after 3 epochs as
- *   after hundreds), and each epoch costs about a pass;
+ *   (on the real tables measured the polish took about as many passes
+ *   after 3 epochs as after hundreds), and each epoch costs about a pass;
  * - else until the averaged model's objective, on a sample of the training
  *   rows fixed by the seed, improves by less than CP_DEFAULT_RTOL of itself
- *   for CP_DEFAULT_PATIENCE epochs (scikit-learn's tol and
- *   n_iter_no_change, on the stored model rather than on the iterates),
- *   at most the epochs above (20, or up to 1000 on a small table).
+ *   in CP_DEFAULT_PATIENCE epochs (scikit-learn's tol and n_iter_no_change,
+ *   on the stored model rather than on the iterates), compared from epoch 2
+ *   (the first average) on, so 3 epochs at the least; at most the epochs
+ *   above (20, or up to 1000 on a small table).  On 2M rows x 28 stored by
+ *   label (10% of the labels flipped) the objective moved by 0.14-0.33% at
+ *   epoch 3 and kept moving by 0.1-0.3% an epoch for 17 more (0.1% never
+ *   stopped one seed in 20 epochs) while the held-out accuracy stayed
+ *   within 0.01 points of scikit-learn's from epoch 2 on; on Fertility
+ *   (204k rows) it moved by 0.02% at epoch 3 (docs/real-datasets.md).
  *
  * An explicit learning_rate (or average => false) keeps the epochs above
  * without the rule, as before 0.4.0: the same settings, the same weights.
  */
 #define CP_DEFAULT_POLISH_EPOCHS 3
-#define CP_DEFAULT_RTOL 1e-3
+#define CP_DEFAULT_RTOL 5e-3
 #define CP_DEFAULT_PATIENCE 1
 /* n_iter_no_change NULL with an explicit tolerance: scikit-learn's 5 */
 #define CP_TOLERANCE_PATIENCE 5

@@ -17,6 +17,7 @@
 #include "core/grab.h"
 #include "core/linear_model.h"
 #include "core/polish.h"
+#include "core/converge.h"
 #include "core/shuffle.h"
 #include "core/worker.h"
 
@@ -1166,9 +1167,54 @@ test_polish(void)
 	}
 }
 
+/*
+ * The stopping rule: a relative tolerance stops at the first epoch that
+ * improves by less than rtol (patience 1); patience counts epochs in a row;
+ * an absolute tolerance is in the figures' units; the best is kept; a
+ * non-finite figure never improves.
+ */
+static void
+test_convergence(void)
+{
+	CpConvergence c;
+	const double fig[] = {1.0, 0.9, 0.895, 0.8949};
+	const double slow[] = {10.0, 9.0, 8.999, 8.0, 7.9999, 7.99989, 7.99988};
+	int			stop_at = 0;
+
+	cp_convergence_init(&c, 0.0, 5e-3, 1);
+	for (int i = 0; i < 4 && !stop_at; i++)
+		if (cp_convergence_update(&c, fig[i]))
+			stop_at = i + 1;
+	CHECK(stop_at == 4, "rtol 0.5%%, patience 1: 0.56%% goes on, 0.011%% stops at the fourth figure, got %d",
+		  stop_at);
+	CHECK(c.best_epoch == 4 && c.best == 0.8949, "the best figure is kept (epoch %d)", c.best_epoch);
+	CHECK(fabs(c.last_change - (0.895 - 0.8949) / 0.895) < 1e-15 && c.previous == 0.895,
+		  "the last relative change and the figure before it are kept");
+
+	/* patience 2: a good epoch resets the count */
+	stop_at = 0;
+	cp_convergence_init(&c, 0.0, 1e-3, 2);
+	for (int i = 0; i < 7 && !stop_at; i++)
+		if (cp_convergence_update(&c, slow[i]))
+			stop_at = i + 1;
+	CHECK(stop_at == 6, "patience 2 stops after two flat epochs in a row, at the sixth figure, got %d",
+		  stop_at);
+
+	/* an absolute tolerance: 0.5 in the figures' own units */
+	cp_convergence_init(&c, 0.5, 0.0, 1);
+	CHECK(!cp_convergence_update(&c, 100.0) && !cp_convergence_update(&c, 99.0) &&
+		  cp_convergence_update(&c, 98.6), "atol 0.5: 1.0 improves, 0.4 does not");
+
+	/* NaN never improves, and is not the best */
+	cp_convergence_init(&c, 0.0, 1e-3, 1);
+	CHECK(!cp_convergence_update(&c, 1.0) && cp_convergence_update(&c, NAN) && c.best == 1.0,
+		  "a non-finite figure stops a patience-1 rule and leaves the best alone");
+}
+
 int
 main(void)
 {
+	test_convergence();
 	test_model_sizes();
 	test_cancel();
 	test_shuffle();
