@@ -67,21 +67,27 @@ def predictions(conn, name: str) -> np.ndarray:
 
 
 def test_logistic_is_scikit_learns(tables):
+    """The polish stops where scikit-learn's lbfgs does (no gradient entry
+    above 1e-4): its probabilities are within 1e-3 of the exact minimum's,
+    as scikit-learn's own default fit is."""
     conn, x, y, _ = tables
     params = train(conn, "pol_lr", "logistic", "label")
     polish = params["polish"]
     assert polish["rows"] == N and polish["converged"], polish
+    assert polish["gradient_max"] <= polish["gradient_bound"] == 1e-4, polish
     assert polish["objective"] < polish["objective_sgd"], polish
     sk = make_pipeline(StandardScaler(), LogisticRegression(max_iter=10000, tol=1e-10)).fit(x, y)
     want = sk.predict_proba(x)[:, 1]
     got = probabilities(conn, "pol_lr")
-    assert np.abs(got - want).max() < 1e-4
+    sk_default = make_pipeline(StandardScaler(), LogisticRegression(max_iter=10000)).fit(x, y)
+    assert np.abs(got - want).max() < 1e-3
+    assert np.abs(sk_default.predict_proba(x)[:, 1] - want).max() < 1e-3
 
     # SGD's own model, without the polish, is measurably elsewhere
     conn.execute("SET corgipile.polish = off")
     params = train(conn, "pol_lr_sgd", "logistic", "label")
     assert "polish" not in params
-    assert np.abs(probabilities(conn, "pol_lr_sgd") - want).max() > 1e-3
+    assert np.abs(probabilities(conn, "pol_lr_sgd") - want).max() > 1e-2
 
 
 def test_linear_is_ridges(tables):
@@ -177,6 +183,7 @@ def test_a_polish_cut_short_says_so(conn):
     WARNING says the model is not at the minimum, with the gradient."""
     wide_softmax_table(conn, "wide")
     conn.execute("SET corgipile.progress = off")
+    conn.execute("SET corgipile.polish_max_passes = 100")
     warnings: list[str] = []
     conn.add_notice_handler(lambda d: warnings.append(f"{d.severity}: {d.message_primary}"))
     conn.execute("SELECT count(*) FROM corgipile.train('wide', 'softmax', label => 'label', "
