@@ -78,7 +78,8 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
      "first epoch's step size (0.1; 0.01 for linear)"),
     (["--decay"], "decay", float, "learning rate multiplier after each epoch (0.95)"),
     (["--epochs", "--max-epoch-num"], "max_epoch_num", int,
-     "number of epochs (default: 20, or up to 1000 on a smaller table)"),
+     "number of epochs (default: until the model converges, at most 20, or up to 1000 "
+     "on a smaller table; 3 and then the polish on a table of up to 50,000 rows)"),
     (["--batch-size"], "batch_size", int, "mini-batch size (1)"),
     (["--l2"], "l2", float,
      "L2 penalty (default: 1/rows with the default rate, as scikit-learn's C=1; else 0)"),
@@ -92,9 +93,11 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
      "held out (20%%: the same rows for the same --seed)"),
     (["--l1"], "l1", float, "L1 penalty (0)"),
     (["--tolerance"], "tolerance", float,
-     "early stopping: stop when the loss improves by less than this"),
+     "early stopping: stop when the loss improves by less than this (default: the "
+     "default rule, 0.5%% of the averaged model's objective)"),
     (["--n-iter-no-change"], "n_iter_no_change", int,
-     "early stopping: epochs without improvement before stopping (5)"),
+     "epochs without improvement before stopping (default: 1 for the default rule, "
+     "5 with --tolerance)"),
     (["--warm-start"], "warm_start", str,
      "start from this stored model's weights (and, with --shuffle grab, its block order)"),
     (["--standardize"], "standardize", str,
