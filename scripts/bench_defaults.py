@@ -44,6 +44,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_epochs import backend_cpu, report  # noqa: E402
 from bench_parallel import make_table  # noqa: E402
+from real_datasets import copy_bytes  # noqa: E402
 
 # COPY BINARY: an 11-byte signature, 4 bytes of flags, 4 of header extension
 HEADER = 19
@@ -61,12 +62,9 @@ def copy_dtype(dims: int) -> np.dtype:
 def export_binary(conn: psycopg.Connection, table: str, dims: int) -> tuple[np.ndarray, np.ndarray]:
     """The table's rows as numpy arrays, by binary COPY: the fastest export
     measured here (no per-row Python: the stream is one structured array)."""
-    data = bytearray()
-    query = sql.SQL("COPY (SELECT label, features FROM {}) TO STDOUT (FORMAT BINARY)").format(
-        sql.Identifier(table))
-    with conn.cursor().copy(query) as copy:
-        for block in copy:
-            data += block
+    data = copy_bytes(conn, sql.SQL(
+        "COPY (SELECT label, features FROM {}) TO STDOUT (FORMAT BINARY)").format(
+        sql.Identifier(table)))
     dt = copy_dtype(dims)
     n = (len(data) - HEADER - 2) // dt.itemsize
     if HEADER + n * dt.itemsize + 2 != len(data):

@@ -266,13 +266,14 @@ def export_frame(conn, table: str, columns: list[str]) -> tuple[pd.DataFrame, fl
     return frame, time.perf_counter() - start
 
 
-def copy_bytes(conn, query: sql.Composable) -> bytes:
-    """The whole output of a COPY ... TO STDOUT, as one bytes object."""
+def copy_bytes(conn, query: sql.Composable) -> bytearray:
+    """The whole output of a COPY ... TO STDOUT, in one buffer (not copied
+    again: numpy and pyarrow read it in place)."""
     data = bytearray()
     with conn.cursor().copy(query) as copy:
         for block in copy:
             data += block
-    return bytes(data)
+    return data
 
 
 def export_binary(conn, table: str, columns: list[str]) -> pd.DataFrame | None:
