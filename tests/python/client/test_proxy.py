@@ -231,7 +231,8 @@ def test_simple_protocol_train_and_predict(pdsn, conn, points):
 def test_extended_protocol_train_and_predict(pconn, conn, points):
     rows = pconn.execute("SELECT * FROM points TRAIN BY logistic WITH max_epoch_num = 2, "
                          "model_name = 'e1'", binary=True).fetchall()
-    assert [r[1] for r in rows] == [1, 2]
+    # the two epochs, and the polish's row (epoch NULL) of a default rate
+    assert [r[1] for r in rows] == [1, 2, None]
     # a parameter in the SELECT part: the Parse message keeps its $1
     cur = pconn.execute("SELECT id FROM points WHERE id BETWEEN %s AND %s ORDER BY id "
                         "PREDICT BY e1", (3, 6))
