@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A default training against the fastest export and scikit-learn's exact
-solver, on the large table of issue 31: 2M rows x 28 features stored by
+solver, on a large table: 2M rows x 28 features stored by
 label, 10 % of the labels flipped (scripts/bench_parallel.py's generator),
 200k rows held out (another seed of the same generator).
 

@@ -161,7 +161,7 @@ CREATE FUNCTION corgipile.train(
     validation      text DEFAULT NULL,
     l1              float8 DEFAULT 0,
     tolerance       float8 DEFAULT NULL,
-    n_iter_no_change integer DEFAULT 5,
+    n_iter_no_change integer DEFAULT NULL,
     warm_start      text DEFAULT NULL,
     standardize     text DEFAULT 'auto',
     max_categories  integer DEFAULT 1000,
@@ -178,12 +178,13 @@ RETURNS TABLE (
 AS 'MODULE_PATHNAME', 'corgipile_train'
 -- not STRICT: NULL means "the default" for model_name, n_features,
 -- feature_indices, learning_rate, max_epoch_num, l2, block_size, buffer_size, seed,
--- validation, tolerance, warm_start and average; other NULLs are errors.
+-- validation, tolerance, n_iter_no_change, warm_start and average; other NULLs
+-- are errors.
 LANGUAGE C VOLATILE PARALLEL UNSAFE
 ROWS 20
 SUPPORT corgipile.train_support;
 
-COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. learning_rate NULL: the default schedule (rate 0.1, iterates averaged from epoch 2, implicit steps for linear). average: averaged SGD on or off (NULL: on with the default rate). buffer_size NULL: the whole table when its heap fits maintenance_work_mem, else 10%. max_epoch_num NULL: 20, or up to 1000 below 50,000 rows (1,000,000 row steps). l2 NULL: 1/rows with the default schedule (scikit-learn''s C = 1), else 0. validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';
+COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. learning_rate NULL: the default schedule (rate 0.1, iterates averaged from epoch 2, implicit steps for linear). average: averaged SGD on or off (NULL: on with the default rate). buffer_size NULL: the whole table when its heap fits maintenance_work_mem, else 10%. max_epoch_num and tolerance NULL: until the averaged model converges (its objective on a seeded sample of the rows improves by less than 0.5%), at most 20 epochs (up to 1000 below 50,000 rows); on a table the polish takes, 3 epochs and then L-BFGS to the minimum. l2 NULL: 1/rows with the default schedule (scikit-learn''s C = 1), else 0. validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';
 
 -- ---------------------------------------------------------------------------
 -- Prediction and evaluation

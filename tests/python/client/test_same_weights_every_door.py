@@ -1,4 +1,4 @@
-"""Same seed, same weights through every door (issue 31): a default
+"""Same seed, same weights through every door: a default
 training (3 epochs then the polish on a small table; the stopping rule where
 the polish does not apply) gives bit-identical weights, the same epochs and
 the same polish from SQL, SQL with a connection check every millisecond,

@@ -1,4 +1,4 @@
--- When a default training stops (issue 31): a table the polish takes trains
+-- When a default training stops: a table the polish takes trains
 -- 3 epochs and is polished, its last row (epoch NULL) the stored model's
 -- figures; otherwise the stopping rule ends it once the averaged model's
 -- objective on a seeded sample of the rows settles.  An explicit
