@@ -20,7 +20,7 @@ held-out rows:
 Wall seconds from the client; the backend's CPU seconds for corgipile (the
 server runs on this machine).  Prints a Markdown table; --output writes it.
 
-  .venv/bin/python scripts/bench_defaults.py --rounds 3 --output out.md
+  .venv/bin/python scripts/bench_defaults.py --rounds 3 --update-doc
 """
 from __future__ import annotations
 
@@ -45,6 +45,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_epochs import backend_cpu, report  # noqa: E402
 from bench_parallel import make_table  # noqa: E402
 from real_datasets import copy_bytes  # noqa: E402
+
+DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "real-datasets.md")
+BEGIN, END = "<!-- bench_defaults:begin -->", "<!-- bench_defaults:end -->"
 
 # COPY BINARY: an 11-byte signature, 4 bytes of flags, 4 of header extension
 HEADER = 19
@@ -113,6 +116,8 @@ def main() -> int:
     ap.add_argument("--dims", type=int, default=28)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--output")
+    ap.add_argument("--update-doc", action="store_true",
+                    help=f"replace the figures between the markers in {os.path.normpath(DOC)}")
     args = ap.parse_args()
     table, test = "bench_defaults_2m", "bench_defaults_2m_test"
     with psycopg.connect(args.dsn, autocommit=True) as conn:
@@ -165,6 +170,15 @@ def main() -> int:
               f"**{ef / train:.1f}x** (medians); accuracy difference "
               f"{(cg[0]['accuracy'] - runs[best][0]['accuracy']) * 100:+.2f} points."]
     report(lines, args.output)
+    if args.update_doc:
+        with open(DOC) as f:
+            doc = f.read()
+        if BEGIN not in doc or END not in doc:
+            sys.exit(f"bench_defaults.py: {DOC} has no {BEGIN} ... {END} markers")
+        head, rest = doc.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        with open(DOC, "w") as f:
+            f.write(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
     return 0
 
 

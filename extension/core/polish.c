@@ -36,6 +36,23 @@
 #define CP_POLISH_HALVINGS 50
 #define CP_POLISH_ARMIJO 1e-4
 
+/*
+ * The squared loss's objective is quadratic: its minimum solves the normal
+ * equations (X'X / n + l2 I) w = X'y / n (the bias's row unpenalised), as
+ * Ridge's cholesky solver does, in one pass over the rows and a Cholesky
+ * factorisation of a (d + 1)^2 matrix, instead of L-BFGS's hundred passes
+ * or more.  The pass costs (d + 1)^2 / 2 multiply-adds a row, about
+ * (d + 1) / 4 of L-BFGS's passes: up to 512 weights (2 MB of matrix, a
+ * pass worth about 130 of L-BFGS's); L-BFGS above.
+ */
+#define CP_POLISH_NORMAL_MAX 512
+
+static bool
+normal_equations(const CpModel *m)
+{
+	return m->kind == CP_MODEL_LINEAR && m->n_outputs == 1 && m->stride <= CP_POLISH_NORMAL_MAX;
+}
+
 /* Smooth losses only: the hinge has no gradient at the margin. */
 bool
 cp_polish_applies(const CpModel *m)
@@ -51,8 +68,12 @@ cp_polish_applies(const CpModel *m)
 Size
 cp_polish_bytes(const CpModel *m)
 {
-	return (Size) (4 + 2 * CP_POLISH_MEMORY) * sizeof(double) * (Size) m->n_weights +
+	Size		lbfgs = (Size) (4 + 2 * CP_POLISH_MEMORY) * sizeof(double) * (Size) m->n_weights +
 		sizeof(double) * (Size) m->n_outputs;
+
+	if (normal_equations(m))
+		return lbfgs + sizeof(double) * ((Size) m->stride * m->stride + 2 * (Size) m->stride);
+	return lbfgs;
 }
 
 static double
@@ -226,6 +247,138 @@ max_abs(const double *v, int n)
 }
 
 /*
+ * g = Aw - b and f(w) = w'Aw / 2 - b'w + yy / 2, with A's off-diagonal
+ * entries read from the strict upper half of a (row i < column j) and its
+ * diagonal from adiag.
+ */
+static double
+quadratic(const double *a, const double *adiag, const double *b, double yy,
+		  const double *w, int D, double *g)
+{
+	double		f = 0.5 * yy;
+
+	for (int i = 0; i < D; i++)
+	{
+		double		t = adiag[i] * w[i];
+
+		for (int j = 0; j < D; j++)
+			if (j != i)
+				t += a[(int64) Min(i, j) * D + Max(i, j)] * w[j];
+		g[i] = t - b[i];
+		f += w[i] * (0.5 * t - b[i]);
+	}
+	return f;
+}
+
+/*
+ * The squared loss's minimum by the normal equations (normal_equations()):
+ * A = X~'X~ / n + L, b = X~'y / n with x~ = (x, 1) and L the penalty on the
+ * feature weights, then A = C C' (Cholesky, in a's lower triangle) and two
+ * triangular solves.  f and its gradient before and after come from A.
+ * Returns false, w untouched, when memory could not be had or A is not
+ * positive definite to the last pivot (the caller then takes L-BFGS).
+ */
+static bool
+polish_normal(const CpModel *m, const CpBuffer *buf, double *w, CpAllocZero alloc,
+			  CpPolishYield yield, void *yield_arg, CpPolishResult *res)
+{
+	int			d = m->n_features;
+	int			D = m->stride;
+	double	   *a = alloc(sizeof(double) * (Size) D * D);
+	double	   *b = alloc(sizeof(double) * D);
+	double	   *x = alloc(sizeof(double) * D);
+	double	   *adiag = alloc(sizeof(double) * D);
+	double	   *g = alloc(sizeof(double) * D);
+	double		yy = 0.0;
+	double		inv_n = 1.0 / (double) buf->n_rows;
+
+	if (!a || !b || !x || !adiag || !g)
+		return false;
+	/* X~'X~ into the upper half (row i, columns >= i), and X~'y */
+	for (int64 row = 0; row < buf->n_rows; row++)
+	{
+		double		y = buf->labels[row];
+
+		/* the pass is as long as a few hundred of L-BFGS's: heard within it */
+		if (yield && row % 1024 == 0)
+			yield(yield_arg);
+		yy += y * y;
+		if (buf->sparse)
+		{
+			int64		lo = buf->offsets[row];
+			int64		hi = buf->offsets[row + 1];
+
+			for (int64 e = lo; e < hi; e++)
+			{
+				int			i = buf->indices[e];
+				double		v = buf->values[e];
+
+				for (int64 f = lo; f < hi; f++)
+					if (buf->indices[f] >= i)
+						a[(int64) i * D + buf->indices[f]] += v * buf->values[f];
+				a[(int64) i * D + d] += v;
+				b[i] += v * y;
+			}
+			a[(int64) d * D + d] += 1.0;
+			b[d] += y;
+		}
+		else
+		{
+			memcpy(x, cp_buffer_dense_row(buf, row), sizeof(double) * d);
+			x[d] = 1.0;
+			for (int i = 0; i < D; i++)
+			{
+				if (x[i] != 0.0)
+					axpy(a + (int64) i * D + i, x[i], x + i, D - i);
+				b[i] += x[i] * y;
+			}
+		}
+	}
+	for (int i = 0; i < D; i++)
+	{
+		for (int j = i; j < D; j++)
+			a[(int64) i * D + j] *= inv_n;
+		adiag[i] = a[(int64) i * D + i] + (i < d ? m->l2 : 0.0);
+		b[i] *= inv_n;
+	}
+	yy *= inv_n;
+	res->passes = 1;
+	res->objective_before = quadratic(a, adiag, b, yy, w, D, g);
+	if (!isfinite(res->objective_before))
+		return false;
+
+	/* A = C C': C's row i, columns < i, in a's lower triangle; its diagonal in x */
+	for (int j = 0; j < D; j++)
+	{
+		double		diag = adiag[j] - dot(a + (int64) j * D, a + (int64) j * D, j);
+
+		if (!(diag > 0.0) || !isfinite(diag))
+			return false;
+		x[j] = sqrt(diag);
+		for (int i = j + 1; i < D; i++)
+			a[(int64) i * D + j] = (a[(int64) j * D + i] -
+									dot(a + (int64) i * D, a + (int64) j * D, j)) / x[j];
+	}
+	/* C z = b into g, then C' w = z */
+	for (int i = 0; i < D; i++)
+		g[i] = (b[i] - dot(a + (int64) i * D, g, i)) / x[i];
+	for (int i = D - 1; i >= 0; i--)
+	{
+		double		t = g[i];
+
+		for (int k = i + 1; k < D; k++)
+			t -= a[(int64) k * D + i] * w[k];
+		w[i] = t / x[i];
+	}
+	res->objective_after = quadratic(a, adiag, b, yy, w, D, g);
+	res->gradient_max = max_abs(g, D);
+	res->iterations = 1;
+	res->stop = CP_POLISH_CONVERGED;
+	res->converged = true;
+	return true;
+}
+
+/*
  * Minimise f from w, in place.  Returns false, w untouched, when memory
  * could not be had or f is not finite at w; else true, with w no worse
  * than it came (each step decreases f).
@@ -251,7 +404,26 @@ cp_polish(const CpModel *m, const CpBuffer *buf, double *w, int max_passes,
 
 	memset(res, 0, sizeof(*res));
 	res->stop = CP_POLISH_BUDGET;
-	if (!g || !dir || !x_new || !g_new || !s || !y || !z || buf->n_rows == 0)
+	if (buf->n_rows == 0)
+		return false;
+	if (normal_equations(m))
+	{
+		double	   *w_try = alloc(sizeof(double) * n);
+
+		if (w_try != NULL)
+		{
+			memcpy(w_try, w, sizeof(double) * n);
+			if (polish_normal(m, buf, w_try, alloc, yield, yield_arg, res) &&
+				res->objective_after <= res->objective_before)
+			{
+				memcpy(w, w_try, sizeof(double) * n);
+				return true;
+			}
+			memset(res, 0, sizeof(*res));
+			res->stop = CP_POLISH_BUDGET;
+		}
+	}
+	if (!g || !dir || !x_new || !g_new || !s || !y || !z)
 		return false;
 	f = objective(m, buf, w, g, z, NULL);
 	res->passes = 1;

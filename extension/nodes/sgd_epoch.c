@@ -241,6 +241,8 @@ cp_sgd_run_epoch(SgdState *s)
 						   s->params.model == CP_MODEL_LINEAR ? "R2" : "accuracy",
 						   res->has_validation ? "the model's score on rows it does not train on" :
 						   "null: no validation rows (validation => '20%' holds some out)",
+						   s->polish_planned ?
+						   "; the stored model is the average of the iterates from epoch 2, polished after the last epoch: its own loss and score come in the last row, whose epoch is NULL" :
 						   s->params.average ?
 						   "; the stored model is the average of the iterates from epoch 2, scored by validation_score, not by score" : "") : 0));
 	}

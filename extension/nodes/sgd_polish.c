@@ -37,14 +37,12 @@
 /*
  * The gradient bound: scikit-learn's lbfgs stops when no entry of the
  * gradient of the same (mean-scaled) objective exceeds its tol, 1e-4; so
- * does the polish of the classifiers.  Ridge, which the squared loss is
- * compared with, is solved exactly (no tolerance): its gradient bound is
- * 1e-6 in units of the label's root mean square (a price in dollars has a
- * gradient in dollars), which on an ill-conditioned table left
- * predictions 3.6e-4 of the label's scale off Ridge's at 1e-4
- * (tests/python/test_polish.py).  On the 37 tables of
- * docs/real-datasets.md either bound gives scikit-learn's held-out score
- * within the goal, at about half the passes of 1e-7.
+ * does the polish of the classifiers.  The squared loss is solved as Ridge
+ * solves it, by the normal equations (core/polish.c), up to 512 weights;
+ * above, L-BFGS stops at 1e-6 in units of the label's root mean square (a
+ * price in dollars has a gradient in dollars): on an ill-conditioned table
+ * 1e-4 left predictions 3.6e-4 of the label's scale off Ridge's
+ * (tests/python/test_polish.py).
  */
 #define CP_POLISH_GTOL 1e-4
 #define CP_POLISH_GTOL_LINEAR 1e-6

@@ -1133,6 +1133,20 @@ test_polish(void)
 		for (int j = 0; j < m.n_weights; j++)
 			maxdiff = Max(maxdiff, fabs(w[j] - w_sp[j]));
 		CHECK(maxdiff < 1e-6, "case %d: sparse and dense optima differ by %g", c, maxdiff);
+		if (kinds[c] == CP_MODEL_LINEAR)
+		{
+			/* the squared loss: the normal equations, one pass, heard within it */
+			double	   *w_ne = alloc_zero(sizeof(double) * m.n_weights);
+			int			heard = 0;
+
+			m.sparse = false;
+			CHECK(cp_polish(&m, &dn, w_ne, 5, 1e-7, alloc_zero, count_yield, &heard, &res) &&
+				  res.converged && res.passes == 1 && res.iterations == 1 && heard >= 1,
+				  "linear: one pass of the normal equations (passes %d, heard %d)",
+				  res.passes, heard);
+			m.sparse = true;
+		}
+		else
 		{
 			/* a budget cut: the caller heard before every pass after the first */
 			double	   *w_cut = alloc_zero(sizeof(double) * m.n_weights);
