@@ -80,23 +80,22 @@ polish_stop_name(CpPolishStop stop)
  * dense copies (a vectorised dot product instead of an indexed one), when
  * they fit maintenance_work_mem beside the polish's own memory.
  */
-static bool
+static void
 polish_rows(const CpModel *m, CpBuffer *rows, MemoryContext cxt)
 {
 	CpBuffer	dense;
 	Size		bytes;
 
 	if (!rows->sparse)
-		return true;
+		return;
 	bytes = mul_size(mul_size((Size) rows->n_rows, (Size) m->n_features), sizeof(double));
 	if (rows->nnz * 4 < (int64) rows->n_rows * m->n_features ||
 		add_size(bytes, cp_polish_bytes(m)) > (Size) maintenance_work_mem * 1024)
-		return true;
+		return;
 	cp_buffer_init(&dense, cxt, false);
 	cp_buffer_densify(&dense, rows);
 	cp_buffer_free(rows);
 	*rows = dense;
-	return true;
 }
 
 /*
@@ -135,10 +134,14 @@ cp_sgd_explain_epochs(SgdState *s)
 								 CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS);
 	bool		smooth = s->params.model != CP_MODEL_SVM && s->params.l1 == 0.0;
 
-	if (!s->params.converge_auto)
+	if (s->params.early_stopping)
 		return psprintf("at most %d (up to %d below %d rows); stops by tolerance",
 						CP_DEFAULT_EPOCHS, CP_DEFAULT_MAX_EPOCHS,
 						CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS);
+	if (!s->params.converge_auto)
+		return psprintf("%d; below %d rows, enough for %d row steps (at most %d)",
+						CP_DEFAULT_EPOCHS, CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS,
+						CP_DEFAULT_MIN_ROW_STEPS, CP_DEFAULT_MAX_EPOCHS);
 	if (!(cp_polish_enabled && smooth && s->params.default_rate && s->params.average &&
 		  (s->params.l2_auto || s->params.l2 > 0.0) && s->n_procs == 1 &&
 		  !OidIsValid(s->params.validation_relid) && s->params.validation_fraction == 0.0))
@@ -176,6 +179,7 @@ cp_sgd_polish_model(SgdState *s)
 	instr_time	start;
 	instr_time	elapsed;
 	double	   *w;
+	bool		polished;
 
 	if (!cp_sgd_polish_applies(s))
 		return;
@@ -183,10 +187,14 @@ cp_sgd_polish_model(SgdState *s)
 	old = MemoryContextSwitchTo(s->train_cxt);
 	cp_buffer_init(&rows, s->train_cxt, m->sparse);
 	w = (double *) cp_model_final_weights(m);
-	if (cp_tuple_source_cached_rows(s->src, &rows) && rows.n_rows > 0 &&
-		polish_rows(m, &rows, s->train_cxt) &&
-		cp_polish(m, &rows, w, cp_polish_max_passes, polish_gtol(m, &rows),
-				  palloc0, polish_yield, NULL, &res))
+	polished = cp_tuple_source_cached_rows(s->src, &rows) && rows.n_rows > 0;
+	if (polished)
+	{
+		polish_rows(m, &rows, s->train_cxt);
+		polished = cp_polish(m, &rows, w, cp_polish_max_passes, polish_gtol(m, &rows),
+							 palloc0, polish_yield, NULL, &res);
+	}
+	if (polished)
 	{
 		CpModel		scored = *m;
 		CpStats		st;
