@@ -46,7 +46,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_epochs import backend_cpu, report  # noqa: E402
 from bench_parallel import make_table  # noqa: E402
-from real_datasets import copy_bytes  # noqa: E402
+from real_datasets import copy_bytes, replace_between  # noqa: E402
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "real-datasets.md")
 BEGIN, END = "<!-- bench_defaults:begin -->", "<!-- bench_defaults:end -->"
@@ -178,14 +178,7 @@ def main() -> int:
               f"{(cg[0]['accuracy'] - runs[best][0]['accuracy']) * 100:+.2f} points."]
     report(lines, args.output)
     if args.update_doc:
-        with open(DOC) as f:
-            doc = f.read()
-        if BEGIN not in doc or END not in doc:
-            sys.exit(f"bench_defaults.py: {DOC} has no {BEGIN} ... {END} markers")
-        head, rest = doc.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        with open(DOC, "w") as f:
-            f.write(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
+        replace_between(DOC, BEGIN, END, "\n".join(lines) + "\n")
     return 0
 
 

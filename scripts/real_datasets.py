@@ -266,6 +266,18 @@ def export_frame(conn, table: str, columns: list[str]) -> tuple[pd.DataFrame, fl
     return frame, time.perf_counter() - start
 
 
+def replace_between(path: str, begin: str, end: str, text: str) -> None:
+    """Rewrite what stands between two marker lines of a document."""
+    with open(path) as f:
+        doc = f.read()
+    if begin not in doc or end not in doc:
+        sys.exit(f"{os.path.basename(sys.argv[0])}: {path} has no {begin} ... {end} markers")
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(path, "w") as f:
+        f.write(head + begin + "\n" + text + end + tail)
+
+
 def copy_bytes(conn, query: sql.Composable) -> bytearray:
     """The whole output of a COPY ... TO STDOUT, in one buffer (not copied
     again: numpy and pyarrow read it in place)."""
@@ -544,14 +556,7 @@ def main() -> None:
                  + "".join(f", {k} => {v}" for k, v in extra.items()), datasets, args.order)
     print(text)
     if args.update_doc:
-        with open(DOC) as f:
-            doc = f.read()
-        if BEGIN not in doc or END not in doc:
-            sys.exit(f"real_datasets.py: {DOC} has no {BEGIN} ... {END} markers")
-        head, rest = doc.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        with open(DOC, "w") as f:
-            f.write(head + BEGIN + "\n" + text + END + tail)
+        replace_between(DOC, BEGIN, END, text)
 
 
 if __name__ == "__main__":
