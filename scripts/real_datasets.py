@@ -39,6 +39,7 @@ import datetime
 import os
 import platform
 import re
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -431,9 +432,11 @@ def table(results: list[dict], seeds: list[int], test_fraction: float, dsn_info:
           datasets, order: str) -> str:
     has_old = any(r["old"] for r in results)
     med = lambda xs: float(np.median(xs))  # noqa: E731
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=os.path.dirname(DOC)).stdout.strip() or "?"
     out = [f"Run {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on "
            f"{platform.machine()} {platform.node() or ''} ({os.cpu_count()} cores, "
-           f"load average {os.getloadavg()[0]:.1f} at the end), {dsn_info}; "
+           f"load average {os.getloadavg()[0]:.1f} at the end), {dsn_info}, commit {commit}; "
            f"{len(seeds)} random splits (seeds {', '.join(map(str, seeds))}, also the "
            f"training seed), {test_fraction:.0%} of the rows held out for the test, "
            f"training tables stored {'in label order' if order == 'label' else 'as drawn'}; "
