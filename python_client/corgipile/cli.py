@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ._format import format_table, to_json
+from ._format import cell, format_table, to_json
 from .errors import (CorgipileError, LoadError, ModelExists, ModelNotFound, StatementError,
                      TrainingInterrupted)
 
@@ -430,7 +430,9 @@ def _names(text: str) -> sql.Composable:
 def cmd_predict(args: argparse.Namespace) -> int:
     from ._sql import relation_sql as _relation_sql
     from .loaders import table_name
-    from .metrics import predict_function
+    import numpy as np
+
+    from .metrics import predict_sql
     from .statements import filter_query
 
     with _client(args) as client:
@@ -443,28 +445,30 @@ def cmd_predict(args: argparse.Namespace) -> int:
                 raise CliError(f"--vector takes numbers separated by commas, not "
                                      f"{args.vector!r}") from None
             raw = client.predict(args.model_name, [vec])[0]
-            pred: Any = raw if isinstance(raw, str) else float(raw)
+            pred: Any = (raw if raw is None or isinstance(raw, str) else
+                         bool(raw) if isinstance(raw, (bool, np.bool_)) else float(raw))
             if args.json:
                 print(to_json({"model_name": args.model_name, "features": vec,
                                "prediction": pred}))
             else:
-                print(pred if isinstance(pred, str) else f"{pred:.6g}")
+                print(cell(pred))
             return 0
         if args.table is None:
             raise CliError("give a table to predict on, or --vector X1,X2,...")
         model = client.get_model(args.model_name)
-        # models with text classes answer through predict_class (as PREDICT BY does)
-        function = predict_function(model.classes)
+        # the label's type: text and boolean classes through predict_class
+        # (as PREDICT BY does)
         ident = table_name(args.table)
         _relation_sql(client.connection, ident.as_string(client.connection))  # exists?
         if args.where:
             source = sql.SQL("({}) AS s").format(filter_query(ident, args.where))
         else:
             source = sql.SQL("{} AS s").format(ident)
-        query = sql.SQL("SELECT {cols}, {fn}({m}, s) AS prediction FROM {src}"
+        query = sql.SQL("SELECT {cols}, {pred} AS prediction FROM {src}"
                         ).format(cols=_names(args.columns),
-                                 fn=sql.Identifier("corgipile", function),
-                                 m=sql.Literal(args.model_name), src=source)
+                                 pred=predict_sql(model.classes, sql.Literal(args.model_name),
+                                                  sql.Identifier("s")),
+                                 src=source)
         if args.limit is not None:
             query += sql.SQL(" LIMIT {}").format(sql.Literal(args.limit))
         cur = client.connection.execute(query)

@@ -230,18 +230,17 @@ class Client:
             "SELECT m.model_name, m.classes FROM corgipile.models m "
             "WHERE m.model_name OPERATOR(pg_catalog.=) ANY (%s::pg_catalog.text[])",
             (stmt.model_names,)).fetchall()
-        functions = {name: metrics.predict_function(classes) for name, classes in rows}
+        model_classes = dict(rows)
         for p in stmt.predictions:
-            if p.model_name not in functions:
+            if p.model_name not in model_classes:
                 raise StatementError(f'model "{p.model_name}" does not exist', stmt.text,
                                      p.model_position,
                                      "list the models with `corgipile models` (CLI) or "
                                      "client.list_models()")
 
         def call(p: Prediction) -> str:
-            return sql.SQL("{}({}, {})").format(
-                sql.Identifier("corgipile", functions[p.model_name]),
-                sql.Literal(p.model_name), sql.Identifier(p.row)).as_string(self.connection)
+            return metrics.predict_sql(model_classes[p.model_name], sql.Literal(p.model_name),
+                                       sql.Identifier(p.row)).as_string(self.connection)
 
         cur = self.connection.cursor()
         cur.execute(stmt.query(call), stmt.params)  # type: ignore[arg-type]
@@ -338,15 +337,17 @@ class Client:
         conn = self.connection
         _, _, classes = metrics.model_head(conn, model_name)
         fn = metrics.predict_function(classes)
-        dtype = object if fn == "predict_class" else np.float64
+        boolean = metrics.predict_cast(classes) is not None
+        dtype = np.bool_ if boolean else object if fn == "predict_class" else np.float64
         if isinstance(data, str) or isinstance(data, sql.Composable):
             src = self._source(data, where)
             from_item = metrics.source_sql(
                 None if src.query is not None else relation_sql(conn, src.relation),
                 src.query)
-            rows = conn.execute(sql.SQL("SELECT {}({}, s) FROM {}").format(
-                sql.Identifier("corgipile", fn), sql.Literal(model_name), from_item)).fetchall()
-            return np.array([r[0] for r in rows], dtype=dtype)
+            rows = conn.execute(sql.SQL("SELECT {} FROM {}").format(
+                metrics.predict_sql(classes, sql.Literal(model_name), sql.Identifier("s")),
+                from_item)).fetchall()
+            return _predictions([r[0] for r in rows], dtype)
         if _is_dataframe(data):
             model = self.get_model(model_name)
             missing = [f for f in model.features if f not in data.columns]
@@ -359,12 +360,17 @@ class Client:
             arr = arr.reshape(1, -1)
         if arr.ndim != 2:
             raise ValueError("predict() takes a 2-D array of feature vectors")
-        texts = ["{" + ",".join(repr(float(v)) for v in row) + "}" for row in arr]
+        # NaN is a missing value (as in pandas and scikit-learn): a NULL
+        # element, which a model trained with missing => ... imputes
+        texts = ["{" + ",".join("NULL" if v != v else repr(float(v)) for v in row) + "}"
+                 for row in arr]
         rows = conn.execute(sql.SQL(
-            "SELECT {}(%s, u.x::pg_catalog.float8[]) FROM pg_catalog.unnest(%s::pg_catalog.text[]) "
-            "WITH ORDINALITY AS u(x, i) ORDER BY u.i").format(sql.Identifier("corgipile", fn)),
-            (model_name, texts)).fetchall()
-        return np.array([r[0] for r in rows], dtype=dtype)
+            "SELECT {} FROM pg_catalog.unnest(%s::pg_catalog.text[]) "
+            "WITH ORDINALITY AS u(x, i) ORDER BY u.i").format(
+                metrics.predict_sql(classes, sql.Literal(model_name),
+                                    sql.SQL("u.x::pg_catalog.float8[]"))),
+            (texts,)).fetchall()
+        return _predictions([r[0] for r in rows], dtype)
 
     def evaluate(self, model_name: str, source: Any, *, where: str | None = None
                  ) -> dict[str, float]:
@@ -447,3 +453,12 @@ _SA_DRIVER = ("the SQLAlchemy engine must use the psycopg 3 driver: create it wi
 
 def _is_dataframe(obj: Any) -> bool:
     return type(obj).__name__ == "DataFrame" and type(obj).__module__.startswith("pandas")
+
+
+def _predictions(values: list[Any], dtype: Any) -> np.ndarray:
+    """The server's predictions as an array of dtype; a NULL prediction (a
+    row with a NULL feature the model does not impute) stays None, in an
+    object array if dtype cannot hold it, never a class."""
+    if dtype is np.bool_ and any(v is None for v in values):
+        dtype = object
+    return np.array(values, dtype=dtype)

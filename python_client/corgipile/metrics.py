@@ -16,7 +16,8 @@ from psycopg import sql
 
 from .errors import ModelNotFound
 
-__all__ = ["has_server_evaluate", "evaluate", "accuracy", "r2_score", "source_sql"]
+__all__ = ["has_server_evaluate", "evaluate", "accuracy", "r2_score", "source_sql",
+           "predict_function", "predict_cast", "predict_sql"]
 
 
 def has_server_evaluate(conn: psycopg.Connection[Any]) -> bool:
@@ -29,12 +30,37 @@ def has_server_evaluate(conn: psycopg.Connection[Any]) -> bool:
     return bool(row and row[0])
 
 
+def _boolean_classes(classes: Any) -> bool:
+    return bool(classes) and all(isinstance(c, bool) for c in classes)
+
+
 def predict_function(classes: Any) -> str:
     """corgipile.predict returns numbers; models with text classes need
-    corgipile.predict_class."""
+    corgipile.predict_class, and so do boolean ones, whose class text
+    ('true'/'false') casts to the label's type (predict_cast)."""
     if classes and any(isinstance(c, str) for c in classes):
         return "predict_class"
+    if _boolean_classes(classes):
+        return "predict_class"
     return "predict"
+
+
+def predict_cast(classes: Any) -> str | None:
+    """The type a prediction is cast to so that it has the label's type
+    (PREDICT BY, the CLI, Client.predict): boolean for a model trained on a
+    boolean label; None otherwise (text classes come as text, integer
+    labels as float8, which compares with an integer label without a
+    cast)."""
+    return "pg_catalog.bool" if _boolean_classes(classes) else None
+
+
+def predict_sql(classes: Any, model: sql.Composable, row: sql.Composable) -> sql.Composable:
+    """The prediction of model for row, of the label's type where it is a
+    boolean (predict_function, predict_cast)."""
+    call = sql.SQL("{}({}, {})").format(
+        sql.Identifier("corgipile", predict_function(classes)), model, row)
+    cast = predict_cast(classes)
+    return call if cast is None else sql.SQL("{}::{}").format(call, sql.SQL(cast))
 
 
 def model_head(conn: psycopg.Connection[Any], model_name: str) -> tuple[str, str, Any]:

@@ -212,7 +212,9 @@ def _predict_sql(stmt: PredictStatement, classes: dict[str, Any], offset: int
 
     def call(p: Prediction) -> str:
         fn = metrics.predict_function(classes[p.model_name])
-        return f"corgipile.{fn}({literal(p.model_name)}, {quote_ident(p.row)})"
+        cast = metrics.predict_cast(classes[p.model_name])
+        return (f"corgipile.{fn}({literal(p.model_name)}, {quote_ident(p.row)})"
+                + (f"::{cast}" if cast else ""))
 
     return [(text, offset + origin, own) for text, origin, own in stmt.pieces(call)]
 

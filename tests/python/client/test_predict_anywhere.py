@@ -163,3 +163,28 @@ def test_train_by_where_through_the_client_and_the_proxy(client, pconn, conn, po
     with pytest.raises(psycopg.errors.UndefinedColumn):
         pconn.execute("SELECT * FROM points WHERE nosuch > 1 TRAIN BY svm")
     assert pconn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_predict_by_on_a_boolean_label_returns_booleans(client, pconn, conn, points):
+    """A model trained on a boolean label predicts the label's type through
+    PREDICT BY (the client and the proxy), as predict_class does for text
+    labels: `label = prediction` needs no cast, and a table created from it
+    has a boolean column."""
+    conn.execute("CREATE TABLE flags AS SELECT id, label > 0 AS label, features FROM points")
+    conn.execute("SELECT count(*) FROM corgipile.train('flags', 'logistic', model_name => 'mb', "
+                 "max_epoch_num => 2, seed => 1)")
+    expected = conn.execute(
+        "SELECT id, label, corgipile.predict('mb', f) OPERATOR(pg_catalog.=) 1 "
+        "FROM flags f ORDER BY id").fetchall()
+    assert {r[2] for r in expected} == {False, True}
+    q = "SELECT id, label, prediction FROM (SELECT id, label FROM flags PREDICT BY mb) s ORDER BY id"
+    assert client.execute(q).fetchall() == expected
+    assert pconn.execute(q).fetchall() == expected
+    hits = "SELECT count(*) FILTER (WHERE label = prediction) FROM ({}) s".format(
+        "SELECT id, label FROM flags PREDICT BY mb")
+    n = sum(r[1] == r[2] for r in expected)
+    assert client.execute(hits).fetchone() == (n,)
+    assert pconn.execute(hits).fetchone() == (n,)
+    pconn.execute("CREATE TABLE fp AS SELECT id, label FROM flags PREDICT BY mb")
+    assert conn.execute("SELECT format_type(atttypid, -1) FROM pg_attribute WHERE attrelid = "
+                        "'fp'::regclass AND attname = 'prediction'").fetchone() == ("boolean",)
