@@ -362,7 +362,9 @@ class _SGDBase(BaseEstimator):
                 client.connection, src.relation)
             result = metrics.evaluate(client.connection, name, relation=relation,
                                       query=src.query)
-            return float(result[metric])
+            value = result[metric]
+            # score() is a float, as scikit-learn's: NaN for a NULL metric
+            return float("nan") if value is None else float(value)
 
         return self._in_database(source, where, run)
 

@@ -124,21 +124,24 @@ def r2_score(conn: psycopg.Connection[Any], model_name: str, source: sql.Composa
 
 def evaluate(conn: psycopg.Connection[Any], model_name: str, *,
              relation: sql.Composable | None = None, relation_text: str | None = None,
-             query: sql.Composable | None = None) -> dict[str, float]:
-    """{metric: value} for model_name on a table (relation) or a query."""
+             query: sql.Composable | None = None) -> dict[str, float | None]:
+    """{metric: value} for model_name on a table (relation) or a query. A
+    metric the server gives as NULL (svm's log_loss: no probabilities; an
+    R² of a label without variance) is None, not NaN: Python's NULL, as
+    psycopg gives it and json.dumps writes it (docs/cli.md)."""
     if query is None and relation_text is not None and has_server_evaluate(conn):
         rows = conn.execute("SELECT metric, value FROM corgipile.evaluate(%s, %s)",
                             (model_name, relation_text)).fetchall()
-        return {str(m): float(v) if v is not None else float("nan") for m, v in rows}
+        return {str(m): _float(v) for m, v in rows}
     kind, label, classes = model_head(conn, model_name)
     src = source_sql(relation, query)
     if classes is not None:
         acc, n = accuracy(conn, model_name, src, label,
                           predict_function(classes) == "predict_class")
-        return {"accuracy": _nan(acc), "rows": float(n)}
+        return {"accuracy": _float(acc), "rows": float(n)}
     r2, rmse, mae, n = r2_score(conn, model_name, src, label)
-    return {"r2": _nan(r2), "rmse": _nan(rmse), "mae": _nan(mae), "rows": float(n)}
+    return {"r2": _float(r2), "rmse": _float(rmse), "mae": _float(mae), "rows": float(n)}
 
 
-def _nan(v: float | None) -> float:
-    return float("nan") if v is None else float(v)
+def _float(v: Any) -> float | None:
+    return None if v is None else float(v)

@@ -368,3 +368,26 @@ def test_error_hints_name_the_option_that_fixes_it(cli, points, tmp_path):
     proc = cli("--dsn", "host=/nonexistent-socket-dir port=1", "models", check=False)
     assert proc.returncode == 1 and proc.stderr.startswith("corgipile: error: ")
     assert "HINT: give the database with --dsn" in proc.stderr
+
+
+def test_a_null_metric_is_null_at_every_door(cli, client, conn, points):
+    """svm's log_loss (no probabilities): NULL in SQL, None in Python, an
+    empty cell in the CLI's table (as psql shows NULL) and null in --json;
+    never NaN (docs/cli.md says why)."""
+    conn.execute("SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'sv', "
+                 "max_epoch_num => 2, seed => 1)")
+    assert conn.execute("SELECT value FROM corgipile.evaluate('sv', 'heldout') "
+                        "WHERE metric = 'log_loss'").fetchone() == (None,)
+    got = client.evaluate("sv", "heldout")
+    assert got["log_loss"] is None and isinstance(got["accuracy"], float)
+    # the client's own figures for a query: an R² of no variance is None too
+    conn.execute("CREATE TABLE flat AS SELECT id, 1.0::float8 AS label, features FROM points")
+    conn.execute("SELECT count(*) FROM corgipile.train('flat', 'linear', model_name => 'ln', "
+                 "max_epoch_num => 1, seed => 1)")
+    assert client.evaluate("ln", "SELECT * FROM flat")["r2"] is None
+    assert json.loads(cli("evaluate", "sv", "heldout", "--json").stdout)["log_loss"] is None
+    table = cli("evaluate", "sv", "heldout").stdout
+    cells = {line.split("|")[0].strip(): line.split("|")[1].strip()
+             for line in table.splitlines() if "|" in line}
+    assert cells["log_loss"] == "" and cells["accuracy"] != ""
+    assert "NaN" not in table and "nan" not in table
