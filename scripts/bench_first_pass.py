@@ -13,7 +13,10 @@ figures, are what carry over to another machine):
     'off', numeric label, known dimension: no pass at all), and with the
     pass (standardize => 'auto', softmax classes, sparse dimension);
   * the pass's own time (the engine reports it at DEBUG1), next to the
-    epochs' (epoch 1 also fills the block cache that later epochs read).
+    epochs' (epoch 1 also fills the block cache that later epochs read);
+  * missing => 'mean', 'median', 'zero' (issue 33) on the dense table with
+    one NULL element in a tenth of its rows, next to the default that
+    skips them: the median sorts every value the pass learns from.
 
 Usage: PGHOST=... PGPORT=... .venv/bin/python scripts/bench_first_pass.py [--rows N]
 (creates and drops tables bfp_* in the connected database).
@@ -56,8 +59,13 @@ def main() -> None:
                      f"ARRAY[g % 1000, 1000 + g % 7, 2000 + g % 13]::int[] AS idx, "
                      f"ARRAY[1.0, sin(g), 3.0 * cos(g)]::float8[] AS vals "
                      f"FROM generate_series(1, {n}) g")
+        conn.execute("DROP TABLE IF EXISTS bfp_holes")
+        conn.execute("CREATE TABLE bfp_holes AS SELECT id, label, cls, CASE WHEN id % 10 = 0 "
+                     "THEN features[:id % 28] || NULL::float8 || features[id % 28 + 2:] "
+                     "ELSE features END AS features FROM bfp_dense")
         conn.execute("VACUUM ANALYZE bfp_dense")
         conn.execute("VACUUM ANALYZE bfp_sparse")
+        conn.execute("VACUUM ANALYZE bfp_holes")
 
         def train(table, model, extra):
             return _train(conn, table, model, extra, r)
@@ -86,13 +94,27 @@ def main() -> None:
              ", features => 'vals', feature_indices => 'idx', standardize => 'off'"),
             ("sparse, dimension and scale", "bfp_sparse", "svm",
              ", features => 'vals', feature_indices => 'idx'"),
+            ("dense 28, a NULL in 10% of rows, skipped (statistics)", "bfp_holes", "logistic",
+             ""),
+            ("dense 28, a NULL in 10% of rows, missing => 'mean'", "bfp_holes", "logistic",
+             ", missing => 'mean'"),
+            ("dense 28, a NULL in 10% of rows, missing => 'median'", "bfp_holes", "logistic",
+             ", missing => 'median'"),
+            ("dense 28, a NULL in 10% of rows, missing => 'zero'", "bfp_holes", "logistic",
+             ", missing => 'zero'"),
+            ("dense 28, a NULL in 10% of rows, missing => 'median', spilled "
+             "(maintenance_work_mem 8MB)", "bfp_holes", "logistic", ", missing => 'median'"),
         ]
         passes = {}
         for what, table, model, extra in configs:
+            # the median's values beyond maintenance_work_mem go to sorts on disk
+            if "spilled" in what:
+                conn.execute("SET maintenance_work_mem = '8MB'")
             first, second, own = train(table, model, extra)
+            conn.execute("RESET maintenance_work_mem")
             passes[what] = own
             rows.append((f"{what}: epoch 1 / epoch 2", f"{first:.3f} / {second:.3f}"))
-        conn.execute("DROP TABLE bfp_dense, bfp_sparse")
+        conn.execute("DROP TABLE bfp_dense, bfp_sparse, bfp_holes")
 
     print(f"# {datetime.date.today()} {platform.node()} {platform.processor() or platform.machine()}"
           f", {n} rows, best of {r}")

@@ -45,7 +45,7 @@ main(void)
 	printf("stats dense:   %.2f ns/value\n", (now() - t0) * 1e9 / ((double) NR * NF));
 
 	cp_prep_transform_init(&t, NF, true, alloc_zero);
-	cp_prep_transform_from_stats(&t, &st, NULL, NULL, NULL);
+	cp_prep_transform_from_stats(&t, &st, NULL, NULL, NULL, NULL);
 	t0 = now();
 	for (int i = 0; i < NR; i++)
 		cp_prep_apply_dense(&t, x + (int64) i * NF);
@@ -59,7 +59,7 @@ main(void)
 	printf("apply dense, in cache: %.2f ns/value\n", (now() - t0) * 1e9 / (200000.0 * NF));
 
 	cp_prep_transform_init(&ts, NF, false, alloc_zero);
-	cp_prep_transform_from_stats(&ts, &st, NULL, NULL, NULL);
+	cp_prep_transform_from_stats(&ts, &st, NULL, NULL, NULL, NULL);
 	t0 = now();
 	cp_prep_apply_sparse(&ts, idx, x, (int64) NR * NF);
 	printf("apply sparse:  %.2f ns/value\n", (now() - t0) * 1e9 / ((double) NR * NF));

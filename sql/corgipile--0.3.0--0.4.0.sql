@@ -14,6 +14,8 @@
 --     to 1000 on a smaller table: at least 1,000,000 row steps), and l2 to NULL
 --     (scikit-learn's C = 1 per row, 1/rows, with the default schedule;
 --     else 0).
+--   * Imputation stored with the model: train() takes missing ('skip',
+--     the default, 'mean', 'median', 'zero') and missing_indicator.
 
 \echo Use "ALTER EXTENSION corgipile UPDATE TO '0.4.0'" to load this file. \quit
 
@@ -158,7 +160,9 @@ CREATE FUNCTION corgipile.train(
     standardize     text DEFAULT 'auto',
     max_categories  integer DEFAULT 1000,
     workers         integer DEFAULT 1,
-    average         boolean DEFAULT NULL)
+    average         boolean DEFAULT NULL,
+    missing         text DEFAULT 'skip',
+    missing_indicator boolean DEFAULT false)
 RETURNS TABLE (
     model_name       text,
     epoch            integer,
@@ -176,4 +180,4 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE
 ROWS 20
 SUPPORT corgipile.train_support;
 
-COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. learning_rate NULL: the default schedule (rate 0.1, iterates averaged from epoch 2, implicit steps for linear). average: averaged SGD on or off (NULL: on with the default rate). buffer_size NULL: the whole table when its heap fits maintenance_work_mem, else 10%. max_epoch_num and tolerance NULL: until the averaged model converges (its objective on a seeded sample of the rows improves by less than 0.5%), at most 20 epochs (up to 1000 below 50,000 rows); on a table the polish takes, 3 epochs and then L-BFGS to the minimum. l2 NULL: 1/rows with the default schedule (scikit-learn''s C = 1), else 0. validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';
+COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. learning_rate NULL: the default schedule (rate 0.1, iterates averaged from epoch 2, implicit steps for linear). average: averaged SGD on or off (NULL: on with the default rate). buffer_size NULL: the whole table when its heap fits maintenance_work_mem, else 10%. max_epoch_num and tolerance NULL: until the averaged model converges (its objective on a seeded sample of the rows improves by less than 0.5%), at most 20 epochs (up to 1000 below 50,000 rows); on a table the polish takes, 3 epochs and then L-BFGS to the minimum. l2 NULL: 1/rows with the default schedule (scikit-learn''s C = 1), else 0. validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. missing: what a NULL number becomes: skip (the row is left out), mean, median or zero (imputed, as scikit-learn''s SimpleImputer; the statistic is stored with the model and applied by predict and evaluate); missing_indicator: add a 0/1 feature per column that had NULLs. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';

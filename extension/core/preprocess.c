@@ -205,12 +205,27 @@ void
 cp_prep_stats_moments(const CpPrepStats *st, int32 j, double *mean,
 					  double *var)
 {
+	cp_prep_stats_moments_filled(st, j, 0.0, mean, var);
+}
+
+/*
+ * The same, with the values not seen (n_rows - count[j]: a sparse row's
+ * implicit zeros, a dense row's NULLs) taken as fill instead of 0: the
+ * moments of the column after imputation, which a scikit-learn pipeline
+ * of SimpleImputer then StandardScaler scales by.  Imputing the mean of
+ * the values seen leaves the mean and the sum of squared deviations as
+ * they are and divides it by every row.
+ */
+void
+cp_prep_stats_moments_filled(const CpPrepStats *st, int32 j, double fill,
+							 double *mean, double *var)
+{
 	int64		n;
 	double		m;
 	double		m2;
 
 	combine(st->count[j], st->mean[j], st->m2[j],
-			st->n_rows - st->count[j], 0.0, 0.0, &n, &m, &m2);
+			st->n_rows - st->count[j], fill, 0.0, &n, &m, &m2);
 	if (n == 0)
 	{
 		*mean = 0.0;
@@ -219,6 +234,133 @@ cp_prep_stats_moments(const CpPrepStats *st, int32 j, double *mean,
 	}
 	*mean = m;
 	*var = m2 > 0.0 ? m2 / (double) n : 0.0;
+}
+
+/* ---------------------------------------------------------------------
+ * Median (missing => 'median')
+ * ---------------------------------------------------------------------
+ */
+
+static inline void
+swap_doubles(double *v, int64 i, int64 j)
+{
+	double		t = v[i];
+
+	v[i] = v[j];
+	v[j] = t;
+}
+
+/* Sift v[i] down the max-heap v[lo, lo + n), indices relative to lo. */
+static void
+sift_down(double *v, int64 lo, int64 n, int64 i)
+{
+	for (;;)
+	{
+		int64		big = i;
+		int64		l = 2 * i + 1;
+
+		if (l < n && v[lo + l] > v[lo + big])
+			big = l;
+		if (l + 1 < n && v[lo + l + 1] > v[lo + big])
+			big = l + 1;
+		if (big == i)
+			return;
+		swap_doubles(v, lo + i, lo + big);
+		i = big;
+	}
+}
+
+/*
+ * Put the k-th smallest of v[0, n) at v[k], the smaller ones before it
+ * and the larger after: quickselect with a median-of-three pivot and a
+ * three-way partition (a column of many equal values, such as a lab
+ * measure rounded to one decimal, finishes in one pass), and heapselect
+ * once budget rounds have passed (cp_prep_median gives 2 log2 n + 2: an
+ * adversarial order cannot make it quadratic).  In place, no allocation.
+ */
+void
+cp_prep_select_kth(double *v, int64 n, int64 k, int budget)
+{
+	int64		lo = 0;
+	int64		hi = n - 1;
+
+	while (hi > lo)
+	{
+		int64		mid = lo + (hi - lo) / 2;
+		double		pivot;
+		int64		lt = lo;
+		int64		gt = hi;
+		int64		i = lo;
+
+		if (--budget < 0)
+		{
+			/* heapselect: a max-heap of v[lo, k], then the rest through it */
+			int64		n = k - lo + 1;
+
+			for (int64 j = n / 2 - 1; j >= 0; j--)
+				sift_down(v, lo, n, j);
+			for (int64 j = k + 1; j <= hi; j++)
+				if (v[j] < v[lo])
+				{
+					swap_doubles(v, lo, j);
+					sift_down(v, lo, n, 0);
+				}
+			swap_doubles(v, lo, k);
+			return;
+		}
+		/* the median of v[lo], v[mid], v[hi] */
+		if (v[mid] < v[lo])
+			swap_doubles(v, mid, lo);
+		if (v[hi] < v[lo])
+			swap_doubles(v, hi, lo);
+		if (v[hi] < v[mid])
+			swap_doubles(v, hi, mid);
+		pivot = v[mid];
+		/* v[lo, lt) < pivot, v[lt, i) == pivot, v(gt, hi] > pivot */
+		while (i <= gt)
+		{
+			if (v[i] < pivot)
+				swap_doubles(v, lt++, i++);
+			else if (v[i] > pivot)
+				swap_doubles(v, i, gt--);
+			else
+				i++;
+		}
+		if (k < lt)
+			hi = lt - 1;
+		else if (k > gt)
+			lo = gt + 1;
+		else
+			return;
+	}
+}
+
+/*
+ * The median of v[0, n) (n > 0, every value finite), as numpy's median:
+ * the middle value of an odd count, the mean of the two middle ones of an
+ * even count.  v is reordered.  Linear in n on the average, n log n at
+ * worst.
+ */
+double
+cp_prep_median(double *v, int64 n)
+{
+	int64		k = (n - 1) / 2;
+	int			budget = 2;
+	double		low;
+	double		high;
+
+	for (int64 m = n; m > 1; m >>= 1)
+		budget += 2;
+	cp_prep_select_kth(v, n, k, budget);
+	low = v[k];
+	if (n % 2 == 1)
+		return low;
+	/* the next one up is the least of what select_kth left above k */
+	high = v[k + 1];
+	for (int64 i = k + 2; i < n; i++)
+		if (v[i] < high)
+			high = v[i];
+	return (low + high) / 2.0;
 }
 
 /*
@@ -283,17 +425,22 @@ cp_prep_transform_set(CpPrepTransform *t, int32 j, double mean, double std)
 /*
  * Builds the transform from learnt statistics.  Feature j is statistics
  * column stats_col[j], or, when stats_col is NULL, column j; stats_col[j]
- * < 0 leaves feature j as the identity: one-hot indicators are not scaled,
- * as in a scikit-learn pipeline of StandardScaler on numbers and
- * OneHotEncoder on categories, and have no statistics.  means[] and stds[]
- * (either may be NULL) receive what the model must store: std 0 for a
- * constant or skipped column, mean 0 for a skipped one (and for every
- * column when not centred it is still the true mean, for information).
- * Returns the number of constant columns.
+ * < 0 leaves feature j as the identity: one-hot and missing indicators are
+ * not scaled, as in a scikit-learn pipeline of StandardScaler on numbers
+ * and OneHotEncoder on categories, and have no statistics.  fill[j] (fill
+ * may be NULL: 0) is what the rows the statistics did not see hold in
+ * feature j: a sparse row's implicit zeros, or the value a NULL is imputed
+ * with, so that the feature is scaled as imputed
+ * (cp_prep_stats_moments_filled).  means[] and stds[] (either may be
+ * NULL) receive what the model must store: std 0 for a constant or
+ * skipped column, mean 0 for a skipped one (and for every column when not
+ * centred it is still the true mean, for information).  Returns the
+ * number of constant columns.
  */
 int32
 cp_prep_transform_from_stats(CpPrepTransform *t, const CpPrepStats *st,
-							 const int32 *stats_col, double *means, double *stds)
+							 const int32 *stats_col, const double *fill,
+							 double *means, double *stds)
 {
 	int32		n_constant = 0;
 
@@ -315,7 +462,7 @@ cp_prep_transform_from_stats(CpPrepTransform *t, const CpPrepStats *st,
 		}
 		else
 		{
-			cp_prep_stats_moments(st, s, &mean, &var);
+			cp_prep_stats_moments_filled(st, s, fill != NULL ? fill[j] : 0.0, &mean, &var);
 			if (cp_prep_is_constant(mean, var, st->n_rows))
 			{
 				std = 0.0;

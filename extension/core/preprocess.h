@@ -53,7 +53,12 @@ extern void cp_prep_stats_add_sparse(CpPrepStats *st, const int32 *indices,
 extern void cp_prep_stats_merge(CpPrepStats *into, const CpPrepStats *from);
 extern void cp_prep_stats_moments(const CpPrepStats *st, int32 j,
 								  double *mean, double *var);
+extern void cp_prep_stats_moments_filled(const CpPrepStats *st, int32 j,
+										 double fill, double *mean,
+										 double *var);
 extern bool cp_prep_is_constant(double mean, double var, int64 n);
+extern double cp_prep_median(double *v, int64 n);
+extern void cp_prep_select_kth(double *v, int64 n, int64 k, int budget);
 
 /*
  * The transform x' = x * scale[j] + offset[j]: one multiply-add per value.
@@ -81,6 +86,7 @@ extern void cp_prep_transform_set(CpPrepTransform *t, int32 j, double mean,
 extern int32 cp_prep_transform_from_stats(CpPrepTransform *t,
 										  const CpPrepStats *st,
 										  const int32 *stats_col,
+										  const double *fill,
 										  double *means, double *stds);
 extern void cp_prep_apply_dense(const CpPrepTransform *t, double *x);
 extern void cp_prep_apply_sparse(const CpPrepTransform *t,

@@ -51,6 +51,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/varlena.h"
 
 #include "util/relation.h"
 #include "io/heap_page.h"
@@ -264,7 +265,11 @@ begin(FunctionCallInfo fcinfo)
 		p.model = CP_MODEL_LINEAR;
 		st->kind = CP_MODEL_LINEAR;
 		{
-			AttrNumber	attno = get_attnum(RelationGetRelid(st->rel), p.label);
+			/* the name as SQL reads it ("label" quoted keeps its case) */
+			List	   *names = NIL;
+			AttrNumber	attno = SplitIdentifierString(pstrdup(p.label), ',', &names) &&
+				list_length(names) == 1 ?
+				get_attnum(RelationGetRelid(st->rel), linitial(names)) : InvalidAttrNumber;
 			Oid			type = attno > 0 ? get_atttype(RelationGetRelid(st->rel), attno) : InvalidOid;
 
 			if (OidIsValid(type) && getBaseType(type) == BOOLOID)

@@ -9,7 +9,10 @@
  * svm, which has no probabilities).  Softmax: accuracy, macro_f1 (the mean
  * F1 over the classes that occur in the labels or the predictions) and
  * log_loss.  Linear: rmse, mae and r2.  Rows with a NULL label or NULL
- * features are skipped, as in training.
+ * features are skipped, as in training (a NULL number is imputed by a
+ * model trained with missing => ...); every model's output ends with the
+ * rows scored (rows) and skipped (skipped_null_label,
+ * skipped_null_features), and a NOTICE says when rows were skipped.
  *
  *-------------------------------------------------------------------------
  */
@@ -56,6 +59,24 @@ put(void *arg, const char *metric, double value)
 	values[0] = CStringGetTextDatum(metric);
 	values[1] = Float8GetDatum(value);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/* Why rows were skipped: how many for a NULL label, how many for features. */
+static int
+skipped_detail(const CpLayout *lo)
+{
+	return errdetail(INT64_FORMAT " with a NULL label, " INT64_FORMAT " with a NULL feature.",
+					 lo->n_null_label, lo->n_skipped - lo->n_null_label);
+}
+
+/* What keeps rows with a NULL number: a model trained to impute them. */
+static int
+skipped_hint(const CpEvalState *ev, const CpLayout *lo)
+{
+	if (lo->n_skipped == lo->n_null_label || ev->stored->mode == CP_FEATURES_SPARSE ||
+		(ev->stored->prep != NULL && ev->stored->prep->fill != NULL))
+		return 0;
+	return errhint("A model trained with missing => 'mean' (or 'median', 'zero') imputes NULL numbers and scores such rows.");
 }
 
 Datum
@@ -107,12 +128,22 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_DATA),
 				 errmsg("relation \"%s\" has no rows with a non-NULL label and features to evaluate",
-						lo.relname)));
+						lo.relname),
+				 skipped_detail(&lo), skipped_hint(&ev, &lo)));
+	if (lo.n_skipped > 0)
+		ereport(NOTICE,
+				(errmsg("corgipile.evaluate: scored " INT64_FORMAT " rows of \"%s\", skipped " INT64_FORMAT " with a NULL label or NULL features",
+						ev.n, lo.relname, lo.n_skipped),
+				 skipped_detail(&lo), skipped_hint(&ev, &lo)));
 
 	cp_eval_metrics(&ev, put, rsinfo);
 	cp_eval_end(&ev);
 	/* category values the model had not seen (or NULL), encoded as zeros */
 	if (cp_prep_has_onehot(ev.stored->prep))
 		put(rsinfo, "unseen_values", (double) lo.n_unseen);
+	/* the rows the metrics are taken on, and those left out */
+	put(rsinfo, "rows", (double) ev.n);
+	put(rsinfo, "skipped_null_label", (double) lo.n_null_label);
+	put(rsinfo, "skipped_null_features", (double) (lo.n_skipped - lo.n_null_label));
 	return (Datum) 0;
 }

@@ -54,6 +54,10 @@ feature_label(const CpStoredModel *m, int32 j)
 			}
 			return pstrdup(col->name);
 		}
+		/* a missing indicator: 1 where the column is NULL */
+		for (int i = 0; prep->indicator != NULL && i < prep->n_columns; i++)
+			if (!prep->columns[i].onehot && prep->indicator[prep->columns[i].offset] == j)
+				return psprintf("%s IS NULL", prep->columns[i].name);
 	}
 	/* SQL's subscripts for an array, the index itself for sparse features */
 	return psprintf("%s[%d]", (char *) linitial(m->features),

@@ -223,6 +223,35 @@ check_numeric_array(ArrayType *arr, const char *what)
 				 errhint("Cast the array to float8[].")));
 }
 
+/*
+ * A dense array with NULL elements, for a model that imputes: each NULL at
+ * a number's position takes the fill training stored; a NULL anywhere
+ * else (a category's or a missing indicator's position, whose value the
+ * caller gives) is no prediction.  Then the transform.
+ */
+static bool
+load_dense_imputed(CpPredictCache *cache, ArrayType *arr, int len)
+{
+	const CpPrep *prep = cache->stored->prep;
+	bool	   *isnull = palloc(sizeof(bool) * len);
+	double	   *x = cache->row.values;
+	bool		ok = true;
+
+	cp_array_to_doubles_nulls(arr, x, isnull, len, &predict_input);
+	for (int j = 0; j < len && ok; j++)
+	{
+		if (!isnull[j])
+			continue;
+		if (isnan(prep->fill[j]))
+			ok = false;
+		x[j] = prep->fill[j];
+	}
+	pfree(isnull);
+	if (ok && prep->transform)
+		cp_prep_apply_dense(prep->transform, x);
+	return ok;
+}
+
 /* Load a dense array into the cached row; false if it holds a NULL. */
 static bool
 load_dense(CpPredictCache *cache, ArrayType *arr)
@@ -235,6 +264,8 @@ load_dense(CpPredictCache *cache, ArrayType *arr)
 		wrong_dimension(cache->stored, len);
 	ensure_row_cap(cache, len);
 	cache->row.sparse = false;
+	if (cache->stored->prep && cache->stored->prep->fill && array_contains_nulls(arr))
+		return load_dense_imputed(cache, arr, len);
 	/* the model's feature vector before scaling: scale it as training did */
 	if (cache->stored->prep && cache->stored->prep->transform &&
 		cache->stored->prep->transform->n_features == len)
@@ -376,9 +407,32 @@ resolve_row(CpPredictCache *cache, Oid type, int32 typmod)
 }
 
 /*
+ * Number column i of the row being predicted, or the fill of a model that
+ * imputes when it is NULL; false: NULL, and no prediction.
+ */
+static bool
+load_number(CpPredictCache *cache, int i, double *x)
+{
+	const CpPrep *prep = cache->stored->prep;
+	AttrNumber	a = cache->attnos[i];
+
+	if (cache->nulls[a - 1])
+	{
+		if (prep == NULL || prep->fill == NULL)
+			return false;
+		*x = prep->fill[prep->columns[i].offset];
+		return true;
+	}
+	*x = cp_datum_to_double(cache->values[a - 1], cache->atttypes[i]);
+	cp_check_finite(*x, &predict_input);
+	return true;
+}
+
+/*
  * The columns of a row through the model's preprocessing, as a sparse row
  * (one entry per column, as training holds it: layout.c): numbers (NULL:
- * no prediction, as without preprocessing) transformed, each category's
+ * the fill of a model that imputes, with its missing indicator; else no
+ * prediction, as without preprocessing) transformed, each category's
  * indicator (NULL or unseen: none, i.e. all zeros, reported once per query
  * when it counts as unseen: cp_prep_column_code).
  */
@@ -390,7 +444,7 @@ load_encoded(CpPredictCache *cache)
 	int64		before = cache->n_unseen;
 	int			n = 0;
 
-	ensure_row_cap(cache, prep->n_columns);
+	ensure_row_cap(cache, prep->n_columns + prep->n_indicators);
 	cache->row.sparse = true;
 	for (int i = 0; i < prep->n_columns; i++)
 	{
@@ -413,14 +467,23 @@ load_encoded(CpPredictCache *cache)
 		{
 			double		x;
 
-			if (cache->nulls[a - 1])
+			if (!load_number(cache, i, &x))
 				return false;
-			x = cp_datum_to_double(cache->values[a - 1], cache->atttypes[i]);
-			cp_check_finite(x, &predict_input);
 			if (t != NULL)
 				x = x * t->scale[col->offset] + t->offset[col->offset];
 			cache->row.indices[n] = col->offset;
 			cache->row.values[n++] = x;
+		}
+	}
+	/* missing indicators, after every column's positions (layout.c) */
+	for (int i = 0; prep->indicator != NULL && i < prep->n_columns; i++)
+	{
+		int32		at = prep->indicator[prep->columns[i].offset];
+
+		if (!prep->columns[i].onehot && at >= 0 && cache->nulls[cache->attnos[i] - 1])
+		{
+			cache->row.indices[n] = at;
+			cache->row.values[n++] = 1.0;
 		}
 	}
 	cache->row.offsets[1] = n;
@@ -461,17 +524,17 @@ load_row(CpPredictCache *cache, HeapTupleHeader td)
 		case CP_FEATURES_COLUMNS:
 			if (cp_prep_has_onehot(m->prep))
 				return load_encoded(cache);
+			/* numbers, then any missing indicators (layout.c) */
 			ensure_row_cap(cache, m->n_features);
 			cache->row.sparse = false;
-			for (int i = 0; i < m->n_features; i++)
+			memset(cache->row.values, 0, sizeof(double) * m->n_features);
+			for (int i = 0; i < list_length(m->features); i++)
 			{
-				AttrNumber	a = cache->attnos[i];
-
-				if (cache->nulls[a - 1])
+				if (!load_number(cache, i, &cache->row.values[i]))
 					return false;
-				cache->row.values[i] = cp_datum_to_double(cache->values[a - 1],
-														  cache->atttypes[i]);
-				cp_check_finite(cache->row.values[i], &predict_input);
+				if (m->prep != NULL && m->prep->indicator != NULL &&
+					m->prep->indicator[i] >= 0 && cache->nulls[cache->attnos[i] - 1])
+					cache->row.values[m->prep->indicator[i]] = 1.0;
 			}
 			if (m->prep != NULL && m->prep->transform != NULL)
 				cp_prep_apply_dense(m->prep->transform, cache->row.values);

@@ -590,13 +590,28 @@ ragged(const CpLayout *lo, int len, const CpRowContext *where)
 }
 
 /*
+ * Whether the columns layout's row has a NULL number: skipped unless the
+ * model imputes (missing => ...).
+ */
+static inline bool
+null_number(const CpLayout *lo, const bool *isnull)
+{
+	for (int i = 0; i < lo->n_columns; i++)
+		if (!(lo->column_onehot && lo->column_onehot[i]) &&
+			isnull[lo->column_attnos[i] - 1])
+			return true;
+	return false;
+}
+
+/*
  * A row of the columns layout with category columns, as a sparse row: each
  * number at its position, transformed, and each
  * category column's one indicator (value 1 at offset + code), so a row
  * takes one entry per feature column whatever the number of categories.
  * The entries are in position order, the numbers explicit even when 0
- * (centring needs them).  A NULL number skips the row; a NULL or unseen
- * category has no entry (all its indicators 0), counted in n_unseen as
+ * (centring needs them).  A NULL number skips the row, or is imputed
+ * (prep->fill) and its missing indicator set; a NULL or unseen category
+ * has no entry (all its indicators 0), counted in n_unseen as
  * cp_prep_column_code says.
  */
 static bool
@@ -608,16 +623,17 @@ append_encoded(CpLayout *lo, Datum *vals, bool *isnull, CpBuffer *buf,
 	int32	   *idx;
 	double	   *val;
 	int			n = 0;
+	bool		has_null;
 
 	if (prep == NULL)
 		elog(ERROR, "corgipile: the categories of \"%s\" were not learnt", lo->relname);
 	Assert(buf->sparse);
-	for (int i = 0; i < lo->n_columns; i++)
-		if (!lo->column_onehot[i] && isnull[lo->column_attnos[i] - 1])
-			return false;
+	has_null = null_number(lo, isnull);
+	if (has_null && prep->fill == NULL)
+		return false;
 	t = prep->transform;
 	buf->n_features = lo->n_features;
-	cp_buffer_reserve(buf, row + 1, buf->nnz + lo->n_columns);
+	cp_buffer_reserve(buf, row + 1, buf->nnz + lo->n_columns + prep->n_indicators);
 	idx = buf->indices + buf->nnz;
 	val = buf->values + buf->nnz;
 	for (int i = 0; i < lo->n_columns; i++)
@@ -639,14 +655,31 @@ append_encoded(CpLayout *lo, Datum *vals, bool *isnull, CpBuffer *buf,
 		}
 		else
 		{
-			double		x = cp_datum_to_double(vals[a], lo->column_types[i]);
+			double		x;
 
-			cp_check_finite(x, where);
+			if (isnull[a])
+				x = prep->fill[col->offset];
+			else
+			{
+				x = cp_datum_to_double(vals[a], lo->column_types[i]);
+				cp_check_finite(x, where);
+			}
 			/* the arithmetic of cp_prep_apply_dense, value by value */
 			if (t != NULL)
 				x = x * t->scale[col->offset] + t->offset[col->offset];
 			idx[n] = col->offset;
 			val[n++] = x;
+		}
+	}
+	/* the missing indicators come after every column's positions, in order */
+	for (int i = 0; has_null && prep->indicator != NULL && i < lo->n_columns; i++)
+	{
+		int32		at = prep->indicator[prep->columns[i].offset];
+
+		if (!prep->columns[i].onehot && at >= 0 && isnull[lo->column_attnos[i] - 1])
+		{
+			idx[n] = at;
+			val[n++] = 1.0;
 		}
 	}
 	buf->nnz += n;
@@ -655,8 +688,63 @@ append_encoded(CpLayout *lo, Datum *vals, bool *isnull, CpBuffer *buf,
 }
 
 /*
+ * A dense row of the columns layout with a NULL number, which the model
+ * imputes: the fill in its place, its missing indicator 1 (the others 0),
+ * then the transform.  x has the model's n_features.
+ */
+static void
+impute_columns(const CpLayout *lo, const Datum *vals, const bool *isnull,
+			   double *x, const CpRowContext *where)
+{
+	const CpPrep *prep = lo->prep;
+
+	memset(x, 0, sizeof(double) * lo->n_features);
+	for (int i = 0; i < lo->n_columns; i++)
+	{
+		int			a = lo->column_attnos[i] - 1;
+
+		if (isnull[a])
+		{
+			x[i] = prep->fill[i];
+			if (prep->indicator != NULL && prep->indicator[i] >= 0)
+				x[prep->indicator[i]] = 1.0;
+			continue;
+		}
+		x[i] = cp_datum_to_double(vals[a], lo->column_types[i]);
+		cp_check_finite(x[i], where);
+	}
+	if (prep->transform)
+		cp_prep_apply_dense(prep->transform, x);
+}
+
+/*
+ * An array with NULL elements, which the model imputes element by
+ * element, into x (n_features), transformed; false when the array's
+ * length is not the model's (the caller reported a ragged row already).
+ */
+static bool
+impute_array(const CpLayout *lo, ArrayType *arr, double *x,
+			 const CpRowContext *where)
+{
+	const CpPrep *prep = lo->prep;
+	bool	   *isnull = palloc(sizeof(bool) * lo->n_features);
+
+	if (prep->n_features != lo->n_features)
+		return false;
+	cp_array_to_doubles_nulls(arr, x, isnull, lo->n_features, where);
+	for (int j = 0; j < lo->n_features; j++)
+		if (isnull[j])
+			x[j] = prep->fill[j];
+	pfree(isnull);
+	if (prep->transform)
+		cp_prep_apply_dense(prep->transform, x);
+	return true;
+}
+
+/*
  * Append the row in slot to buf.  Returns false, and counts the row as
- * skipped, when its label or any of its features is NULL.  Allocations of
+ * skipped, when its label or any of its features is NULL (a NULL number
+ * only when the model does not impute it).  Allocations of
  * detoasting happen in CurrentMemoryContext, which the caller resets.
  */
 bool
@@ -676,7 +764,10 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 	if (lo->mode == CP_FEATURES_NONE)
 		label = 0.0;
 	else if (isnull[lo->label_attno - 1])
+	{
+		lo->n_null_label++;
 		goto skip;
+	}
 	else
 		label = map_label(lo, vals[lo->label_attno - 1], &where);
 
@@ -707,6 +798,12 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 					ragged(lo, len, &where);
 				buf->n_features = lo->n_features;
 				cp_buffer_reserve(buf, row + 1, (row + 1) * lo->n_features);
+				if (lo->prep && lo->prep->fill && array_contains_nulls(arr))
+				{
+					if (!impute_array(lo, arr, buf->values + row * lo->n_features, &where))
+						goto skip;
+					break;
+				}
 				if (lo->prep && lo->prep->transform &&
 					lo->prep->transform->n_features == lo->n_features)
 				{
@@ -737,9 +834,16 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 						goto skip;
 					break;
 				}
-				for (int i = 0; i < lo->n_columns; i++)
-					if (isnull[lo->column_attnos[i] - 1])
+				if (null_number(lo, isnull))
+				{
+					if (lo->prep == NULL || lo->prep->fill == NULL)
 						goto skip;
+					buf->n_features = lo->n_features;
+					cp_buffer_reserve(buf, row + 1, (row + 1) * lo->n_features);
+					impute_columns(lo, vals, isnull, buf->values + row * lo->n_features,
+								   &where);
+					break;
+				}
 				buf->n_features = lo->n_features;
 				cp_buffer_reserve(buf, row + 1, (row + 1) * lo->n_features);
 				x = buf->values + row * lo->n_features;
@@ -749,6 +853,10 @@ cp_layout_append(CpLayout *lo, TupleTableSlot *slot, CpBuffer *buf)
 											  lo->column_types[i]);
 					cp_check_finite(x[i], &where);
 				}
+				/* a complete row: every missing indicator 0 */
+				if (lo->n_features > lo->n_columns)
+					memset(x + lo->n_columns, 0,
+						   sizeof(double) * (lo->n_features - lo->n_columns));
 				if (lo->prep && lo->prep->transform)
 					cp_prep_apply_dense(lo->prep->transform, x);
 				break;

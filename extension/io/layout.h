@@ -88,6 +88,7 @@ typedef struct CpLayout
 	bool		seen_one;
 
 	int64		n_skipped;		/* rows with a NULL label or features */
+	int64		n_null_label;	/* ... of which with a NULL label */
 } CpLayout;
 
 /*

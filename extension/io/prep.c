@@ -19,6 +19,7 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/float.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
@@ -50,6 +51,31 @@ cp_prep_has_onehot(const CpPrep *prep)
 		if (prep->columns[i].onehot)
 			return true;
 	return false;
+}
+
+/*
+ * Size the imputation of a model of prep->n_features positions: every
+ * fill NaN (a position that is not a number: the caller sets the
+ * numbers') and no indicator (the caller places them, and counts them in
+ * n_indicators).  missing skip has neither.
+ */
+void
+cp_prep_init_missing(CpPrep *prep, CpMissing missing, bool add_indicator)
+{
+	prep->missing = missing;
+	prep->add_indicator = add_indicator;
+	prep->n_indicators = 0;
+	if (missing == CP_MISSING_SKIP)
+		return;
+	prep->fill = palloc_array(double, prep->n_features);
+	for (int32 j = 0; j < prep->n_features; j++)
+		prep->fill[j] = get_float8_nan();
+	if (add_indicator)
+	{
+		prep->indicator = palloc_array(int32, prep->n_features);
+		for (int32 j = 0; j < prep->n_features; j++)
+			prep->indicator[j] = -1;
+	}
 }
 
 /*
@@ -134,6 +160,14 @@ cp_prep_to_json(const CpPrep *prep, StringInfo buf, List *feature_names,
 
 	appendStringInfo(buf, "{\"version\": 1, \"standardize\": ");
 	escape_json(buf, cp_standardize_name(prep->standardize));
+	/* since 0.4.0, only when imputing: absent reads as skip */
+	if (prep->fill != NULL)
+	{
+		appendStringInfoString(buf, ", \"missing\": ");
+		escape_json(buf, cp_missing_name(prep->missing));
+		if (prep->add_indicator)
+			appendStringInfoString(buf, ", \"missing_indicator\": true");
+	}
 	appendStringInfoString(buf, ", \"features\": [");
 	if (mode == CP_FEATURES_COLUMNS)
 	{
@@ -172,6 +206,13 @@ cp_prep_to_json(const CpPrep *prep, StringInfo buf, List *feature_names,
 					appendStringInfoString(buf, ", \"std\": ");
 					cp_json_number(buf, prep->stds[col->offset]);
 				}
+				if (prep->fill != NULL)
+				{
+					appendStringInfoString(buf, ", \"fill\": ");
+					cp_json_number(buf, prep->fill[col->offset]);
+				}
+				if (col->nulls_seen)
+					appendStringInfoString(buf, ", \"nulls\": true");
 			}
 			appendStringInfoChar(buf, '}');
 		}
@@ -188,6 +229,11 @@ cp_prep_to_json(const CpPrep *prep, StringInfo buf, List *feature_names,
 			json_doubles(buf, prep->means, prep->n_features);
 			appendStringInfoString(buf, ", \"std\": ");
 			json_doubles(buf, prep->stds, prep->n_features);
+		}
+		if (prep->fill != NULL)
+		{
+			appendStringInfoString(buf, ", \"fill\": ");
+			json_doubles(buf, prep->fill, prep->n_features);
 		}
 		appendStringInfoChar(buf, '}');
 	}
@@ -369,12 +415,40 @@ walk_categories(CpPrepColumn *col, JsonbContainer *cats, int n, bool check_order
 	}
 }
 
+/* whether training met NULLs in a column: a boolean since 0.4.0, absent before */
+static bool
+read_nulls(JsonbContainer *f, const char *model_name, const char *name)
+{
+	JsonbValue *nulls = get_key(f, "nulls");
+
+	if (nulls != NULL && nulls->type != jbvBool)
+		damaged(model_name, "\"nulls\" of \"%s\" is not a boolean.", name);
+	return nulls != NULL && nulls->val.boolean;
+}
+
+/* the fills of positions [at, at + n) (imputing models) */
+static void
+read_fills(CpPrep *prep, JsonbContainer *f, int32 at, int32 n, bool array,
+		   const char *model_name, const char *name)
+{
+	JsonbValue *v = get_key(f, "fill");
+	JsonbValue *fills = v;
+	int			n_fills = 1;
+
+	if (array)
+		fills = array_elements(v, model_name, psprintf("The fill of \"%s\"", name), &n_fills);
+	if (n_fills != n)
+		damaged(model_name, "Feature \"%s\" has %d fills for %d features.", name, n_fills, n);
+	for (int32 j = 0; j < n; j++)
+		prep->fill[at + j] = value_double(&fills[j], model_name,
+										  psprintf("The fill of \"%s\"", name));
+}
+
 /* A onehot column's dictionary, rebuilt so that code i is categories[i]. */
 static void
 read_categories(CpPrepColumn *col, JsonbContainer *f, const char *model_name)
 {
 	JsonbValue *cats = get_key(f, "categories");
-	JsonbValue *nulls;
 	int			n;
 
 	if (cats == NULL || cats->type != jbvBinary ||
@@ -393,11 +467,7 @@ read_categories(CpPrepColumn *col, JsonbContainer *f, const char *model_name)
 		damaged(model_name, "Column \"%s\" has %d categories; expected %d.",
 				col->name, col->dict->n_entries, n);
 	cp_prep_dict_finish(col->dict);
-	/* whether training met NULLs: a boolean since 0.4.0, absent before */
-	nulls = get_key(f, "nulls");
-	if (nulls != NULL && nulls->type != jbvBool)
-		damaged(model_name, "\"nulls\" of \"%s\" is not a boolean.", col->name);
-	col->nulls_seen = nulls != NULL && nulls->val.boolean;
+	col->nulls_seen = read_nulls(f, model_name, col->name);
 	walk_categories(col, cats->val.binary.data, n, true, model_name);
 	col->width = n;
 }
@@ -418,6 +488,8 @@ cp_prep_from_jsonb(Jsonb *jb, const char *model_name, int32 n_features,
 	char	   *standardize;
 	int			n_feats;
 	int32		at = 0;
+	CpMissing	missing = CP_MISSING_SKIP;
+	bool		add_indicator = false;
 
 	if (!JsonContainerIsObject(root))
 		damaged(model_name, "It is not a JSON object.");
@@ -439,6 +511,24 @@ cp_prep_from_jsonb(Jsonb *jb, const char *model_name, int32 n_features,
 					 "n_model_features") != (double) n_features)
 		damaged(model_name, "n_model_features is not the model's n_features %d.", n_features);
 	prep->n_features = n_features;
+	/* imputation: since 0.4.0, absent before (skip) */
+	v = get_key(root, "missing");
+	if (v != NULL)
+	{
+		char	   *name = get_string(root, "missing", model_name, "It");
+
+		if (!cp_parse_missing(name, &missing))
+			damaged(model_name, "missing \"%s\" is not skip, mean, median or zero.", name);
+		v = get_key(root, "missing_indicator");
+		if (v != NULL && v->type != jbvBool)
+			damaged(model_name, "missing_indicator is not a boolean.");
+		add_indicator = v != NULL && v->val.boolean;
+		if (add_indicator && (mode != CP_FEATURES_COLUMNS || missing == CP_MISSING_SKIP))
+			damaged(model_name, "missing_indicator needs feature columns and imputation.");
+		if (missing != CP_MISSING_SKIP && mode == CP_FEATURES_SPARSE)
+			damaged(model_name, "A sparse model does not impute.");
+	}
+	cp_prep_init_missing(prep, missing, add_indicator);
 	if (prep->standardize != CP_STANDARDIZE_OFF)
 	{
 		prep->transform = palloc0(sizeof(CpPrepTransform));
@@ -477,6 +567,8 @@ cp_prep_from_jsonb(Jsonb *jb, const char *model_name, int32 n_features,
 						name, kind, want);
 			if (prep->transform)
 				read_moments(prep, f, 0, n_features, true, model_name, name);
+			if (prep->fill)
+				read_fills(prep, f, 0, n_features, true, model_name, name);
 			at = n_features;
 			continue;
 		}
@@ -489,6 +581,9 @@ cp_prep_from_jsonb(Jsonb *jb, const char *model_name, int32 n_features,
 				damaged(model_name, "The features need more than n_features %d positions.", n_features);
 			if (prep->transform)
 				read_moments(prep, f, at, 1, false, model_name, name);
+			if (prep->fill)
+				read_fills(prep, f, at, 1, false, model_name, name);
+			prep->columns[i].nulls_seen = read_nulls(f, model_name, name);
 		}
 		else if (strcmp(kind, "onehot") == 0)
 		{
@@ -501,6 +596,19 @@ cp_prep_from_jsonb(Jsonb *jb, const char *model_name, int32 n_features,
 			damaged(model_name, "Feature \"%s\" has kind \"%s\"; expected number or onehot.",
 					name, kind);
 		at += prep->columns[i].width;
+	}
+	/* the indicators follow, one per number column that had NULLs */
+	for (int i = 0; add_indicator && i < prep->n_columns; i++)
+	{
+		CpPrepColumn *col = &prep->columns[i];
+
+		if (col->onehot || !col->nulls_seen)
+			continue;
+		if (at >= n_features)
+			damaged(model_name, "The missing indicators need more than n_features %d positions.",
+					n_features);
+		prep->indicator[col->offset] = at++;
+		prep->n_indicators++;
 	}
 	if (at != n_features)
 		damaged(model_name, "The features fill %d positions; the model has %d.", at, n_features);

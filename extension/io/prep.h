@@ -33,10 +33,11 @@ typedef struct CpPrepColumn
 	int32		width;			/* 1, or the number of categories */
 
 	/*
-	 * onehot: the training rows had NULLs in this column.  A NULL is
+	 * The training rows had NULLs in this column.  onehot: a NULL is
 	 * encoded as all zeros either way (the column's reference level); it
 	 * counts as an unseen value only when training never met one (and in
-	 * models stored before 0.4.0, whose preprocess does not say).
+	 * models stored before 0.4.0, whose preprocess does not say).  A
+	 * number: with missing_indicator, the column has an indicator feature.
 	 */
 	bool		nulls_seen;
 } CpPrepColumn;
@@ -55,6 +56,22 @@ typedef struct CpPrep
 	int64		n_rows;			/* rows the statistics were learnt from */
 	int64		sampled_blocks; /* blocks they were sampled from, 0: every
 								 * row was read (params.stats_sample_blocks) */
+
+	/*
+	 * Imputation (missing => ...).  fill[j] is what a NULL number at model
+	 * position j becomes, in the feature's original units (the transform
+	 * applies after it); NULL when missing is skip: such a row is left out
+	 * and such a prediction is NULL, as before 0.4.0.  With
+	 * missing_indicator, each number column that had NULLs in training has
+	 * an indicator feature, 1 when the value is NULL: indicator[j] is its
+	 * position (-1: none), after every column's own positions, in column
+	 * order; indicators are not scaled.
+	 */
+	CpMissing	missing;
+	bool		add_indicator;
+	double	   *fill;			/* n_features, or NULL */
+	int32	   *indicator;		/* n_features, or NULL */
+	int32		n_indicators;
 } CpPrep;
 
 /* a boolean column's categories, as its text output */
@@ -65,6 +82,8 @@ extern bool cp_prep_is_category_type(Oid type);
 extern void *cp_prep_palloc0(Size size);
 extern const char *cp_prep_category_bytes(Datum d, Oid type, int32 *len);
 extern bool cp_prep_has_onehot(const CpPrep *prep);
+extern void cp_prep_init_missing(CpPrep *prep, CpMissing missing,
+								 bool add_indicator);
 extern int32 cp_prep_column_code(const CpPrepColumn *col, Datum d, bool isnull,
 								 Oid type, int64 *unseen);
 extern CpPrep *cp_prep_from_jsonb(Jsonb *jb, const char *model_name,

@@ -114,6 +114,11 @@ params_json(const CpTrainRecord *rec)
 	if (rec->layout->prep && rec->layout->prep->transform && p->warm_start == NULL)
 		json_key_number(&buf, "stats_sample_blocks", rec->layout->prep->sampled_blocks);
 	json_key_number(&buf, "max_categories", p->max_categories);
+	/* what preprocess does with a NULL number (a warm start: its model's) */
+	json_key_string(&buf, "missing", rec->layout->prep && rec->layout->prep->fill ?
+					cp_missing_name(rec->layout->prep->missing) : "skip", true);
+	if (rec->layout->prep && rec->layout->prep->add_indicator)
+		appendStringInfoString(&buf, ", \"missing_indicator\": true");
 	json_key_number(&buf, "workers", Max(rec->workers, 1));
 	if (rec->parallel_sync != NULL)
 		json_key_string(&buf, "parallel_sync", rec->parallel_sync, true);

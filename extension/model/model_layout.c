@@ -38,7 +38,12 @@ cp_model_layout(const CpStoredModel *m, Relation rel, CpLayout *lo)
 						 quote_identifier(lfirst(lc)));
 	p.features = features.data;
 	p.feature_indices = m->feature_indices ? (char *) quote_identifier(m->feature_indices) : NULL;
-	p.n_features = m->n_features;
+	/*
+	 * The dimension of a columns model follows from its preprocessing
+	 * (categories, missing indicators), which cp_layout_use_prep sets;
+	 * without one it is the columns' count, as the loader checked.
+	 */
+	p.n_features = m->mode == CP_FEATURES_COLUMNS ? 0 : m->n_features;
 	cp_layout_resolve(lo, RelationGetDescr(rel), RelationGetRelationName(rel), &p);
 	if (lo->mode != m->mode)
 		ereport(ERROR,

@@ -6,7 +6,11 @@
  *	  and the features' encoding need before the first gradient step.
  *
  *	  - per-feature mean and standard deviation (dense) or scale (sparse),
- *	    when standardize is not off;
+ *	    when standardize is not off, and the statistic a NULL number is
+ *	    imputed with (missing => 'mean', 'median': a selection among the
+ *	    values seen, kept in maintenance_work_mem, or sorts that spill to
+ *	    disk beyond it), and which number columns had NULLs
+ *	    (missing_indicator);
  *	  - the one-hot dictionary of each text or boolean feature column;
  *	  - the class set of softmax, and the two values of a binary
  *	    classifier's text label;
@@ -46,6 +50,8 @@
 #include "utils/memutils.h"
 #include "storage/bufmgr.h"
 #include "common/pg_prng.h"
+#include "catalog/pg_operator_d.h"
+#include "utils/tuplesort.h"
 
 #include "io/block_cache.h"
 #include "io/heap_page.h"
@@ -63,14 +69,19 @@ typedef struct PassState
 	MemoryContext cxt;			/* what the pass learns lives here, not in
 								 * the per-row context */
 	CpStandardize standardize;
-	bool		want_stats;
+	bool		want_stats;		/* statistics of the numbers: to standardize
+								 * and/or to impute */
+	bool		scale;			/* standardize is not off */
+	bool		want_missing;	/* missing is not skip: rows with NULL
+								 * numbers are learnt from */
 	bool		want_dicts;
 	bool		want_classes;
 	bool		want_dim;
 	CpPrepDict *classes;		/* softmax: every label's text */
 	CpPrepDict *labels;			/* a binary classifier's text label */
 	CpPrepDict **dicts;			/* per column, category columns only */
-	bool	   *nulls_seen;		/* per column: a category column had NULLs */
+	bool	   *nulls_seen;		/* per column: it had NULLs (a category
+								 * column, or a number column when imputing) */
 	int		   *numeric_index;	/* per column: its statistics slot, or -1 */
 	int			n_numeric;
 	CpPrepStats stats;
@@ -78,11 +89,28 @@ typedef struct PassState
 	bool		stats_too_big;	/* a dimension no model can have */
 	double	   *row;			/* a row of numbers */
 	int32	   *idx;			/* a sparse row's indices */
+	bool	   *row_missing;	/* which values of row are NULL */
 	int			row_cap;
 	int64		max_index;		/* sparse: the largest index seen, or -1 */
 	uint64		dict_bytes;		/* bytes of all learnt category strings */
 	uint64		byte_budget;	/* work_mem */
 	int64		n_rows;			/* rows the statistics saw */
+	bool		row_has_null;	/* the row learnt last had a NULL number */
+
+	/*
+	 * missing => 'median': each value learnt, kept per statistics slot in
+	 * memory while they fit maintenance_work_mem (the median is then a
+	 * selection, core's cp_prep_median), else in a sort of float8 datums
+	 * per slot that spills to temporary files.
+	 */
+	bool		want_median;
+	int			n_median;		/* slots; 0 until the first row learnt */
+	double	  **median_vals;	/* per slot, in memory */
+	int64	   *median_len;
+	int64	   *median_cap;
+	Size		median_bytes;
+	Tuplesortstate **median_sorts;	/* per slot, once spilled */
+	double	   *medians;
 
 	/* filling the block cache with the raw rows (fill_cache_wanted) */
 	CpBlockCache *cache;		/* NULL: not filling it */
@@ -92,6 +120,8 @@ typedef struct PassState
 	bool		in_block;		/* block_rows holds a block */
 	int64		skipped_at_start;	/* lo->n_skipped before the pass */
 	int64		skipped_at_block;	/* ... before the current block */
+	int64		null_label_at_start;	/* the same of lo->n_null_label */
+	int64		null_label_at_block;
 	bool		row_ready;		/* learn_features converted the row's
 								 * float8[] features into row */
 	CpBuffer	block_held;		/* validation: the block's held-out rows */
@@ -156,11 +186,13 @@ ensure_row(PassState *ps, int n)
 	{
 		ps->row = MemoryContextAllocHuge(CurrentMemoryContext, mul_size(sizeof(double), n));
 		ps->idx = MemoryContextAllocHuge(CurrentMemoryContext, mul_size(sizeof(int32), n));
+		ps->row_missing = MemoryContextAllocHuge(CurrentMemoryContext, mul_size(sizeof(bool), n));
 	}
 	else
 	{
 		ps->row = repalloc_huge(ps->row, mul_size(sizeof(double), n));
 		ps->idx = repalloc_huge(ps->idx, mul_size(sizeof(int32), n));
+		ps->row_missing = repalloc_huge(ps->row_missing, mul_size(sizeof(bool), n));
 	}
 	ps->row_cap = n;
 	MemoryContextSwitchTo(old);
@@ -374,6 +406,187 @@ learn_indices(PassState *ps, Datum d, const CpRowContext *where)
 	ps->max_index = Max(ps->max_index, top);
 }
 
+/* the least memory a tuplesort runs in (tuplesort_begin_common's floor) */
+#define CP_MEDIAN_MIN_SORT_KB 64
+
+/* missing => 'median': n slots, their values in memory to begin with */
+static void
+median_begin(PassState *ps, int n)
+{
+	MemoryContext old = MemoryContextSwitchTo(ps->cxt);
+
+	ps->n_median = n;
+	ps->median_vals = palloc0_array(double *, n);
+	ps->median_len = palloc0_array(int64, n);
+	ps->median_cap = palloc0_array(int64, n);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The values no longer fit maintenance_work_mem: one sort of float8 datums
+ * per slot (a byval datum sort keeps each value in its SortTuple: no tuple
+ * is formed, a comparison is one float8 comparison), sharing it and each
+ * spilling beyond its share, given the values held so far.  Refused when
+ * the slots' least shares alone exceed it.
+ */
+static void
+median_spill(PassState *ps)
+{
+	int			n = ps->n_median;
+	int			kb = maintenance_work_mem / n;
+	MemoryContext old;
+
+	if (kb < CP_MEDIAN_MIN_SORT_KB)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("corgipile.train: missing => 'median' needs more than maintenance_work_mem (%d kB) for the values of the %d features of \"%s\"",
+						maintenance_work_mem, n, ps->lo->relname),
+				 errdetail("Beyond it each feature's values are sorted on disk, in at least %d kB each.",
+						   CP_MEDIAN_MIN_SORT_KB),
+				 errhint("Raise maintenance_work_mem to %d kB, or use missing => 'mean'.",
+						 n * CP_MEDIAN_MIN_SORT_KB)));
+	old = MemoryContextSwitchTo(ps->cxt);
+	ps->median_sorts = palloc_array(Tuplesortstate *, n);
+	for (int j = 0; j < n; j++)
+	{
+		ps->median_sorts[j] = tuplesort_begin_datum(FLOAT8OID, Float8LessOperator,
+													InvalidOid, false, kb, NULL,
+													TUPLESORT_NONE);
+		for (int64 i = 0; i < ps->median_len[j]; i++)
+			tuplesort_putdatum(ps->median_sorts[j], Float8GetDatum(ps->median_vals[j][i]),
+							   false);
+		if (ps->median_vals[j] != NULL)
+			pfree(ps->median_vals[j]);
+		ps->median_vals[j] = NULL;
+		CHECK_FOR_INTERRUPTS();
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* The values of a row learnt, present ones only: kept for the medians. */
+static void
+median_add(PassState *ps, const int32 *slots, const double *values, int n)
+{
+	if (ps->median_sorts == NULL)
+	{
+		Size		more = 0;
+
+		/* what the row makes the arrays grow by (its slots are distinct) */
+		for (int k = 0; k < n; k++)
+		{
+			int			j = slots == NULL ? k : slots[k];
+
+			if (ps->median_len[j] == ps->median_cap[j])
+				more = add_size(more, mul_size(Max(1024, ps->median_cap[j]),
+											   sizeof(double)));
+		}
+		if (add_size(ps->median_bytes, more) > (Size) maintenance_work_mem * 1024)
+			median_spill(ps);
+	}
+	if (ps->median_sorts != NULL)
+	{
+		for (int k = 0; k < n; k++)
+			tuplesort_putdatum(ps->median_sorts[slots == NULL ? k : slots[k]],
+							   Float8GetDatum(values[k]), false);
+		return;
+	}
+	for (int k = 0; k < n; k++)
+	{
+		int			j = slots == NULL ? k : slots[k];
+
+		if (ps->median_len[j] == ps->median_cap[j])
+		{
+			int64		cap = Max(1024, ps->median_cap[j] * 2);
+
+			ps->median_bytes += (cap - ps->median_cap[j]) * sizeof(double);
+			ps->median_vals[j] = ps->median_vals[j] == NULL ?
+				MemoryContextAllocHuge(ps->cxt, mul_size(cap, sizeof(double))) :
+				repalloc_huge(ps->median_vals[j], mul_size(cap, sizeof(double)));
+			ps->median_cap[j] = cap;
+		}
+		ps->median_vals[j][ps->median_len[j]++] = values[k];
+	}
+}
+
+/*
+ * The median of each slot's values, as numpy's (the mean of the two middle
+ * values of an even count; the statistics have counted them): selected in
+ * memory, or read from the middle of each sort.
+ */
+static void
+median_finish(PassState *ps)
+{
+	ps->medians = palloc0_array(double, ps->n_median);
+	for (int j = 0; j < ps->n_median; j++)
+	{
+		int64		c = ps->stats.count[j];
+		Tuplesortstate *sort;
+		Datum		low;
+		Datum		high;
+		bool		isnull;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ps->median_sorts == NULL)
+		{
+			if (ps->median_len[j] != c)
+				elog(ERROR, "corgipile: %lld values kept for a median, %lld counted",
+					 (long long) ps->median_len[j], (long long) c);
+			if (c > 0)
+				ps->medians[j] = cp_prep_median(ps->median_vals[j], c);
+			continue;
+		}
+		sort = ps->median_sorts[j];
+		tuplesort_performsort(sort);
+		if (c > 0)
+		{
+			if (!tuplesort_skiptuples(sort, (c - 1) / 2, true) ||
+				!tuplesort_getdatum(sort, true, &low, &isnull, NULL))
+				elog(ERROR, "corgipile: the median's sort holds fewer values than counted");
+			high = low;
+			if (c % 2 == 0 && !tuplesort_getdatum(sort, true, &high, &isnull, NULL))
+				elog(ERROR, "corgipile: the median's sort holds fewer values than counted");
+			ps->medians[j] = c % 2 == 1 ? DatumGetFloat8(low) :
+				(DatumGetFloat8(low) + DatumGetFloat8(high)) / 2.0;
+		}
+		tuplesort_end(sort);
+	}
+	ps->median_sorts = NULL;
+}
+
+/*
+ * A row's numbers into the statistics: a complete row as it always was,
+ * one with NULLs (missing => ...) by its present values, the row counted,
+ * so that its NULLs count as values not seen (imputed when the moments
+ * are read: cp_prep_stats_moments_filled).  row holds the value of each
+ * slot, missing[s] says which are NULL; row is compacted in place.
+ */
+static void
+stats_add_row(PassState *ps, double *row, const bool *missing, int n)
+{
+	int			m = 0;
+
+	/* an array's width is known from its first row */
+	if (ps->want_median && ps->n_median == 0)
+		median_begin(ps, ps->stats.n_features);
+	if (missing == NULL)
+	{
+		cp_prep_stats_add_dense(&ps->stats, row);
+		if (ps->want_median)
+			median_add(ps, NULL, row, n);
+		return;
+	}
+	for (int s = 0; s < n; s++)
+	{
+		if (missing[s])
+			continue;
+		ps->idx[m] = s;
+		row[m++] = row[s];
+	}
+	cp_prep_stats_add_sparse(&ps->stats, ps->idx, row, m);
+	if (ps->want_median)
+		median_add(ps, ps->idx, row, m);
+}
+
 /* The features of one row that training will use, into the statistics. */
 static void
 learn_features(PassState *ps, Datum *vals, bool *isnull,
@@ -381,13 +594,19 @@ learn_features(PassState *ps, Datum *vals, bool *isnull,
 {
 	CpLayout   *lo = ps->lo;
 
+	ps->row_has_null = false;
 	switch (lo->mode)
 	{
 		case CP_FEATURES_COLUMNS:
 			for (int i = 0; i < lo->n_columns; i++)
 				if (!(lo->column_onehot && lo->column_onehot[i]) &&
 					isnull[lo->column_attnos[i] - 1])
-					return;
+				{
+					/* training skips the row, or imputes the number */
+					if (!ps->want_missing)
+						return;
+					ps->row_has_null = true;
+				}
 			for (int i = 0; i < lo->n_columns; i++)
 			{
 				int			a = lo->column_attnos[i] - 1;
@@ -399,16 +618,24 @@ learn_features(PassState *ps, Datum *vals, bool *isnull,
 					else
 						ps->nulls_seen[i] = true;
 				}
+				else if (isnull[a])
+				{
+					ps->nulls_seen[i] = true;
+					if (ps->want_stats)
+						ps->row_missing[ps->numeric_index[i]] = true;
+				}
 				else if (ps->want_stats)
 				{
 					double		v = cp_datum_to_double(vals[a], lo->column_types[i]);
 
 					cp_check_finite(v, where);
 					ps->row[ps->numeric_index[i]] = v;
+					ps->row_missing[ps->numeric_index[i]] = false;
 				}
 			}
 			if (ps->want_stats)
-				cp_prep_stats_add_dense(&ps->stats, ps->row);
+				stats_add_row(ps, ps->row, ps->row_has_null ? ps->row_missing : NULL,
+							  ps->n_numeric);
 			break;
 		case CP_FEATURES_ARRAY:
 			{
@@ -439,9 +666,18 @@ learn_features(PassState *ps, Datum *vals, bool *isnull,
 							 errhint("Every row needs the same number of features; set n_features to say how many.")));
 				if (cp_array_to_doubles(arr, ps->row, len, where))
 				{
-					cp_prep_stats_add_dense(&ps->stats, ps->row);
+					stats_add_row(ps, ps->row, NULL, len);
 					ps->row_ready = true;
 				}
+				else if (ps->want_missing)
+				{
+					/* NULL elements, imputed per element as columns are */
+					cp_array_to_doubles_nulls(arr, ps->row, ps->row_missing, len, where);
+					ps->row_has_null = true;
+					stats_add_row(ps, ps->row, ps->row_missing, len);
+				}
+				else
+					return;		/* training skips the row */
 				break;
 			}
 		case CP_FEATURES_SPARSE:
@@ -522,6 +758,7 @@ abandon_cache(PassState *ps)
 {
 	cp_block_cache_reset(ps->cache);
 	ps->lo->n_skipped = ps->skipped_at_start;
+	ps->lo->n_null_label = ps->null_label_at_start;
 	ps->cache = NULL;
 }
 
@@ -541,6 +778,7 @@ flush_block(PassState *ps)
 	{
 		/* epoch 1 reads this block, and those after it, from the heap */
 		ps->lo->n_skipped = ps->skipped_at_block;
+		ps->lo->n_null_label = ps->null_label_at_block;
 		ps->cache = NULL;
 	}
 }
@@ -563,6 +801,7 @@ enter_block(PassState *ps, uint32 block)
 		ps->block = block;
 		ps->in_block = true;
 		ps->skipped_at_block = ps->lo->n_skipped;
+		ps->null_label_at_block = ps->lo->n_null_label;
 	}
 	return true;
 }
@@ -669,7 +908,8 @@ pass_row_direct(PassState *ps, PassReader *rd, HeapTuple tup)
 	bool		ok;
 
 	if (!rd->offsets_fixed || ps->cache == NULL || lo->mode != CP_FEATURES_ARRAY ||
-		!ps->stats_ready || ps->want_dicts || HeapTupleHasNulls(tup) ||
+		!ps->stats_ready || ps->want_dicts || ps->want_median ||
+		HeapTupleHasNulls(tup) ||
 		HeapTupleHeaderGetNatts(tup->t_data) < rd->desc->natts)
 		return false;
 	d = ps->stats.n_features;
@@ -702,6 +942,30 @@ pass_row_direct(PassState *ps, PassReader *rd, HeapTuple tup)
 		ps->n_rows++;
 	}
 	return true;
+}
+
+/*
+ * Whether a labelled row has a NULL number that training will impute
+ * (missing => ...): the cache holds rows converted without the
+ * preprocessing, which would skip it, so the pass stops caching.
+ */
+static bool
+imputed_row(const PassState *ps, Datum *vals, bool *isnull)
+{
+	const CpLayout *lo = ps->lo;
+
+	if (!ps->want_missing)
+		return false;
+	if (lo->mode == CP_FEATURES_COLUMNS)
+	{
+		for (int i = 0; i < lo->n_columns; i++)
+			if (!(lo->column_onehot && lo->column_onehot[i]) &&
+				isnull[lo->column_attnos[i] - 1])
+				return true;
+		return false;
+	}
+	return lo->mode == CP_FEATURES_ARRAY && !isnull[lo->values_attno - 1] &&
+		array_contains_nulls(DatumGetArrayTypeP(vals[lo->values_attno - 1]));
 }
 
 /* One visible row: into what the pass learns, and into the cache. */
@@ -747,6 +1011,8 @@ pass_row(PassState *ps, PassReader *rd, HeapTuple tup)
 		learn_label(ps, vals[lo->label_attno - 1], &where);
 	if ((ps->want_stats || ps->want_dicts) && has_label && !held_out)
 		learn_features(ps, vals, isnull, &where);
+	if (ps->cache != NULL && has_label && imputed_row(ps, vals, isnull))
+		abandon_cache(ps);
 	if (ps->cache != NULL)
 	{
 		ExecStoreVirtualTuple(rd->slot);
@@ -790,10 +1056,11 @@ read_pages(PassState *ps, PassReader *rd, BlockNumber first, BlockNumber end)
 /*
  * How many blocks the statistics sample, or 0 to read every row.
  *
- * Only the standardizing statistics may come from a sample: when the pass
- * learns anything else (a dictionary, the classes, a text label's values,
- * the sparse dimension: all of which a single unsampled row may change),
- * or reads sparse rows, it reads every row.  A table of at most
+ * Only the standardizing and imputing statistics may come from a sample:
+ * when the pass learns anything else (a dictionary, the classes, a text
+ * label's values, the sparse dimension, which columns get a missing
+ * indicator: all of which a single unsampled row may change), or reads
+ * sparse rows, it reads every row.  A table of at most
  * corgipile.stats_sample_size pages is read whole, in physical order, as
  * before (the same statistics, bit for bit); a larger one samples blocks
  * (BlockShuffle's runs of pages, so that the sample's blocks can be cached
@@ -808,6 +1075,7 @@ sample_plan(const PassState *ps, BlockNumber n_pages)
 
 	if (cp_stats_sample_pages <= 0 || !ps->want_stats || ps->want_dicts ||
 		ps->want_classes || ps->want_dim || lo->label_is_text ||
+		ps->p->missing_indicator ||
 		!(lo->mode == CP_FEATURES_ARRAY ||
 		  (lo->mode == CP_FEATURES_COLUMNS && !lo->has_onehot)) ||
 		n_pages <= (BlockNumber) cp_stats_sample_pages || ps->n_blocks == 0)
@@ -957,6 +1225,25 @@ finish_labels(PassState *ps)
 	lo->label_dict = ps->labels;
 }
 
+/*
+ * What a NULL number of statistics slot s becomes (missing => ...): the
+ * mean or the median of the values learnt, or 0.  name: the column or
+ * array, for the error when it had no value at all.
+ */
+static double
+imputed_value(const PassState *ps, int s, const char *name)
+{
+	if (ps->p->missing == CP_MISSING_ZERO)
+		return 0.0;
+	if (ps->stats.count[s] == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA),
+				 errmsg("%s of relation \"%s\" has no non-NULL value to learn its %s from",
+						name, ps->lo->relname, cp_missing_name(ps->p->missing)),
+				 errhint("Leave it out of features, or train with missing => 'zero'.")));
+	return ps->p->missing == CP_MISSING_MEDIAN ? ps->medians[s] : ps->stats.mean[s];
+}
+
 /* The model's encoding and transform from what the pass learnt. */
 static CpPrep *
 build_prep(PassState *ps)
@@ -965,6 +1252,7 @@ build_prep(PassState *ps)
 	CpPrep	   *prep = palloc0(sizeof(CpPrep));
 	int32		at = 0;
 	int32	   *stats_col = NULL;
+	int32		n_indicators = 0;
 
 	prep->standardize = ps->standardize;
 	prep->n_rows = ps->n_rows;
@@ -1012,11 +1300,44 @@ build_prep(PassState *ps)
 	else
 		at = lo->n_features > 0 ? lo->n_features :
 			(ps->stats_ready ? ps->stats.n_features : 0);
-	prep->n_features = at;
+
+	/*
+	 * Imputation: a missing indicator after every column's own positions
+	 * for each number column that had NULLs, then the fill of every number
+	 * (the statistics' slot s of position j).
+	 */
+	if (ps->want_missing && lo->mode == CP_FEATURES_COLUMNS && ps->p->missing_indicator)
+		for (int i = 0; i < lo->n_columns; i++)
+			if (!prep->columns[i].onehot && ps->nulls_seen[i])
+				n_indicators++;
+	prep->n_features = at + n_indicators;
+	if (ps->want_missing && at > 0)
+	{
+		if (ps->n_median > 0)
+			median_finish(ps);
+		cp_prep_init_missing(prep, ps->p->missing, ps->p->missing_indicator);
+		for (int i = 0; lo->mode == CP_FEATURES_COLUMNS && i < lo->n_columns; i++)
+		{
+			CpPrepColumn *col = &prep->columns[i];
+
+			if (col->onehot)
+				continue;
+			col->nulls_seen = ps->nulls_seen[i];
+			prep->fill[col->offset] =
+				imputed_value(ps, ps->numeric_index[i],
+							  psprintf("column \"%s\"", col->name));
+			if (prep->indicator != NULL && col->nulls_seen)
+				prep->indicator[col->offset] = at + prep->n_indicators++;
+		}
+		for (int32 j = 0; lo->mode == CP_FEATURES_ARRAY && j < at; j++)
+			prep->fill[j] = imputed_value(ps, j,
+										  psprintf("element %d of column \"%s\"", j + 1,
+												   (char *) linitial(lo->feature_names)));
+	}
 	/* sparse rows may not have reached the last indices: size them now */
 	if (lo->mode != CP_FEATURES_COLUMNS && at > 0 && ps->want_stats)
 		ensure_stats(ps, at);
-	if (at <= 0 || !ps->want_stats || ps->stats_too_big)
+	if (at <= 0 || !ps->want_stats || !ps->scale || ps->stats_too_big)
 	{
 		/* nothing scaled (e.g. only category columns): say so */
 		prep->standardize = CP_STANDARDIZE_OFF;
@@ -1024,27 +1345,31 @@ build_prep(PassState *ps)
 	}
 
 	prep->transform = palloc0(sizeof(CpPrepTransform));
-	if (!cp_prep_transform_init(prep->transform, at,
+	if (!cp_prep_transform_init(prep->transform, prep->n_features,
 								ps->standardize == CP_STANDARDIZE_ON, cp_prep_palloc0))
-		elog(ERROR, "corgipile: could not size the transform of %d features", at);
-	prep->means = palloc0_array(double, at);
-	prep->stds = palloc0_array(double, at);
+		elog(ERROR, "corgipile: could not size the transform of %d features", prep->n_features);
+	prep->means = palloc0_array(double, prep->n_features);
+	prep->stds = palloc0_array(double, prep->n_features);
 	if (lo->mode == CP_FEATURES_COLUMNS)
 	{
 		int			i = 0;
 
-		/* a numeric column's statistics slot; indicators stay 0/1 (-1) */
-		stats_col = palloc_array(int32, at);
-		for (int32 j = 0; j < at; j++)
+		/*
+		 * a numeric column's statistics slot; one-hot and missing indicators
+		 * (after every column's positions) stay 0/1 (-1)
+		 */
+		stats_col = palloc_array(int32, prep->n_features);
+		for (int32 j = 0; j < prep->n_features; j++)
 		{
 			while (i + 1 < lo->n_columns && prep->columns[i + 1].offset <= j)
 				i++;
-			stats_col[j] = prep->columns[i].onehot ? -1 : ps->numeric_index[i];
+			stats_col[j] = j >= at || prep->columns[i].onehot ? -1 : ps->numeric_index[i];
 		}
 	}
+	/* the columns as imputed (a scikit-learn imputer, then the scaler) */
 	prep->n_constant = cp_prep_transform_from_stats(prep->transform, &ps->stats,
-													stats_col, prep->means,
-													prep->stds);
+													stats_col, prep->fill,
+													prep->means, prep->stds);
 	return prep;
 }
 
@@ -1094,7 +1419,24 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 	ps.p = p;
 	ps.cxt = cxt;
 	ps.standardize = resolve_standardize(lo, p->standardize);
-	ps.want_stats = ps.standardize != CP_STANDARDIZE_OFF && !warm;
+	ps.scale = ps.standardize != CP_STANDARDIZE_OFF;
+	ps.want_missing = p->missing != CP_MISSING_SKIP && !warm;
+	if (ps.want_missing && lo->mode == CP_FEATURES_SPARSE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("corgipile.train: missing => '%s' imputes NULL numbers of feature columns and arrays, not sparse features",
+						cp_missing_name(p->missing)),
+				 errdetail("A sparse row's absent entries are zeros already; a row with a NULL index or value array is skipped."),
+				 errhint("Leave missing at 'skip' for sparse features.")));
+	if (p->missing_indicator && lo->mode != CP_FEATURES_COLUMNS && !warm)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("corgipile.train: missing_indicator needs feature columns; \"%s\" is an array",
+						(char *) linitial(lo->feature_names)),
+				 errdetail("An array model has one weight per element."),
+				 errhint("Name the features as columns, or train without missing_indicator.")));
+	/* the imputed statistic and which columns had NULLs come with them */
+	ps.want_stats = (ps.scale || ps.want_missing) && !warm;
 	ps.want_dicts = lo->has_onehot && !warm;
 	ps.want_classes = lo->model == CP_MODEL_SOFTMAX;
 	ps.want_dim = lo->mode == CP_FEATURES_SPARSE && lo->n_features == 0;
@@ -1155,7 +1497,11 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 			ensure_row(&ps, ps.n_numeric);
 		}
 		else if (ps.want_stats)
-			ps.want_stats = false;	/* only categories: nothing to scale */
+		{
+			/* only categories: nothing to scale or impute */
+			ps.want_stats = false;
+			ps.want_missing = false;
+		}
 	}
 	else if (ps.want_stats && lo->n_features > 0)
 	{
@@ -1163,10 +1509,12 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 		ensure_row(&ps, lo->n_features);
 	}
 
+	ps.want_median = ps.want_missing && p->missing == CP_MISSING_MEDIAN;
 	if (fill_cache_wanted(&ps, cache))
 	{
 		ps.cache = cache;
 		ps.skipped_at_start = lo->n_skipped;
+		ps.null_label_at_start = lo->n_null_label;
 		cp_buffer_init(&ps.block_rows, cxt, false);
 		cp_buffer_init(&ps.block_held, cxt, false);
 	}
@@ -1213,7 +1561,9 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 	/*
 	 * The cached rows, standardized now as epoch 1 would convert them.
 	 * Without a transform of the rows' width (stats too big to keep), epoch
-	 * 1 would convert them otherwise: drop them.
+	 * 1 would convert them otherwise: drop them.  Rows converted without a
+	 * transform are epoch 1's when nothing is scaled (missing => ... with
+	 * standardize => 'off': no cached row had a NULL to impute).
 	 */
 	if (cache != NULL && cache->n_cached > 0 && ps.block_rows.memcxt != NULL)
 	{
@@ -1224,6 +1574,9 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 			cp_block_cache_map_dense(cache, transform_row, t);
 			cache->prefilled = cache->n_cached;
 		}
+		else if (t == NULL && lo->prep != NULL && lo->prep->fill != NULL &&
+				 !ps.scale && lo->prep->n_indicators == 0)
+			cache->prefilled = cache->n_cached;
 		else
 		{
 			ps.cache = cache;

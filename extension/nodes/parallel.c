@@ -155,6 +155,7 @@ typedef struct CpParallelShared
 	bool		seen_zero;
 	bool		seen_one;
 	int64		n_skipped;
+	int64		n_null_label;	/* ... of which with a NULL label */
 
 	CpParallelProc procs[FLEXIBLE_ARRAY_MEMBER];
 } CpParallelShared;
@@ -173,6 +174,8 @@ typedef struct Participant
 	CpParallelProc *me;
 	int			index;			/* 0: the leader, 1 + i: worker i */
 	ParallelContext *pcxt;		/* the leader's, to watch its workers */
+	int64		null_label_reported;	/* the layout's n_null_label when
+										 * report_layout last ran */
 } Participant;
 
 /* The leader's side, across epochs. */
@@ -661,8 +664,10 @@ report_layout(Participant *pt, int64 *skipped)
 	sh->seen_zero |= lo->seen_zero;
 	sh->seen_one |= lo->seen_one;
 	sh->n_skipped += lo->n_skipped - *skipped;
+	sh->n_null_label += lo->n_null_label - pt->null_label_reported;
 	SpinLockRelease(&sh->mutex);
 	*skipped = lo->n_skipped;
+	pt->null_label_reported = lo->n_null_label;
 }
 
 /* Permute the buffer with the group's own stream, train, flush the batch. */
@@ -1013,6 +1018,7 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	CpLayout   *lo = src->layout;
 	bool		first = (par->pcxt == NULL);
 	int64		start_skipped = lo->n_skipped;	/* the prefill's included */
+	int64		start_null_label = lo->n_null_label;
 	int64		skipped = start_skipped;
 
 	if (first)
@@ -1037,6 +1043,8 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	memset(&sh->hogwild_stats, 0, sizeof(CpStats));
 	sh->seen_minus_one = sh->seen_zero = sh->seen_one = false;
 	sh->n_skipped = 0;
+	sh->n_null_label = 0;
+	pt->null_label_reported = start_null_label;
 	pg_atomic_write_u32(&sh->done_in_round, 0);
 	pg_atomic_write_u64(&sh->published, 0);
 	pg_atomic_write_u64(&sh->items_done, 0);
@@ -1080,6 +1088,7 @@ cp_parallel_run_epoch(CpParallel *par, CpModel *model, CpBuffer *buf, int epoch)
 	lo->seen_zero |= sh->seen_zero;
 	lo->seen_one |= sh->seen_one;
 	lo->n_skipped = start_skipped + sh->n_skipped;
+	lo->n_null_label = start_null_label + sh->n_null_label;
 	SpinLockRelease(&sh->mutex);
 	if (lo->seen_zero && lo->seen_minus_one)
 		ereport(ERROR,
@@ -1209,6 +1218,7 @@ cp_parallel_worker_main(dsm_segment *seg, shm_toc *toc)
 	pt.me = &sh->procs[1 + ParallelWorkerNumber];
 	pt.index = 1 + ParallelWorkerNumber;
 	pt.pcxt = NULL;
+	pt.null_label_reported = 0;
 	if (sh->sync == CP_SYNC_HOGWILD)
 		model.w = pt.global;
 	if (sh->has_grab)

@@ -218,7 +218,14 @@ cp_sgd_run_epoch(SgdState *s)
 	if (s->n_done == 1 && s->lo->n_skipped > 0)
 		ereport(NOTICE,
 				(errmsg("corgipile: skipped %lld rows of \"%s\" with a NULL label or NULL features",
-						(long long) s->lo->n_skipped, s->lo->relname)));
+						(long long) s->lo->n_skipped, s->lo->relname),
+				 errdetail("%lld with a NULL label, %lld with a NULL feature.",
+						   (long long) s->lo->n_null_label,
+						   (long long) (s->lo->n_skipped - s->lo->n_null_label)),
+				 s->lo->n_skipped > s->lo->n_null_label &&
+				 s->lo->mode != CP_FEATURES_SPARSE &&
+				 (s->lo->prep == NULL || s->lo->prep->fill == NULL) ?
+				 errhint("Train with missing => 'mean' (or 'median', 'zero') to impute NULL numbers and keep these rows.") : 0));
 	if (cp_progress_notices && epoch_notice(s, res->epoch))
 	{
 		char		vbuf[64];

@@ -209,6 +209,16 @@ cp_qualify_validation(Datum value)
 														  get_rel_name(relid)));
 }
 
+/* The index of s (any case) in names, or -1: the values of a text parameter. */
+static int
+name_index(const char *s, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (pg_strcasecmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
 static const char *const standardize_names[] = {
 	[CP_STANDARDIZE_AUTO] = "auto",
 	[CP_STANDARDIZE_ON] = "on",
@@ -225,18 +235,41 @@ cp_standardize_name(CpStandardize standardize)
 static void
 parse_standardize(const char *s, CpTrainParams *p)
 {
-	for (int i = 0; i < lengthof(standardize_names); i++)
+	int			i = name_index(s, standardize_names, lengthof(standardize_names));
+
+	if (i >= 0)
 	{
-		if (pg_strcasecmp(s, standardize_names[i]) == 0)
-		{
-			p->standardize = (CpStandardize) i;
-			return;
-		}
+		p->standardize = (CpStandardize) i;
+		return;
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("%s: unknown standardize \"%s\"", cp_params_fn, s),
 			 errhint("Use auto, on, scale_only or off.")));
+}
+
+static const char *const missing_names[] = {
+	[CP_MISSING_SKIP] = "skip",
+	[CP_MISSING_MEAN] = "mean",
+	[CP_MISSING_MEDIAN] = "median",
+	[CP_MISSING_ZERO] = "zero",
+};
+
+const char *
+cp_missing_name(CpMissing missing)
+{
+	return missing_names[missing];
+}
+
+bool
+cp_parse_missing(const char *s, CpMissing *missing)
+{
+	int			i = name_index(s, missing_names, lengthof(missing_names));
+
+	if (i < 0)
+		return false;
+	*missing = (CpMissing) i;
+	return true;
 }
 
 /*
@@ -471,6 +504,21 @@ cp_params_from_datums(const Datum *values, const bool *nulls, CpTrainParams *p)
 				 errmsg("%s: max_categories must be at most %d, got %d", cp_params_fn,
 						CP_PREP_MAX_CATEGORIES, p->max_categories),
 				 errhint("A column with that many distinct values is an identifier, not a category: leave it out of features.")));
+	require_not_null(nulls, CP_ARG_MISSING);
+	s = text_arg(values, nulls, CP_ARG_MISSING);
+	if (!cp_parse_missing(s, &p->missing))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s: unknown missing \"%s\"", cp_params_fn, s),
+				 errhint("Use skip (leave out rows with a NULL number), mean, median or zero (impute it).")));
+	require_not_null(nulls, CP_ARG_MISSING_INDICATOR);
+	p->missing_indicator = DatumGetBool(values[CP_ARG_MISSING_INDICATOR]);
+	if (p->missing_indicator && p->missing == CP_MISSING_SKIP)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s: missing_indicator needs missing => 'mean', 'median' or 'zero'",
+						cp_params_fn),
+				 errdetail("With missing => 'skip' no training row has a NULL number to indicate.")));
 	/* NULL: chosen at executor start from the table's size (parallel.c) */
 	p->workers = nulls[CP_ARG_WORKERS] ? 0 :
 		positive_int(values, nulls, CP_ARG_WORKERS);

@@ -54,6 +54,20 @@ typedef enum CpStandardize
 	CP_STANDARDIZE_OFF			/* raw features */
 } CpStandardize;
 
+/*
+ * missing => ...: what a NULL number (a feature column, or an element of a
+ * features array) becomes.  SKIP leaves the row out, as before 0.4.0; the
+ * others impute it with a statistic of the training rows, as
+ * scikit-learn's SimpleImputer does (docs/preprocessing.md).
+ */
+typedef enum CpMissing
+{
+	CP_MISSING_SKIP,			/* the row is skipped (the default) */
+	CP_MISSING_MEAN,			/* the mean of the column's values */
+	CP_MISSING_MEDIAN,			/* their median */
+	CP_MISSING_ZERO				/* 0 (SimpleImputer's constant 0) */
+} CpMissing;
+
 typedef struct CpTrainParams
 {
 	Oid			relid;
@@ -83,6 +97,9 @@ typedef struct CpTrainParams
 	int32		n_iter_no_change;	/* the stopping rule's patience */
 	CpStandardize standardize;
 	int32		max_categories;
+	CpMissing	missing;
+	bool		missing_indicator;	/* an indicator feature per column that
+									 * had NULLs in training */
 	int32		workers;			/* processes that train, leader included */
 
 	/*
@@ -208,6 +225,8 @@ extern char *cp_buffer_choice(const CpTrainParams *p, BlockNumber n_pages);
 extern const char *cp_model_kind_name(CpModelKind kind);
 extern bool cp_parse_model_kind(const char *name, CpModelKind *kind);
 extern const char *cp_standardize_name(CpStandardize standardize);
+extern const char *cp_missing_name(CpMissing missing);
+extern bool cp_parse_missing(const char *s, CpMissing *missing);
 extern char *cp_size_to_string(const CpSize *size);
 extern void cp_check_model_size(CpModelKind kind, int64 n_features, int n_outputs,
 								bool sparse, int batch_size, const char *relname);

@@ -47,6 +47,8 @@
 	X(STANDARDIZE, standardize, TEXTOID, false, CStringGetTextDatum("auto"), "'auto'::text") \
 	X(MAX_CATEGORIES, max_categories, INT4OID, false, Int32GetDatum(1000), "1000") \
 	X(WORKERS, workers, INT4OID, false, Int32GetDatum(1), "1") \
-	X(AVERAGE, average, BOOLOID, true, (Datum) 0, "NULL::boolean")
+	X(AVERAGE, average, BOOLOID, true, (Datum) 0, "NULL::boolean") \
+	X(MISSING, missing, TEXTOID, false, CStringGetTextDatum("skip"), "'skip'::text") \
+	X(MISSING_INDICATOR, missing_indicator, BOOLOID, false, BoolGetDatum(false), "false")
 
 #endif							/* CORGIPILE_TRAIN_ARGS_H */

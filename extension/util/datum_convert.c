@@ -349,6 +349,46 @@ cp_float8_data_to_doubles(const char *src, double *out, int n,
 }
 
 /*
+ * cp_array_to_doubles for an array that may hold NULL elements (a row the
+ * model imputes): isnull[i] says which, out[i] is 0 there.  The elements
+ * that are not NULL are checked as cp_array_to_doubles checks them.
+ * Returns the number of NULL elements.
+ */
+int
+cp_array_to_doubles_nulls(ArrayType *arr, double *out, bool *isnull, int n,
+						  const CpRowContext *where)
+{
+	Oid			elemtype = storage_elem_type(arr);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			n_null = 0;
+
+	if (!array_contains_nulls(arr))
+	{
+		memset(isnull, 0, sizeof(bool) * n);
+		cp_array_to_doubles(arr, out, n, where);
+		return 0;
+	}
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
+					  &elems, &nulls, &nelems);
+	for (int i = 0; i < n; i++)
+	{
+		isnull[i] = nulls[i];
+		out[i] = nulls[i] ? 0.0 : cp_datum_to_double(elems[i], elemtype);
+		n_null += nulls[i];
+	}
+	pfree(elems);
+	pfree(nulls);
+	cp_check_all_finite(out, n, where);
+	return n_null;
+}
+
+/*
  * Copy n elements of a numeric array into out, checking that each is
  * finite.  Returns false, leaving out undefined, if an element is NULL.
  */

@@ -43,6 +43,8 @@ cp_check_finite(double v, const CpRowContext *where)
 }
 extern bool cp_array_to_doubles(ArrayType *arr, double *out, int n,
 								const CpRowContext *where);
+extern int	cp_array_to_doubles_nulls(ArrayType *arr, double *out, bool *isnull,
+									  int n, const CpRowContext *where);
 extern bool cp_array_to_doubles_transformed(ArrayType *arr, double *out, int n,
 											const CpRowContext *where,
 											const double *scale,

@@ -105,6 +105,9 @@ TRAIN_OPTIONS: list[tuple[list[str], str, Any, str]] = [
     (["--max-categories"], "max_categories", int,
      "most distinct values of a text column that is one-hot encoded (1000)"),
     (["--workers"], "workers", int, "processes that train, the leader included (1)"),
+    (["--missing"], "missing", str,
+     "a NULL number: skip (default: the row is left out), mean, median or zero "
+     "(imputed, and predict imputes the same)"),
 ]
 
 
@@ -135,6 +138,9 @@ def _add_train(sub: Any) -> None:
     g.add_argument("--no-double-buffer", dest="p_double_buffer", action="store_const",
                    const=False, default=None,
                    help="read the next buffer only after training on the current one")
+    g.add_argument("--missing-indicator", dest="p_missing_indicator", action="store_const",
+                   const=True, default=None,
+                   help="with --missing: add a 0/1 feature for each column that had NULLs")
     g.add_argument("--set", dest="extra", action="append", default=[], metavar="NAME=VALUE",
                    help="any other corgipile.train parameter (repeatable)")
     p.add_argument("--where", metavar="CONDITION",

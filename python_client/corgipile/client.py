@@ -373,7 +373,7 @@ class Client:
         return _predictions([r[0] for r in rows], dtype)
 
     def evaluate(self, model_name: str, source: Any, *, where: str | None = None
-                 ) -> dict[str, float]:
+                 ) -> dict[str, float | int | None]:
         """Metrics of a stored model on a table or query: the server's
         corgipile.evaluate() when installed (tables only), else accuracy for
         classifiers and r2/mse for regression, computed with

@@ -47,6 +47,14 @@ Design, in short:
   types for its stored preprocessing to one-hot encode (the model's
   ``preprocess``), so ``predict`` on a frame encodes the same way
   (``Model.decision_function``). ``feature_names_in_`` is set for frames.
+- **Missing values.** NaN in a numeric column (or None in a frame's
+  numeric column) is refused with a ValueError naming the columns, as
+  scikit-learn's own estimators refuse it, unless the estimator imputes:
+  ``missing="mean"`` (or ``"median"``, ``"zero"``, and
+  ``missing_indicator=True``: scikit-learn's ``SimpleImputer`` and its
+  ``add_indicator``) trains on every row, NaN sent as NULL, with the
+  statistic stored in the model, and ``predict`` imputes as trained. A
+  model is never asked to classify a row whose score it cannot compute.
 - **Labels.** On arrays, any labels work: ``classes_`` is ``np.unique(y)``
   and the table gets -1/+1 (two classes) or 0..K-1 (softmax); predictions
   map back to ``classes_``. On a table, the classes are the model's
@@ -87,7 +95,7 @@ TRAIN_PARAMS = ("model_name", "label", "features", "feature_indices", "n_feature
                 "shuffle", "learning_rate", "decay", "max_epoch_num", "batch_size", "l2",
                 "block_size", "buffer_size", "seed", "double_buffer", "validation", "l1",
                 "tolerance", "n_iter_no_change", "warm_start", "standardize",
-                "max_categories", "workers", "average")
+                "max_categories", "workers", "average", "missing", "missing_indicator")
 
 # parameters that say where the data is in a table; fit(X, y) on arrays
 # writes its own table and sets them
@@ -122,6 +130,41 @@ def _label_name(columns: list[str]) -> str:
     while name in columns:
         name += "_"
     return name
+
+
+def _nan_columns(X: Any, names: Any = None) -> list[str]:
+    """The columns of X holding a missing number: NaN in an array or a
+    sparse matrix's entries, None/NaN/NA in a DataFrame's numeric columns
+    (text columns keep NULL as a category). Named by the frame's columns,
+    by names (feature_names_in_), else by position."""
+    if hasattr(X, "dtypes") and hasattr(X, "columns"):
+        return [str(c) for c, dt in zip(X.columns, X.dtypes)
+                if getattr(dt, "kind", "O") in "iuf" and bool(X[c].isna().any())]
+    if issparse(X):
+        coo = X.tocoo()
+        cols = np.unique(coo.col[np.isnan(coo.data)])
+    else:
+        arr = np.asarray(X, dtype=np.float64)
+        cols = np.flatnonzero(np.isnan(arr).any(axis=0)) if arr.ndim == 2 else np.array([])
+    if names is not None:
+        return [str(names[j]) for j in cols]
+    return [f"column {int(j)}" for j in cols]
+
+
+def _nan_error(est: Any, cols: list[str], fitted_skip: bool) -> ValueError:
+    """scikit-learn's answer to NaN (a ValueError that says so), with the
+    columns and the parameter that imputes them."""
+    shown = ", ".join(cols[:10]) + (f" and {len(cols) - 10} more" if len(cols) > 10 else "")
+    if fitted_skip:
+        return ValueError(
+            f"Input X contains NaN in {shown}; the model of {type(est).__name__} was trained "
+            "with missing='skip' and cannot score rows with a missing number: fit it with "
+            "missing='mean' (or 'median', 'zero'), or drop or fill those rows")
+    return ValueError(
+        f"Input X contains NaN in {shown}; {type(est).__name__} does not accept missing "
+        "values unless it imputes them: pass missing='mean' (or 'median', 'zero'; "
+        "missing_indicator=True adds a 0/1 feature per such column), as scikit-learn's "
+        "SimpleImputer would, or drop or fill those rows")
 
 
 class _SGDBase(BaseEstimator):
@@ -208,10 +251,20 @@ class _SGDBase(BaseEstimator):
             self._fit_frame(X, y)
             return
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
-                             y_numeric=self._y_numeric)
+                             y_numeric=self._y_numeric, ensure_all_finite="allow-nan")
         self._frame_columns = None
         sparse = issparse(X)
+        nan_cols = _nan_columns(X, getattr(self, "feature_names_in_", None))
+        if nan_cols and self.missing == "skip":
+            raise _nan_error(self, nan_cols, False)
+        if nan_cols and sparse:
+            raise ValueError(f"Input X contains NaN in {', '.join(nan_cols[:10])}; a sparse "
+                             "matrix's missing entries are zeros and NaN is not imputed: "
+                             "pass a dense array to impute them")
         labels, classes = self._encode_y(y)
+        # an indicator per column needs the columns layout (an array model
+        # has one weight per element)
+        layout = "columns" if self.missing_indicator else "array"
 
         def load(client: Client, temp: str) -> Any:
             if sparse:
@@ -220,7 +273,7 @@ class _SGDBase(BaseEstimator):
                 return load_csr(client.connection, temp, X, labels, temporary=True,
                                 analyze=False, label_name="y")
             return client.load_numpy(temp, X, labels, temporary=True, analyze=False,
-                                     label_name="y")
+                                     label_name="y", layout=layout)
 
         self._fit_loaded(load, classes)
 
@@ -243,6 +296,9 @@ class _SGDBase(BaseEstimator):
                              f"{len(cols)})) while a minimum of 1 is required.")
         if self._y_numeric:
             y = np.asarray(y, dtype=np.float64)
+        nan_cols = _nan_columns(X)
+        if nan_cols and self.missing == "skip":
+            raise _nan_error(self, nan_cols, False)
         labels, classes = self._encode_y(y)
         self.feature_names_in_ = np.asarray(cols, dtype=object)
         self.n_features_in_ = len(cols)
@@ -327,14 +383,27 @@ class _SGDBase(BaseEstimator):
                 raise ValueError(f"the DataFrame lacks the fitted columns {missing}")
             frame = X.copy()
             frame.columns = [str(k) for k in X.columns]
+            self._check_nan(_nan_columns(frame[cols]))
             return self.model_.decision_function(frame[cols].astype(object).where(
                 frame[cols].notna(), None))
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False,
+                          ensure_all_finite="allow-nan")
+        nan_cols = _nan_columns(X, getattr(self, "feature_names_in_", None))
+        if nan_cols and issparse(X):
+            raise ValueError(f"Input X contains NaN in {', '.join(nan_cols[:10])}; a sparse "
+                             "matrix's entries are not imputed")
+        self._check_nan(nan_cols)
         if issparse(X):
             # in original units the transform is folded into the weights
             out = np.asarray(X @ self.model_.coef.T) + self.model_.intercept
             return out[:, 0] if out.shape[1] == 1 else out
         return self.model_.decision_function(X)
+
+    def _check_nan(self, nan_cols: list[str]) -> None:
+        """Rows with a missing number are scored only by a model that
+        imputes them: a NaN score must never become a class."""
+        if nan_cols and self.model_.missing == "skip":
+            raise _nan_error(self, nan_cols, True)
 
     def _in_database(self, source: Any, where: str | None, run: Any) -> Any:
         """run(client, model_name) with the fitted model in the database:
@@ -389,6 +458,7 @@ class _SGDBase(BaseEstimator):
         tags = super().__sklearn_tags__()  # type: ignore[misc]
         tags.non_deterministic = self.seed is None
         tags.input_tags.sparse = True
+        tags.input_tags.allow_nan = self.missing != "skip"
         return tags
 
 
@@ -423,7 +493,8 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
                  tolerance: float | None = None, n_iter_no_change: int | None = None,
                  warm_start: str | None = None, standardize: str = "auto",
                  max_categories: int = 1000, workers: int = 1,
-                 average: bool | None = None,
+                 average: bool | None = None, missing: str = "skip",
+                 missing_indicator: bool = False,
                  verbose: bool = False) -> None:
         self.dsn = dsn
         self.loss = loss
@@ -451,6 +522,8 @@ class SGDClassifier(ClassifierMixin, _SGDBase):
         self.max_categories = max_categories
         self.average = average
         self.workers = workers
+        self.missing = missing
+        self.missing_indicator = missing_indicator
         self.verbose = verbose
 
     def _model_kind(self, n_classes: int | None) -> str:
@@ -595,7 +668,8 @@ class SGDRegressor(RegressorMixin, _SGDBase):
                  tolerance: float | None = None, n_iter_no_change: int | None = None,
                  warm_start: str | None = None, standardize: str = "auto",
                  max_categories: int = 1000, workers: int = 1,
-                 average: bool | None = None,
+                 average: bool | None = None, missing: str = "skip",
+                 missing_indicator: bool = False,
                  verbose: bool = False) -> None:
         self.dsn = dsn
         self.loss = loss
@@ -623,6 +697,8 @@ class SGDRegressor(RegressorMixin, _SGDBase):
         self.max_categories = max_categories
         self.average = average
         self.workers = workers
+        self.missing = missing
+        self.missing_indicator = missing_indicator
         self.verbose = verbose
 
     def _encode_y(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:

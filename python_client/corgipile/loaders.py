@@ -110,6 +110,8 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
                seed: int | None = None, progress: bool | None = None, analyze: bool = True,
                label_name: str = "label", _integral_float_labels: bool = False) -> LoadResult:
     """Write a 2-D array of features (and optional labels) into a new table.
+    NaN in x is a missing value: written as NULL (an element of the
+    features array, or a column).
 
     x: array-like (n, d); y: array-like (n,) of labels (-1/+1, 0/1, bool,
     class ids, or values for regression) or None for no label column.
@@ -162,7 +164,10 @@ def load_numpy(conn: psycopg.Connection[Any], table: str, x: Any, y: Any = None,
         bar = progress_bar(n, progress, f"COPY {table}")
         try:
             col_names = [c for c, _ in columns_sql]
-            if layout != "sparse" and kind != "text":
+            # NaN is a missing value (as in pandas and scikit-learn): NULL,
+            # which the engine skips or imputes (train(missing => ...));
+            # the packed binary rows have no NULLs, so such arrays go row by row
+            if layout != "sparse" and kind != "text" and not np.isnan(arr).any():
                 parts = [] if labels is None else [(kind, labels)]
                 parts.append((feature_type + ("[]" if layout == "array" else ""), arr))
                 _binary.write(conn, ident, col_names, ids, parts, bar)  # type: ignore[arg-type]
@@ -184,13 +189,14 @@ def _py_rows(ids: np.ndarray, labels: np.ndarray | None, x: np.ndarray, layout: 
         if labels is not None:
             lab = labels[i]
             head += (lab.item() if hasattr(lab, "item") else lab,)
+        values = [None if v != v else v for v in x[i].tolist()]  # NaN: NULL
         if layout == "sparse":
             nz = np.flatnonzero(x[i])
-            yield head + (nz.tolist(), x[i, nz].tolist())
+            yield head + (nz.tolist(), [values[j] for j in nz.tolist()])
         elif layout == "array":
-            yield head + (x[i].tolist(),)
+            yield head + (values,)
         else:
-            yield head + tuple(x[i].tolist())
+            yield head + tuple(values)
 
 
 def _result(table: str, n: int, d: int, layout: str, labels: np.ndarray | None,

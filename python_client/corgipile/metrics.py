@@ -122,25 +122,32 @@ def r2_score(conn: psycopg.Connection[Any], model_name: str, source: sql.Composa
     return row[0], row[1], row[2], int(row[3])
 
 
+# the figures of evaluate() that count rows or values: ints
+COUNTS = frozenset({"rows", "skipped_null_label", "skipped_null_features", "unseen_values"})
+
+
 def evaluate(conn: psycopg.Connection[Any], model_name: str, *,
              relation: sql.Composable | None = None, relation_text: str | None = None,
-             query: sql.Composable | None = None) -> dict[str, float | None]:
-    """{metric: value} for model_name on a table (relation) or a query. A
-    metric the server gives as NULL (svm's log_loss: no probabilities; an
-    R² of a label without variance) is None, not NaN: Python's NULL, as
-    psycopg gives it and json.dumps writes it (docs/cli.md)."""
+             query: sql.Composable | None = None) -> dict[str, float | int | None]:
+    """{metric: value} for model_name on a table (relation) or a query;
+    the counts (rows scored, rows skipped and why, unseen category values)
+    as ints. A metric the server gives as NULL (svm's log_loss: no
+    probabilities; an R² of a label without variance) is None, not NaN:
+    Python's NULL, as psycopg gives it and json.dumps writes it (the
+    client README, "The command line")."""
     if query is None and relation_text is not None and has_server_evaluate(conn):
         rows = conn.execute("SELECT metric, value FROM corgipile.evaluate(%s, %s)",
                             (model_name, relation_text)).fetchall()
-        return {str(m): _float(v) for m, v in rows}
+        return {str(m): int(v) if m in COUNTS and v is not None else _float(v)
+                for m, v in rows}
     kind, label, classes = model_head(conn, model_name)
     src = source_sql(relation, query)
     if classes is not None:
         acc, n = accuracy(conn, model_name, src, label,
                           predict_function(classes) == "predict_class")
-        return {"accuracy": _float(acc), "rows": float(n)}
+        return {"accuracy": _float(acc), "rows": n}
     r2, rmse, mae, n = r2_score(conn, model_name, src, label)
-    return {"r2": _float(r2), "rmse": _float(rmse), "mae": _float(mae), "rows": float(n)}
+    return {"r2": _float(r2), "rmse": _float(rmse), "mae": _float(mae), "rows": n}
 
 
 def _float(v: Any) -> float | None:

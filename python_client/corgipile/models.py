@@ -156,6 +156,45 @@ class Model:
         offset[skip] = 0.0
         return scale, offset
 
+    @property
+    def missing(self) -> str:
+        """What a NULL number becomes: "skip" (the row is left out, and
+        the server predicts NULL), or the statistic it is imputed with,
+        "mean", "median" or "zero" (train(missing => ...))."""
+        if self.preprocess is not None:
+            return str(self.preprocess.get("missing", "skip"))
+        return str(self.params.get("missing", "skip"))
+
+    def _missing(self) -> tuple[np.ndarray | None, list[int]]:
+        """(the fill of each model position, NaN where there is none; None
+        when the model does not impute), and the feature columns that have
+        a missing indicator, in the order of their positions."""
+        prep = self.preprocess
+        if prep is None:
+            if self.missing != "skip":
+                raise ModelFormatError(
+                    f"model {self.name} imputes NULL numbers, but its preprocessing is "
+                    "hidden: the role may not read the relation it was trained on")
+            return None, []
+        if prep.get("missing", "skip") == "skip":
+            return None, []
+        fill = np.full(self.n_features, np.nan)
+        indicators = []
+        pos = 0
+        for i, f in enumerate(prep["features"]):
+            kind = f["kind"]
+            if kind == "number":
+                fill[pos] = f["fill"]
+                if prep.get("missing_indicator") and f.get("nulls"):
+                    indicators.append(i)
+                pos += 1
+            elif kind == "onehot":
+                pos += len(f["categories"])
+            else:  # an array: one fill per element
+                fill[:] = f["fill"]
+                pos = self.n_features
+        return fill, indicators
+
     def _categories(self) -> list[list[str] | None] | None:
         """Per feature column, its categories (None for a number), or None
         when no column is one-hot encoded."""
@@ -168,15 +207,29 @@ class Model:
     def encode(self, rows: Any) -> np.ndarray:
         """Raw rows as the model's feature vectors (before scaling): each
         category column replaced by its indicators in code order; a NULL
-        (None, NaN) or unseen value is all zeros, as on the server. rows is
-        a pandas DataFrame with the feature columns, or a sequence of rows
-        holding the feature columns in the model's order."""
+        (None, NaN) or unseen value is all zeros, as on the server. A
+        missing number (None, NaN) is what the model imputes (the stored
+        fill, and its missing indicator), or NaN when it does not impute
+        (the server predicts NULL for such a row). rows is a pandas
+        DataFrame with the feature columns, or a sequence of rows holding
+        the feature columns in the model's order."""
         cats = self._categories()
+        fill, indicators = self._missing()
+        if (hasattr(rows, "columns") and hasattr(rows, "iloc")
+                and self.params.get("layout", "columns" if len(self.features) > 1 else "array")
+                == "columns" and all(f in rows.columns for f in self.features)):
+            rows = rows[self.features]
         if cats is None:
             arr = np.asarray(rows, dtype=np.float64)
-            return arr.reshape(1, -1) if arr.ndim == 1 else arr
+            arr = arr.reshape(1, -1) if arr.ndim == 1 else arr
+            missing = np.isnan(arr)
+            if fill is not None and missing.any():
+                arr = np.where(missing, fill[:arr.shape[1]], arr)
+            if indicators:
+                arr = np.hstack([arr, missing[:, indicators].astype(np.float64)])
+            return arr
         if hasattr(rows, "columns") and hasattr(rows, "itertuples"):
-            rows = rows[self.features].itertuples(index=False, name=None)
+            rows = rows.itertuples(index=False, name=None)
         out = []
         for row in rows:
             row = list(row)
@@ -186,13 +239,17 @@ class Model:
             x: list[float] = []
             for value, col in zip(row, cats):
                 if col is None:
-                    x.append(float("nan") if value is None else float(value))
+                    if not _is_missing(value):
+                        x.append(float(value))
+                    else:
+                        x.append(float("nan") if fill is None else float(fill[len(x)]))
                     continue
                 ind = [0.0] * len(col)
                 key = _category_key(value)
                 if key is not None and key in col:
                     ind[col.index(key)] = 1.0
                 x.extend(ind)
+            x.extend(1.0 if _is_missing(row[i]) else 0.0 for i in indicators)
             out.append(x)
         return np.array(out, dtype=np.float64).reshape(-1, self.n_features)
 
@@ -337,10 +394,20 @@ def _float(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
 
+def _is_missing(value: Any) -> bool:
+    """None, NaN or pandas' NA: a NULL."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:  # pandas.NA has no truth value
+        return True
+
+
 def _category_key(value: Any) -> str | None:
     """A category value as the server knows it: a boolean's text output
     (true/false), a string as is; None or NaN for NULL."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _is_missing(value):
         return None
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"

@@ -98,6 +98,50 @@ def test_first_pass_cache_keeps_the_weights(table, shuffle, features, double_buf
     assert skipped[0] == skipped[1] == skipped[2] and len(skipped[0]) == 1
 
 
+@pytest.mark.parametrize("validation", [None, "10%"])
+@pytest.mark.parametrize("features", ["array", "columns"])
+@pytest.mark.parametrize("missing", ["mean", "median"])
+def test_imputing_gives_the_weights_of_every_cache_budget(table, missing, features, validation):
+    """missing => ...: the pass stops caching at the first row it would
+    have to impute (the cache holds rows converted before the
+    preprocessing, which would skip it); whatever it cached, or not, and
+    with held-out rows imputed too, the same seed gives the same model."""
+    conn = table
+    digests = []
+    for budget, held in BUDGETS[features]:
+        conn.execute(sql.SQL("SET corgipile.block_cache_size = {}").format(sql.Literal(budget)))
+        name = f"fpm_{missing}_{features}_{validation}_{held}"
+        q = sql.SQL("SELECT * FROM corgipile.train('fp', 'logistic', max_epoch_num => 3, "
+                    "seed => 11, learning_rate => 0.05, block_size => '1', buffer_size => '6', "
+                    "model_name => {}, missing => {}{}{})").format(
+            sql.Literal(name), sql.Literal(missing),
+            sql.SQL(", validation => {}").format(sql.Literal(validation))
+            if validation else sql.SQL(""),
+            sql.SQL(", features => 'a, b, c'") if features == "columns" else sql.SQL(""))
+        ts = explained(conn, q)
+        assert ts.get("Blocks Cached by First Pass", 0) < ts["Blocks"]
+        row = conn.execute("SELECT preprocess, params->'holdout', history->0->'tuples' "
+                           "FROM corgipile.models WHERE model_name = %s", (name,)).fetchone()
+        digests.append((weights(conn, name), *row))
+    assert digests[0] == digests[1] == digests[2]
+
+
+def test_imputing_a_table_without_nulls_keeps_the_first_pass_cache(table):
+    """With nothing to impute the pass caches as a skipping training does,
+    standardized or not."""
+    conn = table
+    conn.execute("SET corgipile.block_cache_size = '512MB'")
+    conn.execute("CREATE TABLE fp_full AS SELECT * FROM fp WHERE label IS NOT NULL "
+                 "AND features IS NOT NULL AND array_position(features, NULL) IS NULL")
+    for standardize in ("auto", "off"):
+        ts = explained(conn, sql.SQL(
+            "SELECT * FROM corgipile.train('fp_full', 'logistic', standardize => {}, "
+            "missing => 'mean', max_epoch_num => 2, seed => 3, learning_rate => 0.05, "
+            "model_name => {})").format(sql.Literal(standardize),
+                                        sql.Literal(f"full_{standardize}")))
+        assert ts["Blocks Cached by First Pass"] == ts["Cached Blocks"] > 0, standardize
+
+
 def test_standardize_off_leaves_the_cache_to_epoch_one(table):
     conn = table
     conn.execute("SET corgipile.block_cache_size = '512MB'")

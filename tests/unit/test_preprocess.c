@@ -248,6 +248,211 @@ test_sparse_stats(void)
 	free(dense);
 }
 
+/*
+ * Dense rows with missing values (a NULL number under missing => ...):
+ * complete rows through add_dense, the others through add_sparse of their
+ * present values, and the moments after imputation (moments_filled) equal
+ * those computed on the imputed column: the mean imputed keeps the mean
+ * and divides the squared deviations by every row; a constant fill is
+ * folded in like the implicit zeros of sparse rows.
+ */
+static void
+test_filled_stats(void)
+{
+	enum
+	{
+		NR = 1500, NF = 4
+	};
+	double	   *x = calloc(NR * NF, sizeof(double));
+	bool	   *miss = calloc(NR * NF, sizeof(bool));
+	double	   *imputed = calloc(NR * NF, sizeof(double));
+	pg_prng_state rng;
+	CpPrepStats st;
+
+	pg_prng_seed(&rng, 11);
+	CHECK(cp_prep_stats_init(&st, NF, alloc_zero), "init");
+	for (int i = 0; i < NR; i++)
+	{
+		int32		idx[NF];
+		double		val[NF];
+		int			nnz = 0;
+
+		for (int j = 0; j < NF; j++)
+		{
+			x[i * NF + j] = uniform(&rng, -3, 7) * (j + 1) + 100.0 * j;
+			/* feature j missing with probability j/5; feature 0 never */
+			miss[i * NF + j] = pg_prng_double(&rng) < j / 5.0;
+			if (!miss[i * NF + j])
+			{
+				idx[nnz] = j;
+				val[nnz++] = x[i * NF + j];
+			}
+		}
+		if (nnz == NF)
+			cp_prep_stats_add_dense(&st, x + i * NF);
+		else
+			cp_prep_stats_add_sparse(&st, idx, val, nnz);
+	}
+	CHECK(st.n_rows == NR && st.count[0] == NR && st.count[3] < NR, "filled counts");
+	for (int k = 0; k < 2; k++)
+	{
+		for (int j = 0; j < NF; j++)
+		{
+			double		fill = k == 0 ? st.mean[j] : 2.5;
+			double		m,
+						v,
+						m2,
+						v2;
+
+			for (int i = 0; i < NR; i++)
+				imputed[i * NF + j] = miss[i * NF + j] ? fill : x[i * NF + j];
+			cp_prep_stats_moments_filled(&st, j, fill, &m, &v);
+			two_pass(imputed, NR, NF, j, &m2, &v2);
+			CHECK(close_rel(m, m2, 1e-12), "filled mean[%d] %.17g vs %.17g", j, m, m2);
+			CHECK(close_rel(v, v2, 1e-10), "filled var[%d] %.17g vs %.17g", j, v, v2);
+			if (k == 0)
+				CHECK(m == st.mean[j], "the mean imputed keeps the mean exactly");
+		}
+	}
+	{
+		CpPrepTransform t;
+		double		fill[NF];
+		double		stds[NF];
+
+		/* the transform training builds scales each feature as imputed */
+		for (int j = 0; j < NF; j++)
+			fill[j] = st.mean[j];
+		CHECK(cp_prep_transform_init(&t, NF, true, alloc_zero), "filled transform init");
+		cp_prep_transform_from_stats(&t, &st, NULL, fill, NULL, stds);
+		for (int j = 0; j < NF; j++)
+		{
+			double		m,
+						v;
+
+			cp_prep_stats_moments_filled(&st, j, fill[j], &m, &v);
+			CHECK(stds[j] == sqrt(v) && t.scale[j] == 1.0 / sqrt(v),
+				  "filled transform[%d]: std %.17g vs %.17g", j, stds[j], sqrt(v));
+		}
+	}
+	{
+		double		m,
+					v,
+					m0,
+					v0;
+
+		/* a fill of 0 is what moments has always done */
+		cp_prep_stats_moments_filled(&st, 3, 0.0, &m, &v);
+		cp_prep_stats_moments(&st, 3, &m0, &v0);
+		CHECK(m == m0 && v == v0, "fill 0 is moments");
+	}
+	free(x);
+	free(miss);
+	free(imputed);
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a;
+	double		y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* numpy's median by sorting: the reference */
+static double
+sorted_median(const double *v, int64 n)
+{
+	double	   *s = malloc(sizeof(double) * n);
+	double		m;
+
+	memcpy(s, v, sizeof(double) * n);
+	qsort(s, n, sizeof(double), cmp_double);
+	m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2.0;
+	free(s);
+	return m;
+}
+
+/*
+ * The median (missing => 'median') against sorting, on random values,
+ * many ties, sorted, reversed and organ-pipe orders, n of 1 and 2; and
+ * the k-th smallest through the heapselect fallback (budget 0) and the
+ * quickselect alone, every k of a small array.
+ */
+static void
+test_median(void)
+{
+	enum
+	{
+		NMAX = 3001
+	};
+	double	   *v = malloc(sizeof(double) * NMAX);
+	double	   *w = malloc(sizeof(double) * NMAX);
+	pg_prng_state rng;
+
+	pg_prng_seed(&rng, 21);
+	for (int pattern = 0; pattern < 6; pattern++)
+	{
+		for (int64 n = 1; n <= NMAX; n += (n < 12 ? 1 : 997))
+		{
+			double		m;
+
+			for (int64 i = 0; i < n; i++)
+			{
+				switch (pattern)
+				{
+					case 0:
+						v[i] = uniform(&rng, -5, 5);
+						break;
+					case 1:		/* ties: a measure rounded to one decimal */
+						v[i] = floor(uniform(&rng, 0, 3) * 10) / 10;
+						break;
+					case 2:
+						v[i] = (double) i;
+						break;
+					case 3:
+						v[i] = (double) (n - i);
+						break;
+					case 4:		/* organ pipe */
+						v[i] = (double) (i < n / 2 ? i : n - i);
+						break;
+					default:	/* all equal */
+						v[i] = 1.5;
+						break;
+				}
+			}
+			memcpy(w, v, sizeof(double) * n);
+			m = cp_prep_median(w, n);
+			CHECK(m == sorted_median(v, n), "median pattern %d n %lld: %.17g vs %.17g",
+				  pattern, (long long) n, m, sorted_median(v, n));
+		}
+	}
+	for (int budget = 0; budget <= 40; budget += 40)
+	{
+		int64		n = 37;
+		double		s[37];
+
+		for (int64 i = 0; i < n; i++)
+			v[i] = floor(uniform(&rng, 0, 12));
+		memcpy(s, v, sizeof(double) * n);
+		qsort(s, n, sizeof(double), cmp_double);
+		for (int64 k = 0; k < n; k++)
+		{
+			bool		ok = true;
+
+			memcpy(w, v, sizeof(double) * n);
+			cp_prep_select_kth(w, n, k, budget);
+			for (int64 i = 0; i < n; i++)
+				if ((i < k && w[i] > w[k]) || (i > k && w[i] < w[k]))
+					ok = false;
+			CHECK(ok && w[k] == s[k], "select %lld of %lld (budget %d): %g vs %g",
+				  (long long) k, (long long) n, budget, w[k], s[k]);
+		}
+	}
+	free(v);
+	free(w);
+}
+
 static void
 test_constant_columns(void)
 {
@@ -273,7 +478,7 @@ test_constant_columns(void)
 	CHECK(cp_prep_is_constant(5.0, 0.0, NR), "zero variance is constant");
 
 	CHECK(cp_prep_transform_init(&t, NF, true, alloc_zero), "transform init");
-	n_const = cp_prep_transform_from_stats(&t, &st, NULL, means, stds);
+	n_const = cp_prep_transform_from_stats(&t, &st, NULL, NULL, means, stds);
 	CHECK(n_const == 3, "3 constant columns, got %d", n_const);
 	CHECK(stds[0] == 0.0 && stds[1] == 0.0 && stds[3] == 0.0 && stds[2] > 0.0,
 		  "stds %g %g %g %g", stds[0], stds[1], stds[2], stds[3]);
@@ -294,7 +499,7 @@ test_constant_columns(void)
 		double		row[NF] = {0.1, 0.0, 1.0, -7.25};
 
 		CHECK(cp_prep_transform_init(&ts, NF, false, alloc_zero), "init");
-		cp_prep_transform_from_stats(&ts, &st, NULL, NULL, NULL);
+		cp_prep_transform_from_stats(&ts, &st, NULL, NULL, NULL, NULL);
 		cp_prep_apply_dense(&ts, row);
 		CHECK(row[0] == 0.1 && row[1] == 0.0 && row[3] == -7.25,
 			  "scale-only leaves constants");
@@ -314,7 +519,7 @@ test_constant_columns(void)
 			cp_prep_stats_add_dense(&big, r);
 		}
 		CHECK(cp_prep_transform_init(&tb, 1, true, alloc_zero), "init");
-		cp_prep_transform_from_stats(&tb, &big, NULL, NULL, stds);
+		cp_prep_transform_from_stats(&tb, &big, NULL, NULL, NULL, stds);
 		cp_prep_apply_dense(&tb, row);
 		CHECK(isfinite(tb.scale[0]) && isfinite(tb.offset[0]) && isfinite(row[0]),
 			  "overflowing variance: scale %g offset %g x %g",
@@ -327,7 +532,7 @@ test_constant_columns(void)
 
 		CHECK(cp_prep_stats_init(&empty, NF, alloc_zero), "init");
 		CHECK(cp_prep_transform_init(&te, NF, true, alloc_zero), "init");
-		CHECK(cp_prep_transform_from_stats(&te, &empty, NULL, NULL, NULL) == NF,
+		CHECK(cp_prep_transform_from_stats(&te, &empty, NULL, NULL, NULL, NULL) == NF,
 			  "empty stats");
 		CHECK(te.scale[2] == 1.0 && te.offset[2] == 0.0, "empty is identity");
 	}
@@ -349,7 +554,7 @@ random_transform(CpPrepTransform *t, int32 nf, bool centred, pg_prng_state *rng)
 		cp_prep_stats_add_dense(&st, row);
 	}
 	CHECK(cp_prep_transform_init(t, nf, centred, alloc_zero), "init");
-	cp_prep_transform_from_stats(t, &st, NULL, NULL, NULL);
+	cp_prep_transform_from_stats(t, &st, NULL, NULL, NULL, NULL);
 }
 
 static void
@@ -428,7 +633,7 @@ test_transform_and_weights(void)
 			cp_prep_stats_add_dense(&st, r);
 		}
 		CHECK(cp_prep_transform_init(&tk, 3, true, alloc_zero), "init");
-		CHECK(cp_prep_transform_from_stats(&tk, &st, stats_col, means, stds) == 0,
+		CHECK(cp_prep_transform_from_stats(&tk, &st, stats_col, NULL, means, stds) == 0,
 			  "no constant column");
 		CHECK(close_rel(means[2], 9.0, 1e-15) && close_rel(stds[2], 2 * sqrt(8.25), 1e-15),
 			  "feature 2 from statistics column 1: %.17g %.17g", means[2], stds[2]);
@@ -473,7 +678,7 @@ test_transform_and_weights(void)
 			cp_prep_stats_add_sparse(&st, ii, vv, i < 2 ? 2 : 0);
 		}
 		CHECK(cp_prep_transform_init(&ts, 3, false, alloc_zero), "init");
-		cp_prep_transform_from_stats(&ts, &st, NULL, NULL, stds);
+		cp_prep_transform_from_stats(&ts, &st, NULL, NULL, NULL, stds);
 		/* column 0: {4,0,0,0}: mean 1, var 3 */
 		CHECK(close_rel(stds[0], sqrt(3.0), 1e-15), "sparse std %.17g", stds[0]);
 		CHECK(ts.offset[0] == 0.0 && ts.offset[2] == 0.0, "no centring");
@@ -865,6 +1070,8 @@ main(void)
 {
 	test_dense_stats();
 	test_sparse_stats();
+	test_filled_stats();
+	test_median();
 	test_dense_matches_scalar();
 	test_constant_columns();
 	test_transform_and_weights();

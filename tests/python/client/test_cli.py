@@ -391,3 +391,44 @@ def test_a_null_metric_is_null_at_every_door(cli, client, conn, points):
              for line in table.splitlines() if "|" in line}
     assert cells["log_loss"] == "" and cells["accuracy"] != ""
     assert "NaN" not in table and "nan" not in table
+
+
+def test_missing_reaches_train_by_and_the_cli(cli, client, conn):
+    """train()'s missing and missing_indicator come from its signature in
+    pg_proc: TRAIN BY ... WITH takes them, and the CLI has options."""
+    conn.execute("CREATE TABLE holes AS SELECT i AS id, i % 2 AS label, "
+                 "CASE WHEN i % 4 = 0 THEN NULL ELSE i * 0.5 END AS a, (i % 7)::float8 AS b "
+                 "FROM generate_series(1, 300) i")
+    client.execute("SELECT * FROM holes TRAIN BY logistic WITH features = 'a, b', "
+                   "missing = median, missing_indicator = true, model_name = 'via_sql', "
+                   "max_epoch_num = 2, seed = 1").fetchall()
+    cli("train", "holes", "logistic", "--features", "a,b", "--missing", "median",
+        "--missing-indicator", "--name", "via_cli", "--epochs", "2", "--seed", "1")
+    rows = conn.execute("SELECT model_name, n_features, params->>'missing', preprocess, weights "
+                        "FROM corgipile.models ORDER BY model_name").fetchall()
+    assert [r[:3] for r in rows] == [("via_cli", 3, "median"), ("via_sql", 3, "median")]
+    assert rows[0][3] == rows[1][3] and rows[0][4] == rows[1][4]
+    assert "NULL number" in cli("train", "--help").stdout
+
+
+def test_evaluate_says_what_it_scored_and_skipped(cli, client, conn):
+    """evaluate()'s rows scored and skipped (and why) reach Python as ints,
+    the CLI's table and --json (issue 33: 1,316 of 1,575 rows scored, with
+    nothing to say so)."""
+    conn.execute("CREATE TABLE ev AS SELECT i AS id, "
+                 "CASE WHEN i % 10 = 0 THEN NULL ELSE i % 2 END AS label, "
+                 "CASE WHEN i % 7 = 0 THEN NULL ELSE i * 0.1 END AS a FROM generate_series(1, 140) i")
+    conn.execute("SELECT count(*) FROM corgipile.train('ev', 'logistic', model_name => 'evm', "
+                 "features => 'a', max_epoch_num => 2, seed => 1)")
+    null_label = sum(i % 10 == 0 for i in range(1, 141))
+    null_a = sum(i % 7 == 0 and i % 10 != 0 for i in range(1, 141))
+    want = {"rows": 140 - null_label - null_a, "skipped_null_label": null_label,
+            "skipped_null_features": null_a}
+    got = client.evaluate("evm", "ev")
+    assert {k: got[k] for k in want} == want and all(type(got[k]) is int for k in want)
+    doc = json.loads(cli("evaluate", "evm", "ev", "--json").stdout)
+    assert {k: doc[k] for k in want} == want
+    table = cli("evaluate", "evm", "ev").stdout
+    cells = {line.split("|")[0].strip(): line.split("|")[1].strip()
+             for line in table.splitlines() if "|" in line}
+    assert {k: cells[k] for k in want} == {k: str(v) for k, v in want.items()}

@@ -593,6 +593,9 @@ class Fuzzer:
         "n_features": ["NULL", "0", "-1", "1", "3", "10", "1431655765", "2147483647", "1073741824"],
         "shuffle": ["'corgipile'", "'block_only'", "'no_shuffle'", "'sliding_window'", "'mrs'",
                     "'shuffle_once'", "'epoch_shuffle'", "'junk'", "''", "NULL::text", "'CORGIPILE'"],
+        "missing": ["'skip'", "'mean'", "'median'", "'zero'", "'MEDIAN'", "'mode'", "''",
+                    "NULL::text"],
+        "missing_indicator": ["true", "false", "NULL::bool"],
     }
 
     def _train_call(self) -> str:

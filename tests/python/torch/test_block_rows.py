@@ -85,6 +85,37 @@ def test_columns_table_with_categories_needs_a_model(conn, dsn):
         CorgiPileDataset(dsn, "cats", model="nope")
 
 
+def test_a_model_that_imputes_feeds_every_row(conn, dsn):
+    """A NULL number is imputed as the model was trained (missing => ...),
+    its missing indicator set; the same rows with a NULL are skipped
+    without the model (raw numbers, as training skips them by default)."""
+    conn.execute("CREATE TABLE holes AS SELECT i AS id, (i % 2 = 0) AS label, "
+                 "CASE WHEN i % 5 = 0 THEN NULL ELSE i * 0.25 END AS a, "
+                 "(i % 7)::float8 AS b FROM generate_series(1, 600) i")
+    conn.execute("SELECT count(*) FROM corgipile.train('holes', 'logistic', model_name => 'mh', "
+                 "features => 'a, b', seed => 1, max_epoch_num => 2, missing => 'median', "
+                 "missing_indicator => true)")
+    prep = conn.execute("SELECT preprocess FROM corgipile.models "
+                        "WHERE model_name = 'mh'").fetchone()[0]
+    a, b = prep["features"]
+    assert a["fill"] == float(np.median([i * 0.25 for i in range(1, 601) if i % 5]))
+    ds = CorgiPileDataset(dsn, "holes", model="mh", id_column="id", seed=2, batch_size=64)
+    assert ds._method == "server" and ds.layout.n_features == 3
+    x, y, ids = read_all(ds)
+    ds.close()
+    assert sorted(ids.tolist()) == list(range(1, 601))
+    for row, i in zip(x, ids):
+        i = int(i)
+        raw = a["fill"] if i % 5 == 0 else i * 0.25
+        assert row[0] == pytest.approx((raw - a["mean"]) / a["std"], rel=1e-5)
+        assert row[1] == pytest.approx(((i % 7) - b["mean"]) / b["std"], rel=1e-5, abs=1e-6)
+        assert row[2] == (1.0 if i % 5 == 0 else 0.0)
+    raw = CorgiPileDataset(dsn, "holes", features=["a", "b"], id_column="id", seed=2,
+                           batch_size=64)
+    assert sorted(read_all(raw)[2].tolist()) == [i for i in range(1, 601) if i % 5]
+    raw.close()
+
+
 def test_rls_and_privileges_are_enforced(conn, dsn):
     make_table(conn, "sec", 500)
     role = f"cp_torch_br_{conn.info.backend_pid}"
