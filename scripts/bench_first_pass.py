@@ -14,7 +14,7 @@ figures, are what carry over to another machine):
     pass (standardize => 'auto', softmax classes, sparse dimension);
   * the pass's own time (the engine reports it at DEBUG1), next to the
     epochs' (epoch 1 also fills the block cache that later epochs read);
-  * missing => 'mean', 'median', 'zero' (issue 33) on the dense table with
+  * missing => 'mean', 'median', 'zero' on the dense table with
     one NULL element in a tenth of its rows, next to the default that
     skips them: the median sorts every value the pass learns from.
 

@@ -1,4 +1,4 @@
-"""Imputation stored with the model (train(missing => ...), issue 33):
+"""Imputation stored with the model (train(missing => ...)):
 against scikit-learn's pipeline of the same model, SimpleImputer for the
 NULL numbers, StandardScaler, OneHotEncoder for the text column and
 MissingIndicator for missing_indicator, on a small table with NULLs, where

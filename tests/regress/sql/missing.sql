@@ -1,4 +1,4 @@
--- NULL numbers (issue 33): skipped by default, with a NOTICE that says why
+-- NULL numbers: skipped by default, with a NOTICE that says why
 -- and which parameter keeps the rows; imputed with missing => 'mean',
 -- 'median' or 'zero' (scikit-learn's SimpleImputer), the statistic stored
 -- with the model and applied by predict*() and evaluate(); a 0/1 feature
