@@ -125,13 +125,13 @@ def drive(dsn: str, tag: str, tmp: Path, proxy_port: int | None = None) -> int:
                  ["load", f"{t}_cli_pq", str(pq_path)]):
         assert cli.main(["--dsn", dsn, *argv]) == 0, argv
     created += 2
-    # estimators: a DataFrame of every kind, arrays, a table
+    # estimators: a DataFrame of every kind (its NaN imputed), arrays, a table
     features = frame.drop(columns=["label"])
-    clf = SGDClassifier(dsn, loss="log_loss", max_epoch_num=2, seed=1)
+    clf = SGDClassifier(dsn, loss="log_loss", max_epoch_num=2, seed=1, missing="mean")
     clf.fit(features, frame["label"])
     clf.predict(features)
     clf.score(features, frame["label"])
-    SGDRegressor(dsn, max_epoch_num=2, seed=1).fit(features, frame["x"])
+    SGDRegressor(dsn, max_epoch_num=2, seed=1, missing="mean").fit(features, frame["x"])
     SGDClassifier(dsn, max_epoch_num=2, seed=1).fit(x, y)
     on_table = SGDClassifier(dsn, loss="log_loss", max_epoch_num=2, seed=1, label="label",
                              features="features")
