@@ -48,7 +48,8 @@ RUN pip install --no-cache-dir \
         tqdm==4.70.1 \
         uvloop==0.23.0
 
-COPY scripts/demo.py /opt/corgipile/demo.py
+# the demo and the module it prints its run line with (date, machine, load)
+COPY scripts/demo.py scripts/provenance.py /opt/corgipile/
 
 # Nothing here needs root.
 RUN useradd --create-home --uid 10001 corgipile

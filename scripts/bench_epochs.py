@@ -35,6 +35,9 @@ import time
 
 import psycopg
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
+
 # the issue's yardstick: a scan that reads every row's features array
 SCAN = "SELECT sum(features[1] + features[{d}]) FROM {t}"
 
@@ -163,6 +166,8 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--dims", type=int, default=28)
     parser.add_argument("--epochs", type=int, default=10, help="at least 3")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="times every configuration is run, rotated and interleaved")
     parser.add_argument("--repeat", type=int, default=5, help="scans and predicts to take the median of")
     parser.add_argument("--first-repeat", type=int, default=3,
                         help="two-epoch runs whose CPU seconds are averaged")
@@ -174,6 +179,8 @@ def main() -> int:
     args = parser.parse_args()
     table = f"bench_{args.rows}_{args.dims}"
     DIMS[0] = args.dims
+    start = provenance.run_line()
+    print(start, file=sys.stderr, flush=True)
 
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         # the benchmark database holds nothing of value: start from the installed version
@@ -195,11 +202,17 @@ def main() -> int:
         # later epochs (train()'s own rows), CPU of a later epoch ((E-epoch
         # run - two-epoch run) / (E - 2)) and of the first epoch of a training
         # of several (two-epoch run - a later epoch): a one-epoch training
-        # keeps no block cache, so its first pass cannot fill one
-        results, scans = [], []
-        scans.append(scan_once())
-        for shuffle in ("no_shuffle", "block_only", "corgipile"):
-            for double in (False, True):
+        # keeps no block cache, so its first pass cannot fill one.  Each
+        # round runs every configuration once, in an order rotated from the
+        # previous round's, so that the ratios compare runs taken minutes
+        # apart, under the same load, and none always follows the same one.
+        configs = [(s, d) for s in ("no_shuffle", "block_only", "corgipile")
+                   for d in (False, True)]
+        results: dict[tuple[str, bool], list[tuple]] = {c: [] for c in configs}
+        scans = [scan_once()]
+        for rnd in range(args.rounds):
+            k = rnd * 2 % len(configs)
+            for shuffle, double in configs[k:] + configs[:k]:
                 name = f"bench_{shuffle}_{'db' if double else 'sb'}"
                 walls, cpu_all = train_cpu(conn, table, name, shuffle, double, args.epochs)
                 # /proc counts CPU in 10 ms ticks: the mean of a few two-epoch runs
@@ -209,9 +222,9 @@ def main() -> int:
                 later_cpu = (None if cpu_all is None or cpu_two is None
                              else (cpu_all - cpu_two) / (args.epochs - 2))
                 cpu_one = None if later_cpu is None else cpu_two - later_cpu
-                results.append((shuffle, double, walls[0], statistics.median(walls[1:]),
-                                cpu_one, later_cpu))
-                print(f"{shuffle:>10} {'double' if double else 'single'}: "
+                results[(shuffle, double)].append(
+                    (walls[0], statistics.median(walls[1:]), cpu_one, later_cpu))
+                print(f"round {rnd + 1} {shuffle:>10} {'double' if double else 'single'}: "
                       f"{statistics.median(walls[1:]):.3f} s/epoch", file=sys.stderr, flush=True)
                 scans.append(scan_once())  # scans interleaved with the epochs
         # predict() with a standardized model (the default) and a raw one
@@ -226,6 +239,7 @@ def main() -> int:
             scans.append(scan_once())
         cold = (cold_section(conn, table, args.cold_block_sizes.split(","), args.cold_repeat)
                 if args.cold else [])
+        server = conn.execute("SHOW server_version").fetchone()[0]
 
     scan = statistics.median(t for t, _ in scans)
     # /proc counts CPU time in clock ticks (10 ms): means, not medians
@@ -243,38 +257,51 @@ def main() -> int:
             return " - | - |"
         return f" {cpu:.3f} | {cpu / scan_cpu:.2f} |"
 
+    def med(config, i):
+        values = [r[i] for r in results[config]]
+        return None if None in values else statistics.median(values)
+
     lines = [
+        f"{start}, PostgreSQL {server}; at the end: load average {provenance.load()}.",
+        "",
         f"Table: {args.rows:,} rows x {args.dims} float8 features, {size[0]} "
         f"(shared_buffers {size[1]}), stored clustered by label; warm OS cache; "
-        f"svm, per-tuple, {args.epochs} epochs; plain scan `{SCAN.format(t='t', d=args.dims)}`, "
-        f"median of {len(scans)} taken between the other runs.",
+        f"svm, per-tuple, {args.epochs} epochs; {args.rounds} rounds, the configurations' "
+        f"order rotated each round, medians over the rounds; plain scan "
+        f"`{SCAN.format(t='t', d=args.dims)}`, median of {len(scans)} taken between the "
+        "other runs.",
         "",
         "| what | buffering | seconds (first epoch) | seconds (later epochs) | ratio to plain scan "
         "| CPU seconds (first) | CPU ratio (first) | CPU seconds (later) | CPU ratio (later) |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         f"| plain scan | - | {scan:.3f} | | 1.00 |{cpu_cells(scan_cpu)} | |",
     ]
-    for shuffle, double, first, later, cpu_one, later_cpu in results:
+    for shuffle, double in configs:
+        first, later = med((shuffle, double), 0), med((shuffle, double), 1)
         lines.append(f"| epoch, `{shuffle}` | {'double' if double else 'single'} | "
                      f"{first:.3f} | {later:.3f} | {later / scan:.2f} |"
-                     f"{cpu_cells(cpu_one)}{cpu_cells(later_cpu)}")
+                     f"{cpu_cells(med((shuffle, double), 2))}"
+                     f"{cpu_cells(med((shuffle, double), 3))}")
     lines.append(f"| `predict()` on every row, standardized model | - | {pred:.3f} | | "
                  f"{pred / scan:.2f} |{cpu_cells(pred_cpu)} | |")
     lines.append(f"| `predict()` on every row, raw-feature model | - | {raw_pred:.3f} | | "
                  f"{raw_pred / scan:.2f} |{cpu_cells(raw_pred_cpu)} | |")
 
-    def later(shuffle, double, cpu):
-        r = next(r for r in results if r[0] == shuffle and r[1] == double)
-        return r[5] if cpu else r[3]
+    def ratio(double: bool, i: int) -> str:
+        """CorgiPile / No-Shuffle of each round's later epochs: median (min-max)."""
+        pairs = zip(results[("corgipile", double)], results[("no_shuffle", double)])
+        rs = [c[i] / n[i] for c, n in pairs if c[i] is not None and n[i]]
+        if not rs:
+            return "-"
+        return f"{statistics.median(rs):.2f} ({min(rs):.2f}-{max(rs):.2f})"
 
-    lines += ["", "CorgiPile / No-Shuffle, later epochs, double-buffered: "
-              f"{later('corgipile', True, False) / later('no_shuffle', True, False):.2f} (wall)"
-              + ("" if scan_cpu is None else
-                 f", {later('corgipile', True, True) / later('no_shuffle', True, True):.2f} (CPU)")
-              + "; single-buffered: "
-              f"{later('corgipile', False, False) / later('no_shuffle', False, False):.2f} (wall)"
-              + ("" if scan_cpu is None else
-                 f", {later('corgipile', False, True) / later('no_shuffle', False, True):.2f} (CPU)")]
+    lines += ["", "CorgiPile / No-Shuffle, later epochs, per round, median (min-max): "
+              f"double-buffered {ratio(True, 1)} (wall), {ratio(True, 3)} (CPU); "
+              f"single-buffered {ratio(False, 1)} (wall), {ratio(False, 3)} (CPU)",
+              "", "First epoch / plain scan in CPU, per configuration (median over the rounds): "
+              + ", ".join(f"{s} {'double' if d else 'single'} "
+                          f"{med((s, d), 2) / scan_cpu:.2f}" for s, d in configs
+                          if scan_cpu and med((s, d), 2) is not None)]
     lines += cold
     report(lines, args.output)
     return 0

@@ -50,6 +50,7 @@ import psycopg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_epochs import backend_cpu, drop_os_cache, ensure_table, report  # noqa: E402
+import provenance  # noqa: E402
 
 
 def install_lib(path: str, pkglibdir: str) -> None:
@@ -118,6 +119,8 @@ def main() -> int:
     args = parser.parse_args()
     table = f"bench_{args.rows}_{args.dims}"
     libs = [tuple(x.split("=", 1)) for x in args.lib] or [("installed", None)]
+    start = provenance.run_line()
+    print(start, file=sys.stderr, flush=True)
     pkglibdir = None
     if libs[0][1] is not None:
         pkglibdir = subprocess.run([os.environ.get("PG_CONFIG", "pg_config"), "--pkglibdir"],
@@ -191,7 +194,8 @@ def main() -> int:
             print(f"round {rnd + 1} {name} done (load {loads[-1]})", file=sys.stderr, flush=True)
 
     us = 1e6 / args.rows
-    lines = [f"Table {table}: {args.rows:,} rows x {args.dims} float8, {size} ({pages} pages); "
+    lines = [f"{start}; at the end: load average {provenance.load()}.", "",
+             f"Table {table}: {args.rows:,} rows x {args.dims} float8, {size} ({pages} pages); "
              f"{args.rounds} rounds, libraries interleaved; load average during the rounds "
              f"{loads[0]} .. {loads[-1]} (max 1-min {max(float(x.split()[0]) for x in loads):.1f}).",
              "", "Warm: CPU seconds of the backend, mean over rounds (min-max), and µs a row.", "",

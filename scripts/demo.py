@@ -23,6 +23,10 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
+# provenance.py stands beside this script, in the checkout and in the image
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import load as load_average, run_line  # noqa: E402
+
 DATA = Path("/usr/share/datasets/fashion-mnist")
 UPPER_BODY = {0, 2, 3, 4, 6}  # T-shirt/top, Pullover, Dress, Coat, Shirt
 EPOCH = re.compile(r"epoch=(\d+)/(\d+) tuples=(\d+) loss=(\S+) score=(\S+) "
@@ -162,10 +166,12 @@ def main() -> int:
             conn.execute("CREATE EXTENSION corgipile")
         conn.add_notice_handler(on_notice)
         ensure_data(conn)
+        print(run_line(conn.execute("SHOW server_version").fetchone()[0]))
         results = {s: train(conn, s, args) for s in ("no_shuffle", "corgipile")}
     print("\nHeld-out accuracy on the 10,000 test images:")
     for shuffle, acc in results.items():
         print(f"  {shuffle:<11} {acc:.4f}")
+    print(f"(load average at the end: {load_average()})")
     print("\nno_shuffle sees all of one class, then all of the other, so each epoch ends with a\n"
           "model pulled towards the last class it saw; its training accuracy, measured while it\n"
           "trains on one class at a time, looks perfect and means nothing.  CorgiPile reads\n"

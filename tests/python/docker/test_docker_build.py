@@ -306,6 +306,7 @@ def test_dockerignore_matching_rules():
         assert ignored(path, patterns), path
     for path in ["Makefile", "extension/sgd.c", "extension/core/worker.h",
                  "extension/corgipile.control", "sql/corgipile--0.1.0.sql", "scripts/demo.py",
+                 "scripts/provenance.py",
                  "docker/initdb/20-corgipile-extension.sh", "python_client/pyproject.toml",
                  "python_client/corgipile/__init__.py"]:
         assert not ignored(path, patterns), path

@@ -10,6 +10,7 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from docker_helpers import (
@@ -78,7 +79,12 @@ def test_client_image_installs_what_the_demo_imports():
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             imported.add(node.module.split(".")[0])
     third_party = imported - set(sys.stdlib_module_names) - {"__future__"}
-    provided = set(client_image_pins()) | {"corgipile"}
+    # the scripts copied beside it, which it imports from its own directory
+    (stage,) = parse_dockerfile(CLIENT_DOCKERFILE)
+    beside = {Path(w).stem for ins in stage.all("COPY") for w in ins.flags_and_words()[1][:-1]
+              if w.startswith("scripts/") and w.endswith(".py")}
+    assert "demo" in beside
+    provided = set(client_image_pins()) | {"corgipile"} | beside
     assert third_party <= provided
 
 
@@ -100,7 +106,7 @@ def test_client_image_has_the_data_and_runs_the_demo():
     for ins in stage.all("COPY"):
         *sources, dest = ins.flags_and_words()[1]
         copies.update({s: dest for s in sources})
-    assert copies["scripts/demo.py"] == "/opt/corgipile/demo.py"
+    assert copies["scripts/demo.py"] == copies["scripts/provenance.py"] == "/opt/corgipile/"
     assert copies["python_client/"] == "/opt/corgipile/python_client/"
     assert [i.args for i in stage.all("CMD")] == ['["python", "/opt/corgipile/demo.py"]']
     assert stage.all("USER")[-1].args != "root"
