@@ -83,12 +83,15 @@ def train(conn: psycopg.Connection, shuffle: str, args: argparse.Namespace) -> f
     conn.execute("SELECT corgipile.drop_model(m.model_name) FROM corgipile.models AS m"
                  " WHERE m.model_name = %s", (name,))
     print(f"\n-- SELECT * FROM corgipile.train('fashion_train', '{args.model}', "
-          f"shuffle => '{shuffle}', max_epoch_num => {args.epochs}, ...)")
+          f"shuffle => '{shuffle}', max_epoch_num => {args.epochs}, "
+          f"standardize => '{args.standardize}', ...)")
     print(f"{'epoch':>5} {'loss':>8} {'train acc':>9} {'held-out':>9} {'seconds':>8}")
     conn.execute(
         "SELECT * FROM corgipile.train('fashion_train', %s, model_name => %s, shuffle => %s, "
-        "max_epoch_num => %s, learning_rate => %s, seed => %s, validation => 'fashion_test')",
-        (args.model, name, shuffle, args.epochs, args.learning_rate, args.seed)).fetchall()
+        "max_epoch_num => %s, learning_rate => %s, seed => %s, standardize => %s, "
+        "validation => 'fashion_test')",
+        (args.model, name, shuffle, args.epochs, args.learning_rate, args.seed,
+         args.standardize)).fetchall()
     return conn.execute(
         "SELECT avg((corgipile.predict(%s, t) = t.label)::int)::float8 FROM fashion_test t",
         (name,)).fetchone()[0]
@@ -144,6 +147,8 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--learning-rate", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--standardize", default="auto", choices=["auto", "off"],
+                        help="train()'s standardize: 'off' trains on the raw pixels")
     parser.add_argument("--wait", type=float, default=120.0, metavar="SECONDS",
                         help="keep trying to connect this long while the database starts "
                              "(default: 120; 0: one attempt)")

@@ -24,21 +24,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from doc_examples import PSQL, normalized, section_blocks
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
 PGCLUSTER = ROOT / "scripts" / "pgcluster.sh"
-PSQL = Path("/usr/lib/postgresql/15/bin/psql")
-HEADING = "## TRAIN BY / PREDICT BY from psql and any other client: `corgipile proxy`"
+HEADING = "TRAIN BY / PREDICT BY from psql and any other client: `corgipile proxy`"
 
 
 def readme_example() -> list[tuple[str, str, list[str]]]:
     """The example block as (kind, text, output lines): kind "$" for a shell
     command, "sql" for a statement of the psql session."""
-    text = README.read_text()
-    section = text[text.index(HEADING):]
-    block = section[section.index("```\n") + 4:]
-    block = block[:block.index("```\n")]
+    block = section_blocks(README, HEADING)[0].text
     steps: list[tuple[str, str, list[str]]] = []
     for line in block.splitlines():
         if line.startswith("$ "):
@@ -96,32 +93,6 @@ def demo_cluster() -> Iterator[tuple[Path, int, dict[str, str]]]:
         subprocess.run([str(PGCLUSTER), "stop", str(directory), "immediate"], env=env,
                        capture_output=True, timeout=120)
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.split("|")]
-
-
-def normalized(lines: list[str]) -> list[str]:
-    """Lines without the timings (a NOTICE's seconds=, a result's seconds
-    column) and without psql's column padding."""
-    out = []
-    seconds = None
-    for line in lines:
-        line = re.sub(r"seconds=[0-9.]+", "seconds=...", line.rstrip())
-        if re.fullmatch(r"[-+]+", line):
-            continue  # the rule under a header: its width follows the values
-        if " | " in line or line.endswith(" |") or re.match(r"^ *\S+ *\|", line):
-            cells = _cells(line)
-            if "seconds" in cells:
-                seconds = cells.index("seconds")
-            elif seconds is not None and seconds < len(cells):
-                cells[seconds] = "..."
-            line = " | ".join(cells)
-        out.append(line)
-    while out and not out[-1]:
-        out.pop()
-    return out
 
 
 def test_readme_proxy_example_runs_as_printed(demo_cluster):
