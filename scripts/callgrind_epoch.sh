@@ -63,6 +63,10 @@ count() {
 }
 per_row() { echo "scale=0; $1 / $ROWS" | bc; }
 
+echo "$(python3 scripts/provenance.py); $ROWS rows x $DIMS float8 features, instructions a row (Ir of the executor / rows), ratio to the scan:"
+echo
+echo "| what | instructions a row | ratio to the plain scan |"
+echo "|---|---:|---:|"
 scan=$(count "SELECT sum(features[1] + features[$DIMS]) FROM $T;")
 echo "| plain scan \`sum(features[1] + features[$DIMS])\` | $(per_row "$scan") | 1.00 |"
 for shuffle in no_shuffle block_only corgipile; do

@@ -46,3 +46,8 @@ def run_line(server: str | None = None) -> str:
     now = datetime.datetime.now(datetime.timezone.utc)
     return (f"Run {now:%Y-%m-%d %H:%M} UTC, commit {commit()}, {machine()}, load average "
             f"{load()} (1, 5, 15 min)" + (f", PostgreSQL {server}" if server else ""))
+
+
+if __name__ == "__main__":
+    # for shell scripts: python3 scripts/provenance.py
+    print(run_line())
