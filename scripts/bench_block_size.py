@@ -12,17 +12,16 @@ Usage: PYTHONPATH=python_client .venv/bin/python -P scripts/bench_block_size.py 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
-import subprocess
+import sys
 from decimal import ROUND_HALF_UP, Decimal
-from pathlib import Path
 
 import psycopg
 
 from corgipile.bench.datasets import synthetic
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
 # (label, shuffle, block_size): block sizes in pages; None is the engine's default
 ROWS_OF_TABLE = [
     ("`shuffle_once`", "shuffle_once", None),
@@ -61,15 +60,12 @@ def main() -> int:
     p.add_argument("--test-rows", type=int, default=20_000)
     p.add_argument("--epochs", type=int, default=8)
     args = p.parse_args()
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS corgipile")
         ds = synthetic(conn, args.rows, 28, args.test_rows, "clustered", 0.95, seed=1,
                        log=print)
         table, test = ds.table, ds.test_table
-        print(f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, "
-              f"load average {os.getloadavg()[0]:.1f}; svm, seed 1, {args.epochs} epochs\n")
+        print(f"{provenance.run_line()}; svm, seed 1, {args.epochs} epochs\n")
         print("| shuffle | blocks per buffer (pages per block) | held-out accuracy, epochs "
               f"1-{args.epochs} |\n|---|---|---|")
         for label, shuffle, bs in ROWS_OF_TABLE:

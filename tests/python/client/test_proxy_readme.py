@@ -2,7 +2,8 @@
 set up the way the README says (`make demo`: scripts/with_demo_cluster.sh
 starts it with scripts/pgcluster.sh, gives it a password and SCRAM for TCP,
 and scripts/demo.py creates the extension), and its output compared line by
-line with the README's, timings aside.
+line with the README's, timings aside; and docs/proxy.md's transcript, as
+alice in her database mydb, the same way.
 
 What the test changes in the printed commands: `.demo` and
 `$(scripts/demo_port.sh)` name the test's own cluster (not this checkout's
@@ -15,10 +16,12 @@ prints its NOTICEs and its result as the interactive session does).
 from __future__ import annotations
 
 import os
+import contextlib
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,26 +31,36 @@ from doc_examples import PSQL, normalized, section_blocks
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
+PROXY_DOC = ROOT / "docs" / "proxy.md"
 PGCLUSTER = ROOT / "scripts" / "pgcluster.sh"
 HEADING = "TRAIN BY / PREDICT BY from psql and any other client: `corgipile proxy`"
 
 
-def readme_example() -> list[tuple[str, str, list[str]]]:
-    """The example block as (kind, text, output lines): kind "$" for a shell
-    command, "sql" for a statement of the psql session."""
-    block = section_blocks(README, HEADING)[0].text
+PROMPT = re.compile(r"^(\w+)([=-])[#>] ")
+
+
+def session(text: str) -> list[tuple[str, str, list[str]]]:
+    """A transcript as (kind, text, output lines): kind "$" for a shell
+    command, "sql" for a statement of the psql session (its prompt any
+    database's, `=#`/`=>` opening a statement, `-#`/`->` going on)."""
     steps: list[tuple[str, str, list[str]]] = []
-    for line in block.splitlines():
+    for line in text.splitlines():
+        m = PROMPT.match(line)
         if line.startswith("$ "):
             steps.append(("$", line[2:], []))
-        elif line.startswith("postgres=# "):
-            steps.append(("sql", line[len("postgres=# "):], []))
-        elif line.startswith("postgres-# "):
+        elif m and m.group(2) == "=":
+            steps.append(("sql", line[m.end():], []))
+        elif m:
             kind, sql, out = steps[-1]
-            steps[-1] = (kind, sql + "\n" + line[len("postgres-# "):], out)
+            steps[-1] = (kind, sql + "\n" + line[m.end():], out)
         else:
             steps[-1][2].append(line)
     return steps
+
+
+def readme_example() -> list[tuple[str, str, list[str]]]:
+    """The README's example block as session() steps."""
+    return session(section_blocks(README, HEADING)[0].text)
 
 
 def _free_port() -> int:
@@ -121,28 +134,71 @@ def test_readme_proxy_example_runs_as_printed(demo_cluster):
     assert no_password.returncode != 0
     assert "password" in no_password.stderr, no_password.stderr
 
-    proxy = subprocess.Popen(
-        ["bash", "-c", "exec " + proxy_cmd[:-2].replace("127.0.0.1:6432", "127.0.0.1:0")],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with running_proxy(proxy_cmd[:-2], env) as listen:
+        psql = psql_cmd.replace("-p 6432", f"-p {listen}").split()
+        assert psql[0] == "psql"
+        run_session(steps, [str(PSQL), *psql[1:]], env, "README.md")
+
+
+@contextlib.contextmanager
+def running_proxy(command: str, env: dict[str, str]) -> Iterator[int]:
+    """The proxy command run on a port the OS chooses instead of 6432;
+    yields that port. Fails if the proxy wrote a traceback or refused a
+    session."""
+    proxy = subprocess.Popen(["bash", "-c", "exec " + command.replace("127.0.0.1:6432",
+                                                                      "127.0.0.1:0")],
+                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
     try:
         assert proxy.stdout is not None
         line = proxy.stdout.readline()
         m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
         assert m, line + (proxy.stderr.read() if proxy.stderr else "")
-        psql = psql_cmd.replace("-p 6432", f"-p {m.group(1)}").split()
-        assert psql[0] == "psql"
-        psql[0] = str(PSQL)
-        for kind, sql, expected in steps:
-            if kind != "sql":
-                continue
-            r = subprocess.run([*psql, "-c", sql], env=env, capture_output=True, text=True,
-                               timeout=300)
-            assert r.returncode == 0, (sql, r.stderr)
-            got = r.stderr.splitlines() + r.stdout.splitlines()
-            assert normalized(got) == normalized(expected), (
-                f"the README's output of\n{sql}\nno longer holds; today it prints:\n"
-                + r.stderr + r.stdout)
+        yield int(m.group(1))
     finally:
         proxy.terminate()
         _, err = proxy.communicate(timeout=30)
     assert "Traceback" not in err and "refused" not in err, err
+
+
+def run_session(steps, psql: list[str], env: dict[str, str], doc: str) -> None:
+    """Each statement of the transcript with psql -c, its NOTICEs, result or
+    ERROR compared with the printed ones."""
+    for kind, sql, expected in steps:
+        if kind != "sql":
+            continue
+        r = subprocess.run([*psql, "-X", "-c", sql], env=env, capture_output=True, text=True,
+                           timeout=300)
+        failing = any(line.startswith("ERROR:") for line in expected)
+        assert (r.returncode != 0) == failing, (sql, r.stderr)
+        got = r.stderr.splitlines() + r.stdout.splitlines()
+        assert normalized(got) == normalized(expected), (
+            f"{doc}'s output of\n{sql}\nno longer holds; today it prints:\n"
+            + r.stderr + r.stdout)
+
+
+def test_proxy_doc_transcript_runs_as_printed(demo_cluster):
+    """docs/proxy.md's session: the proxy started as its first command
+    shows (the test cluster's port for 5432), psql as its second (alice's
+    password given), each statement as printed."""
+    directory, port, base_env = demo_cluster
+    commands = section_blocks(PROXY_DOC, PROXY_DOC.read_text().splitlines()[0][2:], "sh")[0]
+    proxy_cmd, psql_cmd = [line.split("  #")[0].strip()
+                           for line in commands.text.splitlines() if line.strip()]
+    assert proxy_cmd.startswith("corgipile proxy --listen 127.0.0.1:6432")
+    assert psql_cmd == "psql -h 127.0.0.1 -p 6432 -U alice mydb"
+    env = {**base_env, "PSQLRC": "/dev/null", "PGPASSWORD": "alice's password"}
+    admin = ["bash", "-c", f'eval "$({PGCLUSTER} env {directory} {port})" && '
+             f'{PSQL} -X -q -v ON_ERROR_STOP=1 -f -']
+    setup = subprocess.run(admin, env=base_env, capture_output=True, text=True, timeout=120,
+                           input="CREATE ROLE alice LOGIN PASSWORD 'alice''s password';\n"
+                                 "CREATE DATABASE mydb OWNER alice;\n"
+                                 "\\c mydb\nCREATE EXTENSION corgipile;\n")
+    assert setup.returncode == 0, setup.stderr
+    (transcript,) = [b for b in section_blocks(PROXY_DOC, commands.heading)
+                     if b.text.startswith("mydb=> ")]
+    proxy = proxy_cmd.replace("corgipile proxy", f"{sys.executable} -m corgipile proxy", 1)
+    proxy = proxy.replace("port=5432", f"port={port}")
+    with running_proxy(proxy, {**env, "PYTHONPATH": str(ROOT / "python_client")}) as listen:
+        psql = psql_cmd.replace("-p 6432", f"-p {listen}").split()
+        run_session(session(transcript.text), [str(PSQL), *psql[1:]], env, "docs/proxy.md")
