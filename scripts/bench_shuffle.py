@@ -3,23 +3,35 @@
 
 Builds a table several times larger than work_mem and times, alternately
 and on the same server, the two ways of writing a fully shuffled copy with
-the same work_mem.  Prints a Markdown table (and --output writes it).
+the same work_mem.  Wall seconds, and the backend's CPU seconds when the server
+runs on this machine (on a shared machine they vary less), with the ratio
+of each round (the two methods back to back) as median (min-max).  Prints
+a Markdown table under its run line (and --output writes it).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 
 import psycopg
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
+from bench_epochs import backend_cpu  # noqa: E402
 
-def timed(conn: psycopg.Connection, query: str) -> float:
+
+def timed(conn: psycopg.Connection, query: str) -> tuple[float, float | None]:
+    """Wall and backend CPU seconds of a statement (CPU None if unknown)."""
+    c0 = backend_cpu(conn)
     t0 = time.perf_counter()
     conn.execute(query)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    c1 = backend_cpu(conn)
+    return wall, (None if c0 is None or c1 is None else c1 - c0)
 
 
 def main() -> int:
@@ -32,6 +44,8 @@ def main() -> int:
     parser.add_argument("--output")
     args = parser.parse_args()
     src = f"shuffle_src_{args.rows}_{args.dims}"
+    start = provenance.run_line()
+    print(start, file=sys.stderr, flush=True)
 
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         # the benchmark database holds nothing of value: start from the installed version
@@ -54,21 +68,36 @@ def main() -> int:
                 conn.execute(f"DROP TABLE IF EXISTS {name}")
             ours.append(timed(conn, f"SELECT corgipile.shuffle_table('{src}', 'shuf_ours', seed => {i})"))
             theirs.append(timed(conn, f"CREATE TABLE shuf_sort AS SELECT * FROM {src} ORDER BY random()"))
-            print(f"run {i + 1}: shuffle_table {ours[-1]:.2f} s, ORDER BY random() {theirs[-1]:.2f} s",
-                  file=sys.stderr, flush=True)
+            print(f"run {i + 1}: shuffle_table {ours[-1][0]:.2f} s, "
+                  f"ORDER BY random() {theirs[-1][0]:.2f} s", file=sys.stderr, flush=True)
         for name in ("shuf_ours", "shuf_sort"):
             conn.execute(f"DROP TABLE IF EXISTS {name}")
-    a, b = statistics.median(ours), statistics.median(theirs)
+
+    def cell(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
+    def speedup(k: int) -> str:
+        """ORDER BY random() / shuffle_table, per round."""
+        if any(o[k] is None or t[k] is None for o, t in zip(ours, theirs)):
+            return "-"
+        return cell([t[k] / o[k] for o, t in zip(ours, theirs)])
+
+    cpu_known = all(x[1] is not None for x in ours + theirs)
     text = "\n".join([
+        f"{start}; at the end: load average {provenance.load()}.",
+        "",
         f"Table: {args.rows:,} rows x {args.dims} float8 features, {size}; work_mem {wm}; "
-        f"median of {args.repeat} alternating runs.",
+        f"{args.repeat} rounds of the two methods back to back; median (min-max).",
         "",
-        "| method | seconds | ratio |",
+        "| method | wall seconds | CPU seconds |",
         "|---|---:|---:|",
-        f"| `CREATE TABLE ... AS SELECT * ... ORDER BY random()` | {b:.2f} | 1.00 |",
-        f"| `corgipile.shuffle_table(src, dst)` | {a:.2f} | {a / b:.2f} |",
+        f"| `CREATE TABLE ... AS SELECT * ... ORDER BY random()` | {cell([t[0] for t in theirs])} "
+        f"| {cell([t[1] for t in theirs]) if cpu_known else '-'} |",
+        f"| `corgipile.shuffle_table(src, dst)` | {cell([o[0] for o in ours])} "
+        f"| {cell([o[1] for o in ours]) if cpu_known else '-'} |",
         "",
-        f"shuffle_table is {b / a:.1f}x as fast as ORDER BY random().",
+        f"shuffle_table is {speedup(0)} times as fast as ORDER BY random() in wall seconds, "
+        f"{speedup(1)} in CPU seconds (per round).",
     ])
     print(text)
     if args.output:
