@@ -13,6 +13,9 @@ its own test, test_proxy_readme.py).
 - README.md's Python client section: the Python block after the Quick
   start, the command-line block in a fresh database with a points.csv of
   the Quick start's rows.
+- docs/preprocessing.md's model row: its SQL in a fresh database, the
+  stored `preprocess` compared with the JSON printed under it.
+- Every path of the repository a document names in backquotes exists.
 - python_client/README.md: the first session and the sections that go on
   from it, in one namespace, against an empty database with the extension;
   a `print(...)` whose line ends in a comment prints that comment (`...`
@@ -30,6 +33,7 @@ import contextlib
 import csv
 import doctest
 import io
+import json
 import os
 import re
 import shlex
@@ -288,3 +292,38 @@ def test_client_readme_runs_as_printed(monkeypatch):
         run_python(blocks, namespace)
         for name in ("client", "other"):
             namespace[name].close()
+
+
+def test_preprocessing_doc_model_row():
+    doc = ROOT / "docs" / "preprocessing.md"
+    (sql_block,) = section_blocks(doc, "What the model row stores", "sql")
+    (printed,) = section_blocks(doc, "What the model row stores", "json")
+    with fresh_database(extension=True) as database:
+        with psycopg.connect(dbname=database, autocommit=True) as conn:
+            conn.execute("SET corgipile.progress = off")
+            statements = [s for s, _ in sql_steps(sql_block)]
+            for statement in statements[:-1]:
+                conn.execute(statement)
+            (text,) = conn.execute(statements[-1]).fetchone()
+    assert json.loads(text) == json.loads(printed.text), (
+        f"docs/preprocessing.md:{printed.line}: the model row stores today\n{text}")
+
+
+# a path of the repository in backquotes: `extension/...`, `scripts/x.py`, ...
+PATH = re.compile(r"`((?:extension|scripts|docs|tests|sql|python_client|benchmarks|examples|"
+                  r"docker)/[A-Za-z0-9_./-]*)(?:::[\w\[\]-]+)?`")
+
+
+def test_documents_name_paths_that_exist():
+    docs = [README, CLIENT_README, *sorted((ROOT / "docs").glob("*.md"))]
+    missing = []
+    for doc in docs:
+        for m in PATH.finditer(doc.read_text()):
+            path = m.group(1).rstrip("/.")
+            # NAME, N, ...: a pattern, not a file; a unit test's binary is
+            # built from its .c
+            if re.search(r"\b[A-Z]{1,4}\b", path) or "*" in path:
+                continue
+            if not any((ROOT / (path + ext)).exists() for ext in ("", ".c")):
+                missing.append(f"{doc.relative_to(ROOT)}: {m.group(1)}")
+    assert not missing, "documents name files that do not exist:\n" + "\n".join(missing)
