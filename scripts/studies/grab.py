@@ -16,7 +16,7 @@ import time
 import numpy as np
 import psycopg
 
-from .runner import (DEFAULT_LR, ds_f, grab_data, load_study_tables, noise_bound, run_settings,
+from .runner import (DEFAULT_LR, ds_f, generated_line, grab_data, load_study_tables, noise_bound, run_settings,
                      write_study)
 
 
@@ -170,10 +170,7 @@ def grab_summary(results: list[dict], data: dict, args: argparse.Namespace) -> d
 def grab_markdown(summary: dict, report: dict) -> str:
     L = ["<!-- written by scripts/convergence_study.py --grab; do not edit by hand -->", ""]
     p = report["protocol"]
-    L.append(f"Generated {report['generated']} on {report['machine']['cpu']}, "
-             f"{report['machine']['cores']} cores (load average at start "
-             f"{report['machine']['load_average_at_start'][0]:.1f}), in "
-             f"{report['total_seconds']:.0f} s. Command: `{report['command']}`.")
+    L.append(generated_line(report))
     L.append("")
     L.append(f"{p['epochs']} epochs, seeds {p['seeds']}, batch size 1, engine default "
              f"sizing (buffer 10%, default block size); constant = the rate below with "

@@ -18,8 +18,8 @@ from psycopg import sql
 
 from corgipile import strategies
 
-from .runner import (PREFIX, Runner, block_tag, buffer_tag, load_fashion, machine, prepare_tables,
-                     run_all)
+from .runner import (PREFIX, Runner, block_tag, buffer_tag, generated_line, load_fashion, machine,
+                     prepare_tables, run_all)
 
 
 # the paper's strategies (all but GraB, which has its own study), in the
@@ -131,8 +131,10 @@ def pct(v: float) -> str:
     return f"{100 * v:.2f}"
 
 
-def markdown(summary: list[dict], checks: list[dict], args: argparse.Namespace) -> str:
-    lines = ["<!-- written by scripts/convergence_study.py; do not edit by hand -->", ""]
+def markdown(summary: list[dict], checks: list[dict], args: argparse.Namespace,
+             report: dict) -> str:
+    lines = ["<!-- written by scripts/convergence_study.py; do not edit by hand -->", "",
+             generated_line(report), ""]
     lines.append("Final held-out accuracy (%) after the last epoch: mean over seeds "
                  "[min, max]; engine default block size.")
     for task in args.datasets:
@@ -481,7 +483,7 @@ def paper_study(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     }
     with open(out / "convergence-results.json", "w") as f:
         json.dump(report, f, indent=1)
-    (out / "convergence-results.md").write_text(markdown(summary, checks, args))
+    (out / "convergence-results.md").write_text(markdown(summary, checks, args, report))
     log(f"Wrote {out / 'convergence-results.csv'}, .json, .md and {len(figures)} figure(s) "
         f"in {time.monotonic() - started:.0f} s")
     for c in checks:

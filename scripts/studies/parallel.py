@@ -16,7 +16,7 @@ import time
 import numpy as np
 import psycopg
 
-from .runner import ds_f, grab_data, load_study_tables, noise_bound, run_settings, write_study
+from .runner import ds_f, generated_line, grab_data, load_study_tables, noise_bound, run_settings, write_study
 from .grab import grab_rates
 
 
@@ -119,10 +119,7 @@ def par_summary(results: list[dict], data: dict, args: argparse.Namespace) -> di
 def par_markdown(summary: dict, report: dict) -> str:
     L = ["<!-- written by scripts/convergence_study.py --parallel; do not edit by hand -->", ""]
     p = report["protocol"]
-    m = report["machine"]
-    L.append(f"Generated {report['generated']} on {m['cpu']}, {m['cores']} cores (load average "
-             f"at start {m['load_average_at_start'][0]:.1f}), in {report['total_seconds']:.0f} s. "
-             f"Command: `{report['command']}`.")
+    L.append(generated_line(report))
     L.append("")
     L.append(f"{p['epochs']} epochs, seeds {p['seeds']}, batch size 1, engine default sizing "
              "(buffer 10%), corgipile.parallel_sync = average, standardize off; the GraB "

@@ -466,6 +466,16 @@ def run_settings(args: argparse.Namespace, runs: list[dict], setting, data: dict
     return results
 
 
+def generated_line(report: dict) -> str:
+    """The run line of a study's Markdown: when, at which commit, on what,
+    at what load, how long, with which command."""
+    m = report["machine"]
+    return (f"Generated {report['generated']} at commit {m.get('git_commit') or '?'} on "
+            f"{m['cpu']}, {m['cores']} cores (load average at start "
+            f"{m['load_average_at_start'][0]:.1f}), in {report['total_seconds']:.0f} s. "
+            f"Command: `{report['command']}`.")
+
+
 def write_study(out: Path, stem: str, report: dict, markdown: str, value, log,
                 started: float) -> None:
     """Write stem.json and stem.md (stem.csv is written by the caller) and
