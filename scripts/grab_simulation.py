@@ -47,6 +47,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import provenance  # noqa: E402
 
 C_VOID = ctypes.c_void_p
 I64 = ctypes.c_int64
@@ -331,7 +333,8 @@ def machine():
                 break
     except OSError:
         pass
-    return f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} cores (shared)"
+    return (f"{platform.system()} {platform.machine()}, {cpu}, {os.cpu_count()} cores (shared), "
+            f"load average {provenance.load()}, commit {provenance.commit()}")
 
 
 def main():
