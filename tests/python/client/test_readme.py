@@ -2,8 +2,8 @@
 printed output compared to what the code does now (the proxy example has
 its own test, test_proxy_readme.py).
 
-- README.md's Quick start: its SQL block, statement by statement through
-  psql, in a fresh database of the test cluster; the lines of `-- ` comments
+- README.md's Quick start: its SQL block, in one psql session (as a user
+  pasting it), in a fresh database of the test cluster; the lines of `-- ` comments
   right after a statement are its printed output, compared with psql's,
   seconds aside. The NOTICE example of `corgipile.train` is the Quick start
   training's, and the `corgipile.evaluate` example scores its model.
@@ -46,6 +46,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 from client_helpers import CLIENT, ROOT
 from doc_examples import PSQL, Block, normalized, section_blocks
 
@@ -64,7 +65,8 @@ def fresh_database(extension: bool) -> Iterator[str]:
     installed), dropped afterwards; yields its name."""
     name = f"readme_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(dbname="postgres", autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name} TEMPLATE template0")
+        admin.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(
+            sql.Identifier(name)))
     try:
         if extension:
             with psycopg.connect(dbname=name, autocommit=True) as conn:
@@ -72,7 +74,7 @@ def fresh_database(extension: bool) -> Iterator[str]:
         yield name
     finally:
         with psycopg.connect(dbname="postgres", autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def psql(database: str, statements: list[str]) -> list[tuple[str, str]]:
@@ -173,22 +175,23 @@ def plan_shape(lines: list[str]) -> list[tuple[int, str]]:
     return [(indent - shape[0][0], text) for indent, text in shape]
 
 
+def plan_names(shape: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The shape without the properties' values: operators and names."""
+    return [(i, t if t.startswith(("Custom Scan", "->")) else t.split(":")[0]) for i, t in shape]
+
+
 def test_plans_have_the_printed_shape(quick_start):
     database, _ = quick_start
     blocks = section_blocks(README, "The plan")
     assert len(blocks) == 2
-    env = {"options": SETTINGS}
-    with psycopg.connect(dbname=database, autocommit=True, **env) as conn:
+    with psycopg.connect(dbname=database, autocommit=True, options=SETTINGS) as conn:
         conn.execute("SET corgipile.progress = off")
         for block in blocks:
             statement, *printed = block.text.rstrip("\n").splitlines()
             assert statement.startswith("EXPLAIN (") and statement.endswith(";")
             got = [r[0] for r in conn.execute(statement)]
             expected, actual = plan_shape(printed), plan_shape(got)
-            names = [(i, t.split(":")[0] if ":" in t and "Custom Scan" not in t else t)
-                     for i, t in expected]
-            assert [(i, t.split(":")[0] if ":" in t and "Custom Scan" not in t else t)
-                    for i, t in actual] == names, (
+            assert plan_names(actual) == plan_names(expected), (
                 f"README.md:{block.line}: the plan's operators or properties changed; "
                 "today:\n" + "\n".join(got))
             assert actual == expected, (
