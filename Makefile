@@ -63,6 +63,7 @@ OBJS = \
 	extension/functions/shuffle_table.o \
 	extension/functions/sizing.o \
 	extension/functions/block_rows.o \
+	extension/functions/model_view.o \
 	extension/core/linear_model.o \
 	extension/core/shuffle.o \
 	extension/core/worker.o \

@@ -9,9 +9,10 @@
  * what prediction uses; w / std and b - sum(w * mean / std) are what the
  * weights mean for raw values (cp_prep_weights_to_original).  Together
  * with the stored weights they reveal each feature's std and a sum of its
- * means, figures of the training relation's rows: so, as the models view
- * does with the preprocess column, only roles that may read that relation
- * (or act as the model's owner) see them.
+ * means, and a one-hot column's rows name every category value: figures of
+ * the training relation's rows.  So the rule of the models view applies
+ * (cp_model_may_see_data): only roles that may read that relation (or act
+ * as the model's owner) see them.
  *
  *-------------------------------------------------------------------------
  */

@@ -563,6 +563,15 @@ compute(FunctionCallInfo fcinfo, CpInputForm form)
 	CpPredictCache *cache = get_cache(fcinfo);
 	bool		ok = false;
 
+	/*
+	 * An array addresses a model with category columns in its one-hot
+	 * space, whose size and per-category weights are its training rows'
+	 * figures: the row form only, for a role that may not see them.
+	 */
+	if (!cache->stored->sees_data && form != CP_INPUT_ROW &&
+		cp_prep_has_onehot(cache->stored->prep))
+		cp_models_check_may_see_data(cache->stored,
+									 "Predicting from an array in its one-hot encoding, rather than from a row of its columns,");
 	switch (form)
 	{
 		case CP_INPUT_DENSE:

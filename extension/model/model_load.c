@@ -316,6 +316,18 @@ cp_models_load(const char *model_name)
 		damaged(model_name, "features", "%d feature columns for %d features.",
 				n_features_columns, m->n_features);
 
+	/*
+	 * A role that may not see the training rows gets the model's function
+	 * and nothing more.  Whether a category column held NULLs changes no
+	 * prediction (NULL is all zeros either way), only whether a NULL is
+	 * counted as unseen: for such a role every NULL is, so the count tells
+	 * nothing of the training rows.
+	 */
+	m->sees_data = cp_models_may_see_data(m);
+	if (m->prep != NULL && !m->sees_data)
+		for (int i = 0; i < m->prep->n_columns; i++)
+			m->prep->columns[i].nulls_seen = false;
+
 	MemoryContextSwitchTo(old);
 	SPI_finish();
 	return m;
@@ -324,21 +336,13 @@ cp_models_load(const char *model_name)
 /* corgipile.drop_model(model_name text) */
 
 /*
- * Whether the current role may see what a model holds of its training
- * relation's rows (its preprocessing: means, stds, category values, row
- * count; its history and relation-describing params).  The one rule of the
- * corgipile.models view: SELECT on the training relation while it exists;
- * otherwise (imported rows, arrays, a dropped relation) the rights of the
- * model's owner.  A role granted USAGE sees the weights, not these.
+ * Whether the current role may see what the model holds of its training
+ * relation's rows (cp_model_may_see_data: the one rule).
  */
 bool
 cp_models_may_see_data(const CpStoredModel *m)
 {
-	Oid			user = GetUserId();
-
-	if (OidIsValid(m->relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(m->relid)))
-		return pg_class_aclcheck(m->relid, user, ACL_SELECT) == ACLCHECK_OK;
-	return has_privs_of_role(user, m->owner);
+	return cp_model_may_see_data(m->relid, m->owner);
 }
 
 /*
@@ -349,7 +353,7 @@ cp_models_may_see_data(const CpStoredModel *m)
 void
 cp_models_check_may_see_data(const CpStoredModel *m, const char *what)
 {
-	if (m->prep == NULL || cp_models_may_see_data(m))
+	if (m->prep == NULL || m->sees_data)
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -184,6 +184,25 @@ cp_model_may_use(Oid owner, const Oid *usage, int n_usage)
 }
 
 /*
+ * Whether the current role may see what a model holds of its training
+ * relation's rows: SELECT on that relation while it exists; otherwise
+ * (imported rows, arrays, a dropped relation) the rights of the model's
+ * owner.  The one rule for everything that shows a model (the models
+ * view through corgipile.may_see_model_data, predict's input forms,
+ * model_coefficients, warm_start, block_rows): a role for which it is
+ * false gets the model's function and nothing of its preprocessing.
+ */
+bool
+cp_model_may_see_data(Oid relid, Oid owner)
+{
+	Oid			me = GetUserId();
+
+	if (OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return pg_class_aclcheck(relid, me, ACL_SELECT) == ACLCHECK_OK;
+	return has_privs_of_role(me, owner);
+}
+
+/*
  * The owner of a model, read as the storage's owner; errors if there is no
  * such model.  Must run between SPI_connect() and SPI_finish().
  */

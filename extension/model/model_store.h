@@ -16,6 +16,7 @@ extern uint64 cp_model_store_query(const char *sql, int nargs, Oid *argtypes,
 								   bool read_only, int expected);
 extern void cp_model_no_such(const char *model_name) pg_attribute_noreturn();
 extern bool cp_model_may_use(Oid owner, const Oid *usage, int n_usage);
+extern bool cp_model_may_see_data(Oid relid, Oid owner);
 extern void cp_model_check_owner(const char *model_name, const char *action);
 
 #endif							/* CORGIPILE_MODEL_STORE_H */

@@ -120,6 +120,13 @@ typedef struct CpStoredModel
 	 */
 	CpPrep	   *prep;
 	CpPrepDict *label_dict;
+
+	/*
+	 * cp_models_may_see_data for the role that loaded it: false, the role
+	 * gets the model's function only (predict's row form for a model with
+	 * category columns, no NULL counted as seen).
+	 */
+	bool		sees_data;
 } CpStoredModel;
 
 extern char *cp_models_new_name(Relation rel, CpModelKind kind);

@@ -524,8 +524,10 @@ def cmd_models(args: argparse.Namespace) -> int:
                             "feature_indices", "n_features", "classes", "created_at", "owner"):
                     print(f"{key:16} {'' if doc[key] is None else doc[key]}")
                 print(f"{'params':16} {json.dumps(model.params, sort_keys=True)}")
-                print(f"{'intercept':16} {', '.join(f'{b:.6g}' for b in model.scaled_intercept)}")
-                if args.weights:
+                if model.weights is not None:
+                    print(f"{'intercept':16} "
+                          f"{', '.join(f'{b:.6g}' for b in model.scaled_intercept)}")
+                if args.weights and model.weights is not None:
                     print(f"{'weights':16} {', '.join(f'{w:.17g}' for w in model.weights)}")
                 print()
                 print(format_table(list(model.history[0]._fields) if model.history else

@@ -81,8 +81,10 @@ class Model:
     label: str
     features: list[str]
     feature_indices: str | None
-    n_features: int
-    weights: np.ndarray = field(repr=False)
+    # None where the view hides them: a preprocessed model whose training
+    # relation the role may not read (docs/security.md)
+    n_features: int | None
+    weights: np.ndarray | None = field(repr=False)
     classes: list[Any] | None
     params: dict[str, Any] = field(repr=False)
     history: list[Epoch] = field(repr=False)
@@ -117,10 +119,18 @@ class Model:
         """The biases as stored."""
         return self._matrix()[:, -1]
 
+    def _hidden_weights(self) -> ModelFormatError:
+        return ModelFormatError(
+            f"the weights of model {self.name} are hidden: they are in the scale of its "
+            "preprocessing, and the role may not read the relation it was trained on; "
+            "predict with Client.predict")
+
     def _transform(self) -> tuple[np.ndarray, np.ndarray]:
         """Per model feature, the scale and offset of x' = x * scale + offset
         that training applied (ones and zeros when nothing was scaled)."""
         n = self.n_features
+        if n is None or self.weights is None:
+            raise self._hidden_weights()
         scale = np.ones(n)
         offset = np.zeros(n)
         prep = self.preprocess
@@ -254,6 +264,8 @@ class Model:
         return np.array(out, dtype=np.float64).reshape(-1, self.n_features)
 
     def _matrix(self) -> np.ndarray:
+        if self.n_features is None or self.weights is None:
+            raise self._hidden_weights()
         width = self.n_features + 1
         if self.weights.size % width:
             raise ValueError(f"model {self.name}: {self.weights.size} weights do not "
@@ -303,7 +315,7 @@ class Model:
             "features": list(self.features),
             "feature_indices": self.feature_indices,
             "n_features": self.n_features,
-            "weights": [float(w) for w in self.weights],
+            "weights": None if self.weights is None else [float(w) for w in self.weights],
             "classes": self.classes,
             "params": self.params,
             "history": [{k: (None if isinstance(v, float) and math.isnan(v) else v)
@@ -439,7 +451,8 @@ def _row_to_model(row: tuple[Any, ...]) -> Model:
     return Model(
         name=name, model=model, relation=relation, label=label, features=list(features),
         feature_indices=feature_indices, n_features=n_features,
-        weights=np.array(weights, dtype=np.float64), classes=classes,
+        weights=None if weights is None else np.array(weights, dtype=np.float64),
+        classes=classes,
         params=params or {}, history=[_epoch(r) for r in (history or [])],
         created_at=created_at, owner=owner, preprocess=preprocess)
 
@@ -492,7 +505,10 @@ def rename_model(conn: psycopg.Connection[Any], old: str, new: str) -> None:
 
 
 def export_model(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
-    return get_model(conn, name).to_dict()
+    model = get_model(conn, name)
+    if model.weights is None:
+        raise model._hidden_weights()
+    return model.to_dict()
 
 
 def import_model(conn: psycopg.Connection[Any], doc: Any, name: str | None = None,

@@ -269,8 +269,9 @@ def test_squatting_a_name_gives_permission_denied(data, roles, canary):
 
 
 def test_cross_role_visibility(data, roles):
-    """Weights only with USAGE; relation, history and dataset figures only
-    with SELECT on the relation."""
+    """The model only with USAGE; relation, history, dataset figures and a
+    standardized model's weights only with SELECT on the relation
+    (test_usage_shows_the_function_only.py tries every door)."""
     owner, reader = roles.create("owner"), roles.create("reader")
     data.execute(sql.SQL("CREATE TABLE private_pts AS SELECT * FROM pts"))
     data.execute(sql.SQL("ALTER TABLE private_pts OWNER TO {}").format(sql.Identifier(owner)))
@@ -284,11 +285,12 @@ def test_cross_role_visibility(data, roles):
     row = r.execute("SELECT relation, relid, history, params ? 'n_blocks', "
                     "weights IS NOT NULL FROM corgipile.models WHERE model_name = 'priv'"
                     ).fetchone()
-    assert row == (None, None, None, False, True)
+    assert row == (None, None, None, False, False)
     o.execute(sql.SQL("GRANT SELECT ON private_pts TO {}").format(sql.Identifier(reader)))
-    row = r.execute("SELECT relation, history IS NOT NULL, params ? 'n_blocks' "
-                    "FROM corgipile.models WHERE model_name = 'priv'").fetchone()
-    assert row == ("public.private_pts", True, True)
+    row = r.execute("SELECT relation, history IS NOT NULL, params ? 'n_blocks', "
+                    "weights IS NOT NULL FROM corgipile.models WHERE model_name = 'priv'"
+                    ).fetchone()
+    assert row == ("public.private_pts", True, True, True)
     o.execute("SELECT corgipile.revoke_model('priv', %s::regrole)", (reader,))
     assert r.execute("SELECT count(*) FROM corgipile.models").fetchone()[0] == 0
     with pytest.raises(errors.InsufficientPrivilege):

@@ -53,7 +53,8 @@ SELECT * FROM corgipile.train('points', 'svm', model_name => 'prod_model');
 SELECT corgipile.predict('prod_model', ARRAY[1.0, 0.0]);
 
 -- Grants: USAGE lets Bob predict and evaluate, and see the model; its
--- relation, history and dataset figures only where he may read the table.
+-- relation, history, dataset figures and (for a standardized model, as
+-- alice_private is) weights only where he may read the table.
 SELECT corgipile.grant_model('alice_private', 'corgipile_bob');
 SELECT corgipile.grant_model('alice_private', 'corgipile_bob');
 SELECT corgipile.grant_model('alice_shared', 'corgipile_bob');
@@ -263,6 +264,83 @@ RESET ROLE;
 SELECT corgipile.drop_model(model_name) FROM corgipile.models
 WHERE model_name IN ('cats_src', 'cats_imp');
 DROP TABLE cats_data, cats_other;
+
+-- A grantee without SELECT on the training relation gets the model's
+-- function and nothing more: predictions, but no weights in the model's
+-- scaled space, no statistics, no figures of the rows.  (Before, the view
+-- showed it the standardized weights, and two predict_proba calls turned
+-- them into each feature's std: the first query below.)
+CREATE TABLE std_arr AS
+SELECT i AS id, (i % 3 = 0) AS label,
+       ARRAY[(i * 37 % 101) / 7.0, (i * 11 % 13) + 100.0]::float8[] AS features
+FROM generate_series(1, 300) AS i;
+CREATE TABLE std_cols AS
+SELECT i AS id, (i % 3 = 0) AS label, (i * 37 % 101) / 7.0 AS x,
+       CASE WHEN i % 10 = 0 THEN NULL ELSE (ARRAY['red', 'green', 'blue'])[1 + i % 3] END AS color
+FROM generate_series(1, 300) AS i;
+CREATE TABLE bob_rows (id int, label boolean, x float8, color text);
+INSERT INTO bob_rows VALUES (1, true, 1.0, 'red'), (2, false, 2.0, NULL), (3, true, 3.0, 'mauve');
+ALTER TABLE std_arr OWNER TO corgipile_alice;
+ALTER TABLE std_cols OWNER TO corgipile_alice;
+ALTER TABLE bob_rows OWNER TO corgipile_bob;
+GRANT SELECT ON bob_rows TO corgipile_alice;
+SET ROLE corgipile_alice;
+SET client_min_messages = warning;
+SELECT count(*) FROM corgipile.train('std_arr', 'logistic', model_name => 'std_arr_m',
+                                     max_epoch_num => 2, seed => 1);
+SELECT count(*) FROM corgipile.train('std_cols', 'logistic', model_name => 'std_cols_m',
+                                     features => 'x, color', max_epoch_num => 2, seed => 1);
+RESET client_min_messages;
+SELECT corgipile.grant_model('std_arr_m', 'corgipile_bob'), corgipile.grant_model('std_cols_m', 'corgipile_bob');
+-- the owner, who may read the table, sees every part
+SELECT model_name, relation IS NOT NULL AS relation, n_features, cardinality(weights) AS n_weights,
+       history IS NOT NULL AS history, preprocess IS NOT NULL AS preprocess,
+       params ? 'l2' AS l2, params ? 'polish' AS polish
+FROM corgipile.models WHERE model_name LIKE 'std\_%' ORDER BY 1;
+SELECT metric, value FROM corgipile.evaluate('std_cols_m', 'std_cols') WHERE metric = 'unseen_values';
+RESET ROLE;
+SET ROLE corgipile_bob;
+-- the issue's derivation of feature 1's std: nothing to derive it from
+WITH p AS (SELECT (corgipile.predict_proba('std_arr_m', ARRAY[0, 0]::float8[]))[1] AS p0,
+                  (corgipile.predict_proba('std_arr_m', ARRAY[1, 0]::float8[]))[1] AS p1),
+     w AS (SELECT weights FROM corgipile.models WHERE model_name = 'std_arr_m')
+SELECT weights[1] / (ln(p1 / (1 - p1)) - ln(p0 / (1 - p0))) AS std_1 FROM p, w;
+SELECT model_name, relation, relid, n_features, weights, history, preprocess,
+       features, classes, model
+FROM corgipile.models WHERE model_name LIKE 'std\_%' ORDER BY 1;
+-- of params, the training's settings that no row decides
+SELECT model_name, array(SELECT jsonb_object_keys(params) ORDER BY 1) AS params
+FROM corgipile.models WHERE model_name LIKE 'std\_%' ORDER BY 1;
+-- predictions, as USAGE grants
+SELECT round((corgipile.predict_proba('std_arr_m', ARRAY[3.0, 105.0]))[1]::numeric, 6) AS p;
+SELECT id, corgipile.predict_class('std_cols_m', b) IS NOT NULL AS predicted
+FROM bob_rows AS b ORDER BY id;
+-- an array in the one-hot space would show its size and each category's weight
+SELECT corgipile.predict('std_cols_m', ARRAY[1.0, 0, 1, 0]);
+SELECT corgipile.predict('std_cols_m', ARRAY[0, 2], ARRAY[1.0, 1.0]);
+-- an unseen value and a NULL both count: whether the training rows had
+-- NULLs in color (they had) is not the function's
+SELECT metric, value FROM corgipile.evaluate('std_cols_m', 'bob_rows') WHERE metric = 'unseen_values';
+-- the statistics, as original-unit weights, a warm start, or encoded rows
+SELECT count(*) FROM corgipile.model_coefficients('std_arr_m');
+SELECT count(*) FROM corgipile.train('bob_rows', 'logistic', features => 'x, color',
+                                     warm_start => 'std_cols_m', max_epoch_num => 1);
+SELECT count(*) FROM corgipile.block_rows('bob_rows', ARRAY[0]::int8[], 1, model => 'std_cols_m');
+RESET ROLE;
+-- SELECT on the training relation shows the rest
+GRANT SELECT ON std_arr TO corgipile_bob;
+SET ROLE corgipile_bob;
+SELECT model_name, n_features, cardinality(weights) AS n_weights, preprocess IS NOT NULL AS preprocess
+FROM corgipile.models WHERE model_name LIKE 'std\_%' ORDER BY 1;
+SELECT count(*) FROM corgipile.model_coefficients('std_arr_m');
+RESET ROLE;
+-- as the owner sees it: NULLs in color were seen in training, only the
+-- unseen value counts
+SET ROLE corgipile_alice;
+SELECT metric, value FROM corgipile.evaluate('std_cols_m', 'bob_rows') WHERE metric = 'unseen_values';
+RESET ROLE;
+SELECT corgipile.drop_model('std_arr_m'), corgipile.drop_model('std_cols_m');
+DROP TABLE std_arr, std_cols, bob_rows;
 
 -- A grantee dropped since: gone from usage_roles in the view at once, and
 -- from the stored list at the next grant or revoke.
