@@ -5,28 +5,37 @@ table (issue 19 §3): prints the VmHWM growth of each backend as JSON.
     scripts/measure_onehot_memory.py --dsn "host=... port=..." \
         --rows 100000 --categories 80000
 
+    scripts/measure_onehot_memory.py --dsn "..." --long-values 300 \
+        --value-kb 960 --work-mem 2GB
+
 Each step runs in a new session, and its backend's peak resident set
 (VmHWM of /proc/<pid>/status, read on the server with pg_read_file, so the
 role must be a superuser or have pg_read_server_files) is read before and
-after.  The table is t(label int, x1 float8, x2 float8, cat text) with
-cat = 'c' || (g % categories): every category occurs.
+after, with RssShmem: VmHWM counts the shared buffers the backend touched,
+which are not its own memory, so "private_mb" is VmHWM's growth less
+RssShmem's (shared pages stay mapped once touched).  The table is
+t(label int, x1 float8, x2 float8, cat text) with cat = 'c' || (g %
+categories): every category occurs.  With --long-values N it is instead N
+rows of N distinct values of --value-kb kB each that do not compress (md5
+hex), and only the training is measured (issue 29: 300 values of 960 kB
+under work_mem 2GB).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import time
 
 import psycopg
 
 
-def vm_hwm_kb(conn) -> int:
+def status_kb(conn) -> dict[str, int]:
+    """VmHWM and RssShmem of the session's backend, in kB."""
     pid = conn.execute("SELECT pg_catalog.pg_backend_pid()").fetchone()[0]
     status = conn.execute("SELECT pg_catalog.pg_read_file(%s)",
                           (f"/proc/{pid}/status",)).fetchone()[0]
-    for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmHWM in /proc status")
+    return {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines()
+            if line.startswith(("VmHWM:", "RssShmem:"))}
 
 
 def measured(dsn: str, sql: str, settings: dict[str, str]) -> dict:
@@ -34,12 +43,45 @@ def measured(dsn: str, sql: str, settings: dict[str, str]) -> dict:
         conn.execute("SET corgipile.progress = off")
         for k, v in settings.items():
             conn.execute(f"SET {k} = '{v}'")
-        before = vm_hwm_kb(conn)
-        rows = conn.execute(sql).fetchall()
-        after = vm_hwm_kb(conn)
-    return {"vmhwm_before_mb": round(before / 1024, 1),
-            "vmhwm_after_mb": round(after / 1024, 1),
-            "growth_mb": round((after - before) / 1024, 1), "rows": len(rows)}
+        before = status_kb(conn)
+        t0 = time.monotonic()
+        try:
+            rows = len(conn.execute(sql).fetchall())
+            error = None
+        except psycopg.Error as exc:
+            rows, error = 0, f"{exc.sqlstate}: {exc.diag.message_primary}"
+        seconds = time.monotonic() - t0
+        after = status_kb(conn)
+    growth = (after["VmHWM"] - before["VmHWM"]) / 1024
+    shared = (after["RssShmem"] - before["RssShmem"]) / 1024
+    return {"vmhwm_before_mb": round(before["VmHWM"] / 1024, 1),
+            "vmhwm_after_mb": round(after["VmHWM"] / 1024, 1),
+            "growth_mb": round(growth, 1), "shared_mb": round(shared, 1),
+            "private_mb": round(growth - shared, 1), "rows": rows, "error": error,
+            "seconds": round(seconds, 1)}
+
+
+def long_values(args: argparse.Namespace) -> None:
+    t = args.table
+    with psycopg.connect(args.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {t}")
+        conn.execute(
+            f"CREATE TABLE {t} AS SELECT (g % 2) AS label, g::float8 AS x, "
+            f"(SELECT pg_catalog.string_agg(pg_catalog.md5(g::text || ':' || k), '') "
+            f"   FROM pg_catalog.generate_series(1, {args.value_kb * 1000 // 32}) AS k) AS cat "
+            f"FROM pg_catalog.generate_series(1, {args.long_values}) AS g")
+        conn.execute("SELECT corgipile.drop_model(model_name) FROM corgipile.models "
+                     "WHERE model_name OPERATOR(pg_catalog.=) 'onehot_mem_m'")
+        size = conn.execute("SELECT pg_catalog.pg_total_relation_size(%s::regclass)",
+                            (t,)).fetchone()[0]
+    out = {"long_values": args.long_values, "value_kb": args.value_kb,
+           "table_mb": round(size / 2**20, 1), "work_mem": args.work_mem}
+    out["train"] = measured(
+        args.dsn,
+        f"SELECT * FROM corgipile.train('{t}', 'svm', features => 'x, cat', "
+        f"model_name => 'onehot_mem_m', max_epoch_num => {args.epochs}, seed => 1)",
+        {"work_mem": args.work_mem})
+    print(json.dumps(out, indent=1))
 
 
 def main() -> None:
@@ -51,7 +93,13 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--buffer-size", default="10%")
     ap.add_argument("--work-mem", default="4MB")
+    ap.add_argument("--long-values", type=int, default=0,
+                    help="N rows of N distinct long text values instead")
+    ap.add_argument("--value-kb", type=int, default=960)
     args = ap.parse_args()
+    if args.long_values:
+        long_values(args)
+        return
     t = args.table
     with psycopg.connect(args.dsn, autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {t}")

@@ -5,6 +5,9 @@
 --     longer shows in corgipile.models.usage_roles, and the stored lists
 --     are swept of such roles now (grant_model and revoke_model sweep
 --     them on every change from now on).
+--   * preprocess and classes are stored uncompressed (STORAGE EXTERNAL):
+--     writing a model with long category values costs no compression
+--     buffer.
 --   * What a grantee sees: a role that may not read a model's training
 --     relation sees its function only (corgipile.may_see_model_data, the
 --     C rule predict and model_coefficients apply): no weights or
@@ -40,7 +43,10 @@ UPDATE corgipile.model_store AS s
 -- grantee without SELECT on the training relation; the owner of a model
 -- without one): the model's function and nothing of its preprocessing.
 -- The rule is C's (cp_model_may_see_data), the one predict, evaluate,
--- model_coefficients, warm_start and block_rows apply.
+-- model_coefficients, warm_start and block_rows apply.  The view calls it
+-- in each column it guards rather than once in a lateral subquery: a join
+-- would make the view not automatically updatable, and superusers delete
+-- model rows through it.
 CREATE FUNCTION corgipile.may_see_model_data(relid oid, owner_id oid)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'corgipile_may_see_model_data'
@@ -57,25 +63,27 @@ COMMENT ON FUNCTION corgipile.may_see_model_data IS 'Whether the current role ma
 CREATE OR REPLACE VIEW corgipile.models WITH (security_barrier) AS
 SELECT s.model_name,
        s.model,
-       CASE WHEN v.data THEN s.relation END AS relation,
+       CASE WHEN corgipile.may_see_model_data(s.relid, s.owner_id) THEN s.relation END AS relation,
        s.label,
        s.features,
        s.feature_indices,
-       CASE WHEN v.data OR s.preprocess IS NULL THEN s.n_features END AS n_features,
-       CASE WHEN v.data OR s.preprocess IS NULL THEN s.weights END AS weights,
+       CASE WHEN s.preprocess IS NULL OR corgipile.may_see_model_data(s.relid, s.owner_id)
+            THEN s.n_features END AS n_features,
+       CASE WHEN s.preprocess IS NULL OR corgipile.may_see_model_data(s.relid, s.owner_id)
+            THEN s.weights END AS weights,
        s.classes,
-       CASE WHEN v.data THEN s.params
+       CASE WHEN corgipile.may_see_model_data(s.relid, s.owner_id) THEN s.params
             ELSE COALESCE((SELECT pg_catalog.jsonb_object_agg(p.key, p.value)
                              FROM pg_catalog.jsonb_each(s.params) AS p(key, value)
                             WHERE p.key OPERATOR(pg_catalog.=) ANY
                                   ('{shuffle,learning_rate,decay,batch_size,average,seed,double_buffer,layout,l1,tolerance,n_iter_no_change,n_outputs,standardize,max_categories,workers,block_size,buffer_size,parallel_sync,parallel_grab,grab_granularity}'::pg_catalog.text[])),
                           '{}'::pg_catalog.jsonb)
        END AS params,
-       CASE WHEN v.data THEN s.history END AS history,
+       CASE WHEN corgipile.may_see_model_data(s.relid, s.owner_id) THEN s.history END AS history,
        s.created_at,
        pg_catalog.pg_get_userbyid(s.owner_id) AS owner,
        s.owner_id,
-       CASE WHEN v.data THEN s.relid END AS relid,
+       CASE WHEN corgipile.may_see_model_data(s.relid, s.owner_id) THEN s.relid END AS relid,
        -- roles dropped since they were granted leave their OIDs behind
        ARRAY(SELECT g.r::pg_catalog.regrole
                FROM pg_catalog.unnest(s.usage_roles) WITH ORDINALITY AS g(r, n)
@@ -83,15 +91,22 @@ SELECT s.model_name,
                              WHERE a.oid OPERATOR(pg_catalog.=) g.r)
               ORDER BY g.n) AS usage_roles,
        -- statistics and category values of the training relation's rows
-       CASE WHEN v.data THEN s.preprocess END AS preprocess
+       CASE WHEN corgipile.may_see_model_data(s.relid, s.owner_id) THEN s.preprocess END AS preprocess
   FROM corgipile.model_store AS s
- CROSS JOIN LATERAL (SELECT corgipile.may_see_model_data(s.relid, s.owner_id) AS data) AS v
  WHERE pg_catalog.pg_has_role(s.owner_id, 'USAGE')
     OR EXISTS (SELECT 1 FROM pg_catalog.unnest(s.usage_roles) AS g(role)
                 WHERE pg_catalog.pg_has_role(g.role, 'USAGE'));
 
 COMMENT ON VIEW corgipile.models IS 'The models the current role owns or was granted USAGE on (superusers: all).  Where the role may not read the training relation (corgipile.may_see_model_data), the model''s function only: no relation, history or preprocess, no weights or n_features of a preprocessed model, and of params only the settings no row decides.';
 GRANT SELECT ON corgipile.models TO PUBLIC;
+
+-- Category values and class labels are stored uncompressed, out of line:
+-- compressing a value is one more copy of it in the backend that writes
+-- the model (pglz's output buffer), and one more in each that reads it.
+-- The first pass charges what writing costs (docs/security.md, "Resource
+-- bounds"); small values (most) stay in the row as before.
+ALTER TABLE corgipile.model_store ALTER COLUMN preprocess SET STORAGE EXTERNAL,
+                                  ALTER COLUMN classes SET STORAGE EXTERNAL;
 
 -- ---------------------------------------------------------------------------
 -- Sizing and block rows for corgipile.torch (issue 23; issue 20 item 4)

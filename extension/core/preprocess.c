@@ -661,6 +661,13 @@ cp_prep_dict_add(CpPrepDict *d, const char *str, int32 len)
 	return CP_PREP_DICT_ADDED;
 }
 
+/* Whether the value is learnt already (before or after finish). */
+bool
+cp_prep_dict_contains(const CpPrepDict *d, const char *str, int32 len)
+{
+	return d->slots[dict_find(d, str, len, prep_hash(str, len))] != 0;
+}
+
 /* bytewise order, a proper prefix first: independent of locale */
 static int
 dict_cmp(const void *a, const void *b, void *arg)
@@ -715,6 +722,25 @@ cp_prep_dict_value(const CpPrepDict *d, int32 code, int32 *len)
 	ent = &d->entries[d->by_code[code]];
 	*len = ent->len;
 	return ent->str;
+}
+
+/*
+ * Make the value of code the caller's copy str (the same bytes, living as
+ * long as the dictionary), and hand back the dictionary's own copy for the
+ * caller to free: a value stored elsewhere need not be held twice.
+ */
+const char *
+cp_prep_dict_share(CpPrepDict *d, int32 code, const char *str)
+{
+	CpPrepDictEntry *ent;
+	const char *old;
+
+	Assert(d->finished && code >= 0 && code < d->n_entries);
+	ent = &d->entries[d->by_code[code]];
+	Assert(memcmp(ent->str, str, (size_t) ent->len) == 0);
+	old = ent->str;
+	ent->str = str;
+	return old;
 }
 
 /* ---------------------------------------------------------------------

@@ -143,11 +143,15 @@ extern bool cp_prep_dict_init(CpPrepDict *d, int32 max_categories,
 							  CpAllocZero alloc);
 extern CpPrepDictStatus cp_prep_dict_add(CpPrepDict *d, const char *str,
 										 int32 len);
+extern bool cp_prep_dict_contains(const CpPrepDict *d, const char *str,
+								  int32 len);
 extern void cp_prep_dict_finish(CpPrepDict *d);
 extern int32 cp_prep_dict_code(const CpPrepDict *d, const char *str,
 							   int32 len);
 extern const char *cp_prep_dict_value(const CpPrepDict *d, int32 code,
 									  int32 *len);
+extern const char *cp_prep_dict_share(CpPrepDict *d, int32 code,
+									  const char *str);
 
 /*
  * validation => 'N%': a row is held out when a hash of (seed, ctid) falls

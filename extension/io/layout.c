@@ -444,7 +444,8 @@ class_of(const CpLayout *lo, Datum d, const CpRowContext *where)
 
 /*
  * A class map from class names (the text of each label), e.g. as stored
- * with a model.  Integer and boolean names are parsed back into keys.
+ * with a model.  Integer and boolean names are parsed back into keys; text
+ * names are kept, not copied, so they must live as long as the map.
  */
 CpClassMap *
 cp_class_map_from_names(Oid type, char **names, int n)
@@ -455,8 +456,9 @@ cp_class_map_from_names(Oid type, char **names, int n)
 	cm->is_text = (type == TEXTOID || type == VARCHAROID);
 	cm->n_classes = n;
 	cm->names = palloc(sizeof(char *) * Max(n, 1));
-	for (int i = 0; i < n; i++)
-		cm->names[i] = pstrdup(names[i]);
+	/* text labels are not copied (they may be long): names must outlive the map */
+	if (n > 0)
+		memcpy(cm->names, names, sizeof(char *) * n);
 	if (cm->is_text)
 		qsort(cm->names, n, sizeof(char *), cmp_string);
 	else

@@ -130,115 +130,174 @@ cp_prep_column_code(const CpPrepColumn *col, Datum d, bool isnull, Oid type,
 }
 
 /* ---------------------------------------------------------------------
- * Writing the JSON
+ * Writing the jsonb
  * ---------------------------------------------------------------------
  */
 
+/* A key and its string value. */
 static void
-json_doubles(StringInfo buf, const double *v, int32 n)
+key_string(JsonbParseState **st, const char *key, const char *value)
 {
-	appendStringInfoChar(buf, '[');
+	cp_jsonb_key(st, key);
+	cp_jsonb_string(st, WJB_VALUE, value, (int32) strlen(value));
+}
+
+/* A key whose value is true. */
+static void
+key_true(JsonbParseState **st, const char *key)
+{
+	JsonbValue	t = {.type = jbvBool,.val.boolean = true};
+
+	cp_jsonb_key(st, key);
+	pushJsonbValue(st, WJB_VALUE, &t);
+}
+
+/* A key and an array of n numbers. */
+static void
+key_doubles(JsonbParseState **st, const char *key, const double *v, int32 n)
+{
+	cp_jsonb_key(st, key);
+	pushJsonbValue(st, WJB_BEGIN_ARRAY, NULL);
 	for (int32 j = 0; j < n; j++)
-	{
-		if (j > 0)
-			appendStringInfoString(buf, ", ");
-		cp_json_number(buf, v[j]);
-	}
-	appendStringInfoChar(buf, ']');
+		cp_jsonb_number(st, WJB_ELEM, v[j]);
+	pushJsonbValue(st, WJB_END_ARRAY, NULL);
 }
 
 /*
- * The preprocess jsonb of a trained model (shape in docs/preprocessing.md).
- * Means and stds use the shortest exact float8 output, so the transform
- * rebuilt from them is bit-identical to training's.
+ * The preprocess jsonb of a trained model (shape in docs/preprocessing.md),
+ * built as a jsonb rather than parsed from text: the category values go
+ * from the dictionaries into it once, never escaped, copied or parsed
+ * (docs/security.md, "Resource bounds").  Means and stds are the numerics
+ * of the shortest exact float8 output, so the transform rebuilt from them
+ * is bit-identical to training's.
  */
-void
-cp_prep_to_json(const CpPrep *prep, StringInfo buf, List *feature_names,
-				CpFeatureMode mode)
+Jsonb *
+cp_prep_to_jsonb(const CpPrep *prep, List *feature_names, CpFeatureMode mode)
 {
 	bool		scaled = prep->transform != NULL;
+	JsonbParseState *st = NULL;
+	JsonbValue *root;
 
-	appendStringInfo(buf, "{\"version\": 1, \"standardize\": ");
-	escape_json(buf, cp_standardize_name(prep->standardize));
+	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	cp_jsonb_key(&st, "version");
+	cp_jsonb_int(&st, WJB_VALUE, 1);
+	key_string(&st, "standardize", cp_standardize_name(prep->standardize));
 	/* since 0.4.0, only when imputing: absent reads as skip */
 	if (prep->fill != NULL)
 	{
-		appendStringInfoString(buf, ", \"missing\": ");
-		escape_json(buf, cp_missing_name(prep->missing));
+		key_string(&st, "missing", cp_missing_name(prep->missing));
 		if (prep->add_indicator)
-			appendStringInfoString(buf, ", \"missing_indicator\": true");
+			key_true(&st, "missing_indicator");
 	}
-	appendStringInfoString(buf, ", \"features\": [");
+	cp_jsonb_key(&st, "features");
+	pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
 	if (mode == CP_FEATURES_COLUMNS)
 	{
 		for (int i = 0; i < prep->n_columns; i++)
 		{
 			const CpPrepColumn *col = &prep->columns[i];
 
-			if (i > 0)
-				appendStringInfoString(buf, ", ");
-			appendStringInfoString(buf, "{\"name\": ");
-			escape_json(buf, col->name);
+			pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+			key_string(&st, "name", col->name);
 			if (col->onehot)
 			{
-				appendStringInfoString(buf, ", \"kind\": \"onehot\", \"categories\": [");
+				key_string(&st, "kind", "onehot");
+				cp_jsonb_key(&st, "categories");
+				pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
 				for (int32 c = 0; c < col->width; c++)
 				{
 					int32		len;
 					const char *s = cp_prep_dict_value(col->dict, c, &len);
 
-					if (c > 0)
-						appendStringInfoString(buf, ", ");
-					escape_json(buf, pnstrdup(s, len));
+					cp_jsonb_string(&st, WJB_ELEM, s, len);
 				}
-				appendStringInfoChar(buf, ']');
+				pushJsonbValue(&st, WJB_END_ARRAY, NULL);
 				/* since 0.4.0, only when true: absent reads as false */
 				if (col->nulls_seen)
-					appendStringInfoString(buf, ", \"nulls\": true");
+					key_true(&st, "nulls");
 			}
 			else
 			{
-				appendStringInfoString(buf, ", \"kind\": \"number\"");
+				key_string(&st, "kind", "number");
 				if (scaled)
 				{
-					appendStringInfoString(buf, ", \"mean\": ");
-					cp_json_number(buf, prep->means[col->offset]);
-					appendStringInfoString(buf, ", \"std\": ");
-					cp_json_number(buf, prep->stds[col->offset]);
+					cp_jsonb_key(&st, "mean");
+					cp_jsonb_number(&st, WJB_VALUE, prep->means[col->offset]);
+					cp_jsonb_key(&st, "std");
+					cp_jsonb_number(&st, WJB_VALUE, prep->stds[col->offset]);
 				}
 				if (prep->fill != NULL)
 				{
-					appendStringInfoString(buf, ", \"fill\": ");
-					cp_json_number(buf, prep->fill[col->offset]);
+					cp_jsonb_key(&st, "fill");
+					cp_jsonb_number(&st, WJB_VALUE, prep->fill[col->offset]);
 				}
 				if (col->nulls_seen)
-					appendStringInfoString(buf, ", \"nulls\": true");
+					key_true(&st, "nulls");
 			}
-			appendStringInfoChar(buf, '}');
+			pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 		}
 	}
 	else
 	{
-		appendStringInfoString(buf, "{\"name\": ");
-		escape_json(buf, linitial(feature_names));
-		appendStringInfo(buf, ", \"kind\": \"%s\"",
-						 mode == CP_FEATURES_SPARSE ? "sparse" : "array");
+		pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+		key_string(&st, "name", linitial(feature_names));
+		key_string(&st, "kind", mode == CP_FEATURES_SPARSE ? "sparse" : "array");
 		if (scaled)
 		{
-			appendStringInfoString(buf, ", \"mean\": ");
-			json_doubles(buf, prep->means, prep->n_features);
-			appendStringInfoString(buf, ", \"std\": ");
-			json_doubles(buf, prep->stds, prep->n_features);
+			key_doubles(&st, "mean", prep->means, prep->n_features);
+			key_doubles(&st, "std", prep->stds, prep->n_features);
 		}
 		if (prep->fill != NULL)
-		{
-			appendStringInfoString(buf, ", \"fill\": ");
-			json_doubles(buf, prep->fill, prep->n_features);
-		}
-		appendStringInfoChar(buf, '}');
+			key_doubles(&st, "fill", prep->fill, prep->n_features);
+		pushJsonbValue(&st, WJB_END_OBJECT, NULL);
 	}
-	appendStringInfo(buf, "], \"n_model_features\": %d, \"constant_features\": %d, \"rows\": " INT64_FORMAT "}",
-					 prep->n_features, prep->n_constant, prep->n_rows);
+	pushJsonbValue(&st, WJB_END_ARRAY, NULL);
+	cp_jsonb_key(&st, "n_model_features");
+	cp_jsonb_int(&st, WJB_VALUE, prep->n_features);
+	cp_jsonb_key(&st, "constant_features");
+	cp_jsonb_int(&st, WJB_VALUE, prep->n_constant);
+	cp_jsonb_key(&st, "rows");
+	cp_jsonb_int(&st, WJB_VALUE, prep->n_rows);
+	root = pushJsonbValue(&st, WJB_END_OBJECT, NULL);
+	return JsonbValueToJsonb(root);
+}
+
+/*
+ * Keep the category values once: each dictionary's entries point at the
+ * same bytes in jb, the model row's preprocess jsonb built from prep
+ * (cp_prep_to_jsonb), and free their own copies: the values stay the
+ * same, only where they are kept changes.  jb must live as long as prep.
+ * Writing a model then holds its values three times (this jsonb, the
+ * executor's copy of the row, the heap tuple), not four: the first pass
+ * charges twice what it learns (first_pass.c).
+ */
+void
+cp_prep_share_values(const CpPrep *prep, Jsonb *jb)
+{
+	JsonbValue *features = getKeyJsonValueFromContainer(&jb->root, "features", 8, NULL);
+
+	Assert(features != NULL && features->type == jbvBinary);
+	for (int i = 0; i < prep->n_columns; i++)
+	{
+		const CpPrepColumn *col = &prep->columns[i];
+		JsonbValue *feature;
+		JsonbValue *cats;
+
+		if (!col->onehot)
+			continue;
+		feature = getIthJsonbValueFromContainer(features->val.binary.data, i);
+		Assert(feature != NULL && feature->type == jbvBinary);
+		cats = getKeyJsonValueFromContainer(feature->val.binary.data, "categories", 10, NULL);
+		Assert(cats != NULL && cats->type == jbvBinary);
+		for (int32 c = 0; c < col->width; c++)
+		{
+			JsonbValue *v = getIthJsonbValueFromContainer(cats->val.binary.data, c);
+
+			Assert(v != NULL && v->type == jbvString);
+			pfree((void *) cp_prep_dict_share(col->dict, c, v->val.string.val));
+			pfree(v);
+		}
+	}
 }
 
 /*

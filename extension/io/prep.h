@@ -36,8 +36,9 @@ typedef struct CpPrepColumn
 	 * The training rows had NULLs in this column.  onehot: a NULL is
 	 * encoded as all zeros either way (the column's reference level); it
 	 * counts as an unseen value only when training never met one (and in
-	 * models stored before 0.4.0, whose preprocess does not say).  A
-	 * number: with missing_indicator, the column has an indicator feature.
+	 * models stored before 0.4.0, whose preprocess does not say), or for a
+	 * role that may not see the training rows (model_load.c).  A number:
+	 * with missing_indicator, the column has an indicator feature.
 	 */
 	bool		nulls_seen;
 } CpPrepColumn;
@@ -74,6 +75,16 @@ typedef struct CpPrep
 	int32		n_indicators;
 } CpPrep;
 
+/*
+ * The most bytes of category values (or of a softmax model's class labels)
+ * a model stores, their JEntry headers included: each set is one jsonb
+ * value, whose containers PostgreSQL limits to 255 MB (JENTRY_OFFLENMASK);
+ * half of that leaves room for the other fields, and refusing in the first
+ * pass, before any training, is what a limit found at the INSERT of the
+ * model (after every epoch) is not.
+ */
+#define CP_PREP_MAX_STORED_BYTES ((uint64) JENTRY_OFFLENMASK / 2)
+
 /* a boolean column's categories, as its text output */
 #define CP_PREP_FALSE "false"
 #define CP_PREP_TRUE "true"
@@ -89,8 +100,9 @@ extern int32 cp_prep_column_code(const CpPrepColumn *col, Datum d, bool isnull,
 extern CpPrep *cp_prep_from_jsonb(Jsonb *jb, const char *model_name,
 								  int32 n_features, List *feature_names,
 								  CpFeatureMode mode);
-extern void cp_prep_to_json(const CpPrep *prep, StringInfo buf,
-							List *feature_names, CpFeatureMode mode);
+extern Jsonb *cp_prep_to_jsonb(const CpPrep *prep, List *feature_names,
+							   CpFeatureMode mode);
+extern void cp_prep_share_values(const CpPrep *prep, Jsonb *jb);
 extern double *cp_prep_original_weights(const CpPrep *prep, const double *w,
 										int32 n_outputs);
 

@@ -29,6 +29,7 @@
 #include "utils/json.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -180,71 +181,91 @@ history_json(const CpTrainRecord *rec)
 	return buf.data;
 }
 
-/*
- * The table's label for each class, as JSON: booleans, numbers or strings.
- * Binary models: the labels of the internal -1 and +1 (-1/+1 also when
- * only positives were seen); softmax: every class in class order.
- */
-static char *
-classes_json(const CpLayout *lo)
+/* A class label that is not text: a boolean, or an integer. */
+static void
+push_label(JsonbParseState **st, const char *name)
 {
-	StringInfoData buf;
+	JsonbValue	v;
+
+	if (strcmp(name, "true") == 0 || strcmp(name, "false") == 0)
+	{
+		v.type = jbvBool;
+		v.val.boolean = name[0] == 't';
+		pushJsonbValue(st, WJB_ELEM, &v);
+	}
+	else
+		cp_jsonb_int(st, WJB_ELEM, pg_strtoint64(name));
+}
+
+/*
+ * The table's label for each class, as a jsonb array: booleans, numbers or
+ * strings.  Binary models: the labels of the internal -1 and +1 (-1/+1
+ * also when only positives were seen); softmax: every class in class
+ * order.  Built as a jsonb, not parsed from text: text labels go from the
+ * dictionary into it once (they may be long: the first pass charges them
+ * as it charges category values).  NULL for linear models.
+ */
+static Jsonb *
+classes_jsonb(const CpLayout *lo)
+{
+	JsonbParseState *st = NULL;
+	JsonbValue *root;
 
 	if (lo->model == CP_MODEL_LINEAR)
 		return NULL;
+	pushJsonbValue(&st, WJB_BEGIN_ARRAY, NULL);
 	if (lo->model != CP_MODEL_SOFTMAX && lo->label_is_text)
 	{
 		/* the two values in code order: the -1 class first */
-		initStringInfo(&buf);
-		appendStringInfoChar(&buf, '[');
 		for (int c = 0; c < 2; c++)
 		{
 			int32		len;
 			const char *s = cp_prep_dict_value(lo->label_dict, c, &len);
 
-			if (c > 0)
-				appendStringInfoString(&buf, ", ");
-			escape_json(&buf, pnstrdup(s, len));
+			cp_jsonb_string(&st, WJB_ELEM, s, len);
 		}
-		appendStringInfoChar(&buf, ']');
-		return buf.data;
 	}
-	if (lo->model != CP_MODEL_SOFTMAX)
+	else if (lo->model != CP_MODEL_SOFTMAX)
 	{
 		if (lo->label_type == BOOLOID)
-			return "[false, true]";
-		if (lo->seen_zero)
-			return "[0, 1]";
-		return "[-1, 1]";
-	}
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '[');
-	for (int k = 0; k < lo->classes->n_classes; k++)
-	{
-		if (k > 0)
-			appendStringInfoString(&buf, ", ");
-		if (lo->classes->is_text)
-			escape_json(&buf, lo->classes->names[k]);
+		{
+			push_label(&st, "false");
+			push_label(&st, "true");
+		}
 		else
-			appendStringInfoString(&buf, lo->classes->names[k]);
+		{
+			cp_jsonb_int(&st, WJB_ELEM, lo->seen_zero ? 0 : -1);
+			cp_jsonb_int(&st, WJB_ELEM, 1);
+		}
 	}
-	appendStringInfoChar(&buf, ']');
-	return buf.data;
+	else
+	{
+		for (int k = 0; k < lo->classes->n_classes; k++)
+		{
+			if (lo->classes->is_text)
+				cp_jsonb_string(&st, WJB_ELEM, lo->classes->names[k],
+								(int32) strlen(lo->classes->names[k]));
+			else
+				push_label(&st, lo->classes->names[k]);
+		}
+	}
+	root = pushJsonbValue(&st, WJB_END_ARRAY, NULL);
+	return JsonbValueToJsonb(root);
 }
 
 void
 cp_models_insert(const CpTrainRecord *rec)
 {
 	Oid			argtypes[14] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTARRAYOID,
-		TEXTOID, INT4OID, FLOAT8ARRAYOID, TEXTOID, TEXTOID, TEXTOID, OIDOID, OIDOID,
-	TEXTOID};
+		TEXTOID, INT4OID, FLOAT8ARRAYOID, JSONBOID, TEXTOID, TEXTOID, OIDOID, OIDOID,
+	JSONBOID};
 	Datum		args[14];
 	char		nulls[14];
 	Datum	   *names;
 	Datum	   *weights;
 	int			n_names = list_length(rec->layout->feature_names);
 	ListCell   *lc;
-	char	   *classes = classes_json(rec->layout);
+	Jsonb	   *classes = classes_jsonb(rec->layout);
 	Relation	rel = rec->rel;
 
 	memset(nulls, ' ', sizeof(nulls));
@@ -271,7 +292,7 @@ cp_models_insert(const CpTrainRecord *rec)
 											  FLOAT8OID, sizeof(float8),
 											  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	if (classes)
-		args[8] = CStringGetTextDatum(classes);
+		args[8] = JsonbPGetDatum(classes);
 	else
 		nulls[8] = 'n';
 	args[9] = CStringGetTextDatum(params_json(rec));
@@ -282,12 +303,15 @@ cp_models_insert(const CpTrainRecord *rec)
 	/* NULL when features go in raw (standardize => off, numbers only) */
 	if (rec->layout->prep != NULL)
 	{
-		StringInfoData prep;
+		const CpPrep *prep = rec->layout->prep;
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext((void *) prep));
+		Jsonb	   *jb = cp_prep_to_jsonb(prep, rec->layout->feature_names,
+										  rec->layout->mode);
 
-		initStringInfo(&prep);
-		cp_prep_to_json(rec->layout->prep, &prep, rec->layout->feature_names,
-						rec->layout->mode);
-		args[13] = CStringGetTextDatum(prep.data);
+		MemoryContextSwitchTo(old);
+		/* the category values, possibly long, are held once from here on */
+		cp_prep_share_values(prep, jb);
+		args[13] = JsonbPGetDatum(jb);
 	}
 	else
 		nulls[13] = 'n';
@@ -296,8 +320,7 @@ cp_models_insert(const CpTrainRecord *rec)
 	cp_model_store_query("INSERT INTO corgipile.model_store (model_name, model, relation, "
 				"label, features, feature_indices, n_features, weights, classes, "
 				"params, history, owner_id, relid, preprocess) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
-				"$9::pg_catalog.jsonb, $10::pg_catalog.jsonb, $11::pg_catalog.jsonb, $12, $13, "
-				"$14::pg_catalog.jsonb)",
+				"$9, $10::pg_catalog.jsonb, $11::pg_catalog.jsonb, $12, $13, $14)",
 				14, argtypes, args, nulls, false, SPI_OK_INSERT);
 	SPI_finish();
 }

@@ -38,6 +38,7 @@
 
 #include <math.h>
 
+#include "access/detoast.h"
 #include "access/htup_details.h"
 #include "access/tableam.h"
 #include "catalog/pg_type.h"
@@ -45,6 +46,7 @@
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "utils/array.h"
+#include "utils/jsonb.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -92,8 +94,13 @@ typedef struct PassState
 	bool	   *row_missing;	/* which values of row are NULL */
 	int			row_cap;
 	int64		max_index;		/* sparse: the largest index seen, or -1 */
-	uint64		dict_bytes;		/* bytes of all learnt category strings */
+	uint64		dict_bytes;		/* charged to the budget: the dictionaries'
+								 * tables, and every learnt value twice
+								 * (charge_value) */
 	uint64		byte_budget;	/* work_mem */
+	uint64		stored_categories;	/* bytes the preprocess jsonb will hold
+									 * for the category values */
+	uint64		stored_labels;	/* ... and the classes jsonb for the labels */
 	int64		n_rows;			/* rows the statistics saw */
 	bool		row_has_null;	/* the row learnt last had a NULL number */
 
@@ -243,18 +250,98 @@ ensure_stats(PassState *ps, int64 n)
 	MemoryContextSwitchTo(oldcxt);
 }
 
+/*
+ * What a learnt category or label value costs: its bytes twice, and the
+ * JEntry the stored model's jsonb gives it.  Writing the model holds a
+ * value in that jsonb, in the executor's copy of the row and in the heap
+ * tuple (a category's dictionary entry then points into the jsonb:
+ * cp_prep_share_values; a label's stays, a fourth copy), so the values take
+ * at most twice what is charged, when the model is written.  Every value
+ * and every dictionary's tables are charged to one budget, work_mem; and a
+ * model stores at most CP_PREP_MAX_STORED_BYTES of category values, and
+ * as much of class labels.
+ */
+static uint64
+value_charge(uint64 len)
+{
+	return 2 * len + sizeof(JEntry);
+}
+
+static void
+categories_too_big(PassState *ps, int i, bool store)
+{
+	CpLayout   *lo = ps->lo;
+	const char *column = list_nth(lo->feature_names, i);
+
+	if (store)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the categories of relation \"%s\" take more than a model can store (%llu MB)",
+						lo->relname, (unsigned long long) (CP_PREP_MAX_STORED_BYTES >> 20)),
+				 errdetail("Column \"%s\" has %d distinct values so far; a model keeps its category values in one jsonb value.",
+						   column, ps->dicts[i]->n_entries),
+				 errhint("Leave the column out of features, or map its values to shorter ones (an id, a hash).")));
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("the categories of column \"%s\" of relation \"%s\" take more than work_mem (%d kB)",
+					column, lo->relname, work_mem),
+			 errdetail("%d distinct values so far; each value counts twice, for the dictionary that learns it and for the model row that stores it.",
+					   ps->dicts[i]->n_entries),
+			 errhint("Leave the column out of features, or raise work_mem.")));
+}
+
+/*
+ * Whether a value of len bytes, not learnt yet, fits what is left: of the
+ * budget (charged twice), and of what the model stores (*stored).
+ */
+static bool
+fits_budget(const PassState *ps, uint64 len)
+{
+	return ps->dict_bytes + value_charge(len) <= ps->byte_budget;
+}
+
+static bool
+fits_store(uint64 stored, uint64 len)
+{
+	return stored + len + sizeof(JEntry) <= CP_PREP_MAX_STORED_BYTES;
+}
+
+/* A text value's length before it is detoasted, or -1 for other types. */
+static int64
+text_length(Datum d, Oid type)
+{
+	if (type != TEXTOID && type != VARCHAROID)
+		return -1;
+	return (int64) toast_raw_datum_size(d) - VARHDRSZ;
+}
+
 /* Learn a value of a text or boolean feature column. */
 static void
 learn_category(PassState *ps, int i, Datum d)
 {
 	CpLayout   *lo = ps->lo;
 	CpPrepDict *dict = ps->dicts[i];
+	int64		raw = text_length(d, lo->column_types[i]);
 	int32		len;
-	const char *s = cp_prep_category_bytes(d, lo->column_types[i], &len);
-	uint64		before = dict->total_bytes;
-	MemoryContext old = MemoryContextSwitchTo(ps->cxt);
-	CpPrepDictStatus st = cp_prep_dict_add(dict, s, len);
+	const char *s;
+	MemoryContext old;
+	CpPrepDictStatus st;
 
+	/* a value too long to learn at all is refused before it is read */
+	if (raw >= 0 && !fits_store(0, raw))
+		categories_too_big(ps, i, true);
+	if (raw >= 0 && value_charge(raw) > ps->byte_budget)
+		categories_too_big(ps, i, false);
+	s = cp_prep_category_bytes(d, lo->column_types[i], &len);
+	if (cp_prep_dict_contains(dict, s, len))
+		return;
+	/* a new value: charged before the dictionary copies it */
+	if (!fits_store(ps->stored_categories, len))
+		categories_too_big(ps, i, true);
+	if (!fits_budget(ps, len))
+		categories_too_big(ps, i, false);
+	old = MemoryContextSwitchTo(ps->cxt);
+	st = cp_prep_dict_add(dict, s, len);
 	MemoryContextSwitchTo(old);
 	switch (st)
 	{
@@ -277,14 +364,31 @@ learn_category(PassState *ps, int i, Datum d)
 							(char *) list_nth(lo->feature_names, i))));
 			break;
 	}
-	ps->dict_bytes += dict->total_bytes - before;
-	if (ps->dict_bytes > ps->byte_budget)
+	ps->dict_bytes += value_charge(len);
+	ps->stored_categories += len + sizeof(JEntry);
+}
+
+static void
+labels_too_big(PassState *ps, const CpPrepDict *dict, bool store)
+{
+	CpLayout   *lo = ps->lo;
+
+	if (store)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the categories of column \"%s\" of relation \"%s\" take more than work_mem (%d kB)",
-						(char *) list_nth(lo->feature_names, i), lo->relname, work_mem),
-				 errdetail("%d distinct values so far.", dict->n_entries),
-				 errhint("Leave the column out of features, or raise work_mem.")));
+				 errmsg("the values of label column \"%s\" of relation \"%s\" take more than a model can store (%llu MB)",
+						lo->label_name, lo->relname,
+						(unsigned long long) (CP_PREP_MAX_STORED_BYTES >> 20)),
+				 errdetail("%d distinct values so far; a model keeps its classes in one jsonb value.",
+						   dict->n_entries),
+				 errhint("Use shorter labels.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("the values of label column \"%s\" of relation \"%s\" take more than work_mem (%d kB)",
+					lo->label_name, lo->relname, work_mem),
+			 errdetail("%d distinct values so far; each value counts twice, for the dictionary that learns it and for the model row that stores it.",
+					   dict->n_entries),
+			 errhint("Use shorter labels, or raise work_mem.")));
 }
 
 /* Learn a label's text: softmax's classes, or a binary text label. */
@@ -300,9 +404,16 @@ learn_label(PassState *ps, Datum d, const CpRowContext *where)
 
 	if (lo->label_type == TEXTOID || lo->label_type == VARCHAROID)
 	{
-		text	   *t = DatumGetTextPP(d);
+		int64		raw = text_length(d, lo->label_type);
+		text	   *t;
 
+		/* a label too long to learn at all is refused before it is read */
+		if (!fits_store(0, raw))
+			labels_too_big(ps, dict, true);
+		if (value_charge(raw) > ps->byte_budget)
+			labels_too_big(ps, dict, false);
 		/* the dictionary copies what it learns: no copy needed here */
+		t = DatumGetTextPP(d);
 		len = VARSIZE_ANY_EXHDR(t);
 		s = VARDATA_ANY(t);
 	}
@@ -314,6 +425,13 @@ learn_label(PassState *ps, Datum d, const CpRowContext *where)
 			s = psprintf(INT64_FORMAT, cp_datum_to_int64(d, lo->label_type));
 		len = (int32) strlen(s);
 	}
+	if (cp_prep_dict_contains(dict, s, len))
+		return;
+	/* a new value, charged as the categories are, before it is copied */
+	if (!fits_store(ps->stored_labels, len))
+		labels_too_big(ps, dict, true);
+	if (!fits_budget(ps, len))
+		labels_too_big(ps, dict, false);
 	old = MemoryContextSwitchTo(ps->cxt);
 	st = cp_prep_dict_add(dict, s, len);
 	MemoryContextSwitchTo(old);
@@ -322,14 +440,8 @@ learn_label(PassState *ps, Datum d, const CpRowContext *where)
 		case CP_PREP_DICT_FOUND:
 			return;
 		case CP_PREP_DICT_ADDED:
-			/* as the category dictionaries: the labels' text within work_mem */
-			if (dict->total_bytes > ps->byte_budget)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("the values of label column \"%s\" of relation \"%s\" take more than work_mem (%d kB)",
-								lo->label_name, lo->relname, work_mem),
-						 errdetail("%d distinct values so far.", dict->n_entries),
-						 errhint("Use shorter labels, or raise work_mem.")));
+			ps->dict_bytes += value_charge(len);
+			ps->stored_labels += len + sizeof(JEntry);
 			return;
 		case CP_PREP_DICT_FULL:
 			if (dict == ps->labels)
@@ -1198,12 +1310,12 @@ finish_classes(PassState *ps)
 						lo->label_name, lo->relname, n, n == 1 ? "" : "s")));
 	cp_prep_dict_finish(ps->classes);
 	names = palloc_array(char *, n);
+	/* the dictionary's values, NUL-terminated there, not copied: they may be long */
 	for (int c = 0; c < n; c++)
 	{
 		int32		len;
-		const char *s = cp_prep_dict_value(ps->classes, c, &len);
 
-		names[c] = pnstrdup(s, len);
+		names[c] = (char *) cp_prep_dict_value(ps->classes, c, &len);
 	}
 	/* integer classes are sorted by value there */
 	lo->classes = cp_class_map_from_names(lo->label_type, names, n);

@@ -516,27 +516,24 @@ unpack_labels(const char *p)
 
 /*
  * The preprocessing the leader's first pass learnt, as the model row
- * stores it (its float8s written shortest-exact, so the workers read back
- * the same doubles and train bit-identically whatever was launched).
+ * stores it: a flat jsonb the workers read in place (its float8s as the
+ * numerics of their shortest exact text, so the workers read back the same
+ * doubles and train bit-identically whatever was launched).
  */
 static char *
 pack_prep(const CpLayout *lo, Size *len)
 {
-	StringInfoData b;
+	Jsonb	   *jb = cp_prep_to_jsonb(lo->prep, lo->feature_names, lo->mode);
 
-	initStringInfo(&b);
-	cp_prep_to_json(lo->prep, &b, lo->feature_names, lo->mode);
-	*len = b.len + 1;
-	return b.data;
+	*len = VARSIZE(jb);
+	return (char *) jb;
 }
 
 static void
-unpack_prep(CpLayout *lo, const char *json, int32 n_features)
+unpack_prep(CpLayout *lo, const char *packed, int32 n_features)
 {
-	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
-
-	cp_layout_use_prep(lo, cp_prep_from_jsonb(jb, "(parallel training)", n_features,
-											  lo->feature_names, lo->mode),
+	cp_layout_use_prep(lo, cp_prep_from_jsonb((Jsonb *) packed, "(parallel training)",
+											  n_features, lo->feature_names, lo->mode),
 					   "(parallel training)");
 }
 
@@ -903,6 +900,7 @@ setup(CpParallel *par, CpModel *model)
 		space = shm_toc_allocate(pcxt->toc, prep_len);
 		memcpy(space, prep, prep_len);
 		shm_toc_insert(pcxt->toc, CP_KEY_PREP, space);
+		pfree(prep);
 	}
 
 	/* the leader trains a copy of the model's struct on the shared arrays */

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * json.h
- *	  Writing JSON text (json.c).
+ *	  Writing JSON text and jsonb values (json.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -11,7 +11,13 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "utils/jsonb.h"
 
 extern void cp_json_number(StringInfo buf, double v);
+extern void cp_jsonb_number(JsonbParseState **state, JsonbIteratorToken seq, double v);
+extern void cp_jsonb_int(JsonbParseState **state, JsonbIteratorToken seq, int64 v);
+extern void cp_jsonb_string(JsonbParseState **state, JsonbIteratorToken seq,
+							const char *s, int32 len);
+extern void cp_jsonb_key(JsonbParseState **state, const char *key);
 
 #endif							/* CORGIPILE_UTIL_JSON_H */

@@ -728,6 +728,8 @@ test_dictionary(void)
 		if (trial > 0)
 			shuffle_idx(order, nw, &rng);
 		CHECK(cp_prep_dict_init(&d, 100, alloc_zero), "dict init");
+		CHECK(!cp_prep_dict_contains(&d, words[order[0]], (int32) strlen(words[order[0]])),
+			  "an empty dictionary contains nothing");
 		/* each value several times, in a random order */
 		for (int rep = 0; rep < 3; rep++)
 			for (int i = 0; i < nw; i++)
@@ -738,7 +740,12 @@ test_dictionary(void)
 				if (s != CP_PREP_DICT_ADDED && s != CP_PREP_DICT_FOUND)
 					same_everywhere = false;
 			}
+		/* what the first pass asks before it charges a value's bytes */
+		CHECK(cp_prep_dict_contains(&d, "No", 2) && !cp_prep_dict_contains(&d, "Ye", 2) &&
+			  !cp_prep_dict_contains(&d, "Yess", 4), "contains before finish");
 		cp_prep_dict_finish(&d);
+		CHECK(cp_prep_dict_contains(&d, "Yes", 3) && !cp_prep_dict_contains(&d, "maybe", 5),
+			  "contains after finish");
 		CHECK(d.n_entries == nw, "entries %d", d.n_entries);
 		for (int i = 0; i < nw; i++)
 		{
@@ -770,6 +777,16 @@ test_dictionary(void)
 				CHECK(len == 0 && v0 != NULL, "empty string sorts first");
 				CHECK(cp_prep_dict_value(&d, nw, &len) == NULL &&
 					  cp_prep_dict_value(&d, -1, &len) == NULL, "out of range code");
+			}
+			{
+				/* a value shared with another copy of its bytes stays itself */
+				static const char other[] = "No";
+				int32		len;
+				const char *mine = cp_prep_dict_share(&d, 1, other);
+
+				CHECK(strcmp(mine, "No") == 0 && mine != other, "the old copy handed back");
+				CHECK(cp_prep_dict_value(&d, 1, &len) == other && len == 2 &&
+					  cp_prep_dict_code(&d, "No", 2) == 1, "the shared copy in use");
 			}
 			CHECK(cp_prep_dict_code(&d, "No", 2) == 1 &&
 				  cp_prep_dict_code(&d, "Yes", 3) == 2, "No=1 Yes=2 (after \"\")");

@@ -42,7 +42,8 @@ def test_dictionaries_are_held_to_work_mem(roles, conn):
     s.execute("CREATE TABLE ids AS SELECT g % 2 AS label, md5(g::text) AS cat, g::float8 AS x "
               "FROM generate_series(1, 5000) g")
     # the tables for 5000 categories take ~200 kB of the 256 kB; the distinct
-    # values' bytes (32 each) the rest after ~1800 values
+    # values (32 bytes each, charged twice with their JEntry: 68) the rest
+    # after ~800 values
     with pytest.raises(errors.ProgramLimitExceeded,
                        match='the categories of column "cat" of relation "ids" take more than '
                              'work_mem'):
