@@ -91,6 +91,15 @@ RESET ROLE;
 DROP POLICY tio_p ON tio;
 ALTER TABLE tio DISABLE ROW LEVEL SECURITY;
 REVOKE ALL ON tio FROM tio_reader;
+-- sizing() checks no privilege, as pg_relation_size() does: its answer is
+-- a function of the main fork's page count (which that function, and
+-- pg_class.relpages, give any role) and of the caller's own arguments
+SET ROLE tio_reader;
+SELECT s.n_pages = pg_relation_size('tio') / current_setting('block_size')::int8 AS as_pg_relation_size,
+       s.pages_per_block, s.blocks_per_buffer
+FROM corgipile.sizing('tio') AS s;
+SELECT count(*) FROM tio;
+RESET ROLE;
 DROP ROLE tio_reader;
 -- a grantee of a model who may not read its training relation does not get
 -- rows encoded with it (they would reveal its means, stds and categories)
