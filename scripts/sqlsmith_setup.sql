@@ -173,5 +173,31 @@ $$SELECT pg_catalog.sum(b.n_rows::int8 OPERATOR(pg_catalog.+) pg_catalog.length(
 CREATE VIEW public.v_block_rows AS
 SELECT b.* FROM corgipile.block_rows('public.t_dense', ARRAY[0, 1, 2]::int8[], 1) AS b;
 
+-- the rule of corgipile.models, with random relation and role OIDs
+CREATE FUNCTION public.cp_may_see(r oid, o oid) RETURNS boolean
+    LANGUAGE sql STABLE AS 'SELECT corgipile.may_see_model_data(r, o)';
+
+RESET ROLE;
+-- A model of another role, with a category column, granted to the fuzzer,
+-- who may not read its training table: the models view shows it the
+-- function only, and predict takes only its row form.
+CREATE TABLE public.t_private AS
+SELECT g AS id, (g % 3 = 0) AS label, (g % 17)::float8 / 3 AS x,
+       CASE WHEN g % 9 = 0 THEN NULL ELSE (ARRAY['p', 'q', 'r'])[1 + g % 3] END AS color
+  FROM pg_catalog.generate_series(1, 400) AS g;
+SELECT pg_catalog.count(*) FROM corgipile.train('public.t_private', 'logistic', model_name => 'm_granted',
+    features => 'x, color', max_epoch_num => 2, seed => 1);
+SELECT corgipile.grant_model('m_granted', :'fuzzer');
+CREATE TABLE public.t_granted_rows AS SELECT id, label, x, color FROM public.t_private WHERE id <= 100;
+UPDATE public.t_granted_rows SET color = 's' WHERE id % 10 = 1;
+ALTER TABLE public.t_granted_rows OWNER TO :"fuzzer";
+SET ROLE :"fuzzer";
+INSERT INTO public.model_inputs VALUES
+    ('m_granted', '{1,0,1,0}', '{0,2}', '{1,0,1,0}', '{1,0}', 'public.t_granted_rows');
+CREATE VIEW public.v_predict_granted AS
+SELECT t.id, t.x, t.color
+  FROM public.t_granted_rows AS t
+ WHERE corgipile.predict_proba('m_granted', t) IS NOT NULL
+   AND corgipile.predict_class('m_granted', t) IS NOT NULL;
 RESET ROLE;
 ANALYZE;
