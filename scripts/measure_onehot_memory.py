@@ -61,21 +61,29 @@ def measured(dsn: str, sql: str, settings: dict[str, str]) -> dict:
             "seconds": round(seconds, 1)}
 
 
-def long_values(args: argparse.Namespace) -> None:
-    t = args.table
-    with psycopg.connect(args.dsn, autocommit=True) as conn:
+def fresh_table(dsn: str, t: str, select: str) -> float:
+    """Table t as select (the model of earlier runs dropped); its size in MB,
+    TOAST included."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {t}")
-        conn.execute(
-            f"CREATE TABLE {t} AS SELECT (g % 2) AS label, g::float8 AS x, "
-            f"(SELECT pg_catalog.string_agg(pg_catalog.md5(g::text || ':' || k), '') "
-            f"   FROM pg_catalog.generate_series(1, {args.value_kb * 1000 // 32}) AS k) AS cat "
-            f"FROM pg_catalog.generate_series(1, {args.long_values}) AS g")
+        conn.execute(f"CREATE TABLE {t} AS {select}")
+        conn.execute(f"ANALYZE {t}")
         conn.execute("SELECT corgipile.drop_model(model_name) FROM corgipile.models "
                      "WHERE model_name OPERATOR(pg_catalog.=) 'onehot_mem_m'")
-        size = conn.execute("SELECT pg_catalog.pg_total_relation_size(%s::regclass)",
-                            (t,)).fetchone()[0]
+        size = conn.execute("SELECT pg_catalog.pg_table_size(%s::regclass)", (t,)).fetchone()[0]
+    return round(size / 2**20, 1)
+
+
+def long_values(args: argparse.Namespace) -> None:
+    t = args.table
+    size_mb = fresh_table(
+        args.dsn, t,
+        "SELECT (g % 2) AS label, g::float8 AS x, "
+        "(SELECT pg_catalog.string_agg(pg_catalog.md5(g::text || ':' || k), '') "
+        f"   FROM pg_catalog.generate_series(1, {args.value_kb * 1000 // 32}) AS k) AS cat "
+        f"FROM pg_catalog.generate_series(1, {args.long_values}) AS g")
     out = {"long_values": args.long_values, "value_kb": args.value_kb,
-           "table_mb": round(size / 2**20, 1), "work_mem": args.work_mem}
+           "table_mb": size_mb, "work_mem": args.work_mem}
     out["train"] = measured(
         args.dsn,
         f"SELECT * FROM corgipile.train('{t}', 'svm', features => 'x, cat', "
@@ -101,18 +109,13 @@ def main() -> None:
         long_values(args)
         return
     t = args.table
-    with psycopg.connect(args.dsn, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {t}")
-        conn.execute(
-            f"CREATE TABLE {t} AS SELECT (g % 2) AS label, (g % 97)::float8 AS x1, "
-            f"(g % 13)::float8 / 3 AS x2, 'c' || (g % {args.categories}) AS cat "
-            f"FROM pg_catalog.generate_series(1, {args.rows}) AS g")
-        conn.execute(f"ANALYZE {t}")
-        conn.execute("SELECT corgipile.drop_model(model_name) FROM corgipile.models "
-                     "WHERE model_name OPERATOR(pg_catalog.=) 'onehot_mem_m'")
-        size = conn.execute("SELECT pg_catalog.pg_table_size(%s::regclass)", (t,)).fetchone()[0]
+    size_mb = fresh_table(
+        args.dsn, t,
+        "SELECT (g % 2) AS label, (g % 97)::float8 AS x1, "
+        f"(g % 13)::float8 / 3 AS x2, 'c' || (g % {args.categories}) AS cat "
+        f"FROM pg_catalog.generate_series(1, {args.rows}) AS g")
     settings = {"work_mem": args.work_mem}
-    out = {"rows": args.rows, "categories": args.categories, "table_mb": round(size / 2**20, 1),
+    out = {"rows": args.rows, "categories": args.categories, "table_mb": size_mb,
            "work_mem": args.work_mem, "buffer_size": args.buffer_size, "epochs": args.epochs}
     out["train"] = measured(
         args.dsn,

@@ -315,6 +315,46 @@ text_length(Datum d, Oid type)
 	return (int64) toast_raw_datum_size(d) - VARHDRSZ;
 }
 
+/* What learn_value did with a value. */
+typedef enum LearnStatus
+{
+	LEARN_KNOWN,				/* learnt before */
+	LEARN_ADDED,				/* new, learnt and charged */
+	LEARN_FULL,					/* new, but the dictionary is full */
+	LEARN_NO_MEMORY,			/* the allocator failed */
+	LEARN_OVER_STORE,			/* new, more than a model can store */
+	LEARN_OVER_BUDGET			/* new, more than work_mem */
+} LearnStatus;
+
+/*
+ * Learn len bytes s into dict, a new value charged before the dictionary
+ * copies it (to the budget, and to *stored, what its jsonb will hold).
+ */
+static LearnStatus
+learn_value(PassState *ps, CpPrepDict *dict, uint64 *stored, const char *s, int32 len)
+{
+	MemoryContext old;
+	CpPrepDictStatus st;
+
+	if (cp_prep_dict_contains(dict, s, len))
+		return LEARN_KNOWN;
+	if (!fits_store(*stored, len))
+		return LEARN_OVER_STORE;
+	if (!fits_budget(ps, len))
+		return LEARN_OVER_BUDGET;
+	old = MemoryContextSwitchTo(ps->cxt);
+	st = cp_prep_dict_add(dict, s, len);
+	MemoryContextSwitchTo(old);
+	if (st == CP_PREP_DICT_FULL)
+		return LEARN_FULL;
+	if (st == CP_PREP_DICT_NO_MEMORY)
+		return LEARN_NO_MEMORY;
+	Assert(st == CP_PREP_DICT_ADDED);
+	ps->dict_bytes += value_charge(len);
+	*stored += len + sizeof(JEntry);
+	return LEARN_ADDED;
+}
+
 /* Learn a value of a text or boolean feature column. */
 static void
 learn_category(PassState *ps, int i, Datum d)
@@ -324,8 +364,6 @@ learn_category(PassState *ps, int i, Datum d)
 	int64		raw = text_length(d, lo->column_types[i]);
 	int32		len;
 	const char *s;
-	MemoryContext old;
-	CpPrepDictStatus st;
 
 	/* a value too long to learn at all is refused before it is read */
 	if (raw >= 0 && !fits_store(0, raw))
@@ -333,23 +371,18 @@ learn_category(PassState *ps, int i, Datum d)
 	if (raw >= 0 && value_charge(raw) > ps->byte_budget)
 		categories_too_big(ps, i, false);
 	s = cp_prep_category_bytes(d, lo->column_types[i], &len);
-	if (cp_prep_dict_contains(dict, s, len))
-		return;
-	/* a new value: charged before the dictionary copies it */
-	if (!fits_store(ps->stored_categories, len))
-		categories_too_big(ps, i, true);
-	if (!fits_budget(ps, len))
-		categories_too_big(ps, i, false);
-	old = MemoryContextSwitchTo(ps->cxt);
-	st = cp_prep_dict_add(dict, s, len);
-	MemoryContextSwitchTo(old);
-	switch (st)
+	switch (learn_value(ps, dict, &ps->stored_categories, s, len))
 	{
-		case CP_PREP_DICT_FOUND:
+		case LEARN_KNOWN:
+		case LEARN_ADDED:
 			return;
-		case CP_PREP_DICT_ADDED:
+		case LEARN_OVER_STORE:
+			categories_too_big(ps, i, true);
 			break;
-		case CP_PREP_DICT_FULL:
+		case LEARN_OVER_BUDGET:
+			categories_too_big(ps, i, false);
+			break;
+		case LEARN_FULL:
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("column \"%s\" of relation \"%s\" has more than %d distinct values",
@@ -357,15 +390,13 @@ learn_category(PassState *ps, int i, Datum d)
 							dict->max_categories),
 					 errhint("Raise max_categories, or leave the column out of features.")));
 			break;
-		case CP_PREP_DICT_NO_MEMORY:
+		case LEARN_NO_MEMORY:
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory learning the categories of column \"%s\"",
 							(char *) list_nth(lo->feature_names, i))));
 			break;
 	}
-	ps->dict_bytes += value_charge(len);
-	ps->stored_categories += len + sizeof(JEntry);
 }
 
 static void
@@ -399,8 +430,6 @@ learn_label(PassState *ps, Datum d, const CpRowContext *where)
 	char	   *s;
 	int32		len;
 	CpPrepDict *dict = ps->want_classes ? ps->classes : ps->labels;
-	MemoryContext old;
-	CpPrepDictStatus st;
 
 	if (lo->label_type == TEXTOID || lo->label_type == VARCHAROID)
 	{
@@ -425,25 +454,18 @@ learn_label(PassState *ps, Datum d, const CpRowContext *where)
 			s = psprintf(INT64_FORMAT, cp_datum_to_int64(d, lo->label_type));
 		len = (int32) strlen(s);
 	}
-	if (cp_prep_dict_contains(dict, s, len))
-		return;
-	/* a new value, charged as the categories are, before it is copied */
-	if (!fits_store(ps->stored_labels, len))
-		labels_too_big(ps, dict, true);
-	if (!fits_budget(ps, len))
-		labels_too_big(ps, dict, false);
-	old = MemoryContextSwitchTo(ps->cxt);
-	st = cp_prep_dict_add(dict, s, len);
-	MemoryContextSwitchTo(old);
-	switch (st)
+	switch (learn_value(ps, dict, &ps->stored_labels, s, len))
 	{
-		case CP_PREP_DICT_FOUND:
+		case LEARN_KNOWN:
+		case LEARN_ADDED:
 			return;
-		case CP_PREP_DICT_ADDED:
-			ps->dict_bytes += value_charge(len);
-			ps->stored_labels += len + sizeof(JEntry);
-			return;
-		case CP_PREP_DICT_FULL:
+		case LEARN_OVER_STORE:
+			labels_too_big(ps, dict, true);
+			break;
+		case LEARN_OVER_BUDGET:
+			labels_too_big(ps, dict, false);
+			break;
+		case LEARN_FULL:
 			if (dict == ps->labels)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_EXCEPTION),
@@ -458,7 +480,7 @@ learn_label(PassState *ps, Datum d, const CpRowContext *where)
 							lo->label_name, lo->relname, CP_MAX_CLASSES),
 					 errhint("A softmax model takes a label with few classes; use 'linear' for a continuous one.")));
 			break;
-		case CP_PREP_DICT_NO_MEMORY:
+		case LEARN_NO_MEMORY:
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory learning the labels of \"%s\"", lo->relname)));

@@ -164,6 +164,22 @@ check_training_relation(Oid relid, const CpTrainParams *p, bool ids_only,
 	return cols;
 }
 
+/*
+ * Whether the query refers to rel's row as one value, in what the scan
+ * emits or in a condition evaluated at the scan.
+ */
+static bool
+needs_whole_row(RelOptInfo *rel, Index rti)
+{
+	Bitmapset  *attrs = NULL;
+	ListCell   *lc;
+
+	pull_varattnos((Node *) rel->reltarget->exprs, rti, &attrs);
+	foreach(lc, rel->baserestrictinfo)
+		pull_varattnos((Node *) lfirst_node(RestrictInfo, lc)->clause, rti, &attrs);
+	return bms_is_member(InvalidAttrNumber - FirstLowInvalidHeapAttributeNumber, attrs);
+}
+
 static void
 cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 					RangeTblEntry *rte)
@@ -196,16 +212,13 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	/*
 	 * Our nodes emit the function's columns, not its row as one value.  A
 	 * query that needs the whole row (a reference to the alias itself, or
-	 * the row mark of UPDATE/DELETE/MERGE ... FROM the call) is left to a
-	 * function scan, whose implementation plans the call again on its own.
+	 * the row mark of UPDATE/DELETE/MERGE ... FROM the call), above the
+	 * scan or in a condition evaluated at it (WHERE r IS NOT NULL), is left
+	 * to a function scan, whose implementation plans the call again on its
+	 * own.
 	 */
-	foreach(lc, rel->reltarget->exprs)
-	{
-		Node	   *expr = lfirst(lc);
-
-		if (IsA(expr, Var) && ((Var *) expr)->varattno == InvalidAttrNumber)
-			return;
-	}
+	if (needs_whole_row(rel, rti))
+		return;
 
 	/*
 	 * Arguments known only at execution (parameters of a generic plan, a

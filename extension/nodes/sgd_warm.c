@@ -142,6 +142,22 @@ warm_grab_order(SgdState *s)
 	if (state_b64 == NULL)
 		return;
 
+	/*
+	 * The order and its block count come from the training rows (their
+	 * gradients' signs, the relation's size): the models view's rule
+	 * applies, as to the preprocessing.
+	 */
+	if (!s->warm->sees_data)
+	{
+		ereport(NOTICE,
+				(errmsg("stored block order of model \"%s\" not used: it is a figure of the rows the model was trained on",
+						name),
+				 errdetail("The weights are used; the first epoch visits the blocks in a random order."),
+				 OidIsValid(s->warm->relid) ?
+				 errhint("Ask for SELECT on the relation the model was trained on.") : 0));
+		return;
+	}
+
 	if (stored_ppb != (int64) sz->pages_per_block)
 	{
 		ereport(NOTICE,

@@ -62,6 +62,16 @@ FINDINGS: list[tuple[str, str, str, str, str, str | None]] = [
     ("shuffled_scan_whole_row", "XX000", r"variable not found in subplan target list",
      "SELECT s FROM corgipile.shuffled_scan('r_dense') AS s LIMIT 1",
      "a whole-row reference to shuffled_scan()'s row is missing from the CustomScan's target list: XX000", None),
+    ("train_whole_row_in_where", "XX000", r"variable not found in subplan target list",
+     "SELECT pg_catalog.count(*) FROM corgipile.train('r_sparse', 'logistic', features => 'vals', "
+     "feature_indices => 'idx', max_epoch_num => 1) AS r WHERE r IS NOT NULL",
+     "a whole-row reference to train()'s row in a condition evaluated at the scan (WHERE r IS "
+     "NOT NULL) was not seen by the planner hook, which looked only at the scan's output: XX000 "
+     "(SQL fuzzer, seed 13)", None),
+    ("shuffled_scan_whole_row_in_where", "XX000", r"variable not found in subplan target list",
+     "SELECT pg_catalog.count(*) FROM corgipile.shuffled_scan('r_dense') AS s "
+     "WHERE s IS NOT NULL AND s::text <> ''",
+     "the same for shuffled_scan()'s row in its WHERE clause: XX000", None),
     ("train_huge_max_epoch_num", "XX000", r"invalid memory alloc request size",
      "SELECT pg_catalog.count(*) FROM corgipile.train('r_dense', 'svm', max_epoch_num => 2147483647)",
      "train() allocates its per-epoch history for max_epoch_num epochs up front: "

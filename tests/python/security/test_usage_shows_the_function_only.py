@@ -39,7 +39,10 @@ MODELS = {
     "m_sparse": "'svm', features => 'vals', feature_indices => 'idx', n_features => 6",
     "m_soft": "'softmax', label => 'grade', features => 'x, color'",
     "m_raw": "'logistic', features => 'arr', standardize => 'off'",
+    "m_grab": "'svm', features => 'arr', standardize => 'off', shuffle => 'grab'",
 }
+# raw features: the weights are the function itself
+RAW = {"m_raw", "m_grab", "m_grab_imp"}
 # what the view may show a grantee of params (the settings no row decides)
 ALLOWED_PARAMS = {
     "shuffle", "learning_rate", "decay", "batch_size", "average", "seed", "double_buffer",
@@ -118,6 +121,12 @@ def setup(conn, roles):
         o.execute(f"SELECT count(*) FROM corgipile.train('secret_rows', {args}, "
                   f"model_name => '{name}', max_epoch_num => 2, seed => 3)")
         o.execute("SELECT corgipile.grant_model(%s, %s::regrole)", (name, grantee))
+    # a warm start needs the model's own training relation, or none: an
+    # imported copy (the owner's rights decide what it shows)
+    o.execute("SELECT corgipile.import_model('m_grab_imp', model, '(imported)', label, features, "
+              "feature_indices, n_features, weights, classes, params, history, created_at, "
+              "preprocess) FROM corgipile.models WHERE model_name = 'm_grab'")
+    o.execute("SELECT corgipile.grant_model('m_grab_imp', %s::regrole)", (grantee,))
     g = roles.connect(grantee)
     g.execute("SET corgipile.progress = off")
     g.execute("CREATE TABLE probe_rows (id int, label boolean, grade text, x float8, "
@@ -156,14 +165,13 @@ def test_a_grantee_gets_the_function_and_nothing_more(setup):
     # n_features of a preprocessed model; of params, the settings only
     rows = shown.rows("SELECT model_name, relation, relid, history, preprocess, n_features, "
                       "weights, params FROM corgipile.models ORDER BY 1")
-    assert [r[0] for r in rows] == sorted(MODELS)
+    assert [r[0] for r in rows] == sorted([*MODELS, "m_grab_imp"])
     for name, relation, relid, history, prep, n_features, weights, params in rows:
         assert (relation, relid, history, prep) == (None, None, None, None), name
         assert set(params) <= ALLOWED_PARAMS, (name, set(params) - ALLOWED_PARAMS)
-        if name == "m_raw":
-            # raw features: the weights are the function itself
+        if name in RAW:
             assert weights == o.execute("SELECT weights FROM corgipile.models "
-                                        "WHERE model_name = 'm_raw'").fetchone()[0]
+                                        "WHERE model_name = %s", (name,)).fetchone()[0]
             assert n_features == 2
         else:
             assert (n_features, weights) == (None, None), name
@@ -194,6 +202,15 @@ def test_a_grantee_gets_the_function_and_nothing_more(setup):
                   "features => 'x, z, color', warm_start => 'm_cols', max_epoch_num => 1)")
     shown.refused("SELECT count(*) FROM corgipile.train('probe_rows', 'logistic', "
                   "features => 'arr', warm_start => 'm_arr', max_epoch_num => 1)")
+    # a GraB model's stored block order comes from the owner's rows (their
+    # gradients' signs, the table's block count): a warm start takes the
+    # weights only
+    shown.rows("SELECT count(*) FROM corgipile.train('probe_rows', 'svm', features => 'arr', "
+               "shuffle => 'grab', standardize => 'off', warm_start => 'm_grab_imp', "
+               "max_epoch_num => 1, seed => 1)")
+    assert any('stored block order of model "m_grab_imp" not used: it is a figure of the rows' in t
+               for t in shown.texts), shown.texts[-3:]
+    assert not any("blocks of" in t or "the model ordered" in t for t in shown.texts)
     # the owner's rows
     shown.refused("SELECT * FROM corgipile.evaluate('m_cols', 'secret_rows')")
     shown.refused("SELECT count(*) FROM corgipile.train('secret_rows', 'svm', "
