@@ -110,6 +110,7 @@ typedef struct BlockRowsState
 	int64	   *ids;
 	int64		ids_cap;
 	bool		finished;
+	ExprContext *econtext;		/* where end_scan is registered, or NULL */
 } BlockRowsState;
 
 static void
@@ -523,7 +524,10 @@ corgipile_block_rows(PG_FUNCTION_ARGS)
 		funcctx->user_fctx = st;
 		/* a caller that stops early (LIMIT) still ends the scan */
 		if (rsinfo != NULL && IsA(rsinfo, ReturnSetInfo))
-			RegisterExprContextCallback(rsinfo->econtext, end_scan, PointerGetDatum(st));
+		{
+			st->econtext = rsinfo->econtext;
+			RegisterExprContextCallback(st->econtext, end_scan, PointerGetDatum(st));
+		}
 		MemoryContextSwitchTo(old);
 	}
 	funcctx = SRF_PERCALL_SETUP();
@@ -562,6 +566,14 @@ corgipile_block_rows(PG_FUNCTION_ARGS)
 		st->in_block = false;
 		SRF_RETURN_NEXT(funcctx, HeapTupleGetDatum(t));
 	}
+	/*
+	 * Done: SRF_RETURN_DONE frees st with the call's memory, so the callback
+	 * that would end the scan at the caller's shutdown goes first (left
+	 * registered, it read freed memory there: a backend crash sqlsmith found
+	 * once that memory had been reused).
+	 */
+	if (st->econtext != NULL)
+		UnregisterExprContextCallback(st->econtext, end_scan, PointerGetDatum(st));
 	end_scan(PointerGetDatum(st));
 	SRF_RETURN_DONE(funcctx);
 }

@@ -216,7 +216,17 @@ replan(FunctionCallInfo fcinfo, const char *function, int nargs, const Oid *type
 	funcctx = SRF_PERCALL_SETUP();
 	tuple = fetch_row(function, (char *) funcctx->user_fctx);
 	if (tuple == NULL)
+	{
+		/*
+		 * The cursor is closed, and SRF_RETURN_DONE frees its name with the
+		 * call's memory: the callback that would close it goes first, or it
+		 * would read the freed name at the caller's shutdown.
+		 */
+		if (rsinfo != NULL && IsA(rsinfo, ReturnSetInfo))
+			UnregisterExprContextCallback(rsinfo->econtext, close_cursor,
+										  PointerGetDatum(funcctx->user_fctx));
 		SRF_RETURN_DONE(funcctx);
+	}
 	SRF_RETURN_NEXT(funcctx, heap_copy_tuple_as_datum(tuple, funcctx->tuple_desc));
 }
 
