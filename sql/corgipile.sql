@@ -73,46 +73,65 @@ COMMENT ON COLUMN corgipile.model_store.preprocess IS 'Feature statistics and ca
 -- of an upgraded database, which revoked 0.1.0's grants).
 REVOKE ALL ON corgipile.model_store FROM PUBLIC;
 
+-- Category values and class labels are stored uncompressed, out of line:
+-- compressing a value is one more copy of it in the backend that writes
+-- the model (pglz's output buffer), and one more in each that reads it.
+-- The first pass charges what writing costs (docs/security.md, "Resource
+-- bounds"); small values (most) stay in the row as before.
+ALTER TABLE corgipile.model_store ALTER COLUMN preprocess SET STORAGE EXTERNAL,
+                                  ALTER COLUMN classes SET STORAGE EXTERNAL;
+
 -- Models are dumped with the database.
 SELECT pg_catalog.pg_extension_config_dump('corgipile.model_store', '');
 SELECT pg_catalog.pg_extension_config_dump('corgipile.model_name_seq', '');
 
 -- The models a role may see: those it owns (or whose owner role it has the
--- privileges of) or was granted USAGE on, superusers all.  "Readable"
--- below: the role may SELECT the training relation, or, when that relation
--- is gone or unknown (relid NULL), it has the owner's privileges; relation,
--- history, the preprocessing and the dataset figures of params are shown
--- only then.  The expression is repeated rather than joined in, so that the
--- view stays a single-table view: a superuser may DELETE through it, and
--- other roles get "permission denied".
-CREATE VIEW corgipile.models WITH (security_barrier) AS
+-- privileges of) or was granted USAGE on, superusers all.
+-- What a model shows a role that may not read its training rows (a USAGE
+-- grantee without SELECT on the training relation; the owner of a model
+-- without one): the model's function and nothing of its preprocessing.
+-- The rule is C's (cp_model_may_see_data), the one predict, evaluate,
+-- model_coefficients, warm_start and block_rows apply.  The view calls it
+-- in each column it guards rather than once in a lateral subquery: a join
+-- would make the view not automatically updatable, and superusers delete
+-- model rows through it.
+CREATE FUNCTION corgipile.may_see_model_data(relid oid, owner_id oid)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'corgipile_may_see_model_data'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION corgipile.may_see_model_data IS 'Whether the current role may see what a model holds of its training rows (relation, history, preprocessing, the weights of a preprocessed model, the params that describe the rows): SELECT on the training relation while it exists, else the rights of the model''s owner.  The rule of corgipile.models.';
+
+-- For a role that may not see the rows: no relation, history or
+-- preprocess; no weights or n_features of a preprocessed model (they are
+-- in its scaled, one-hot space: with two predictions they give each
+-- feature's std, and n_features counts the categories); of params only
+-- the training's settings that no row decides (l2 and max_epoch_num are
+-- left out: their defaults follow the row count).
+CREATE OR REPLACE VIEW corgipile.models WITH (security_barrier) AS
 SELECT s.model_name,
        s.model,
-       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
-                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
-            THEN s.relation END AS relation,
+       CASE WHEN corgipile.may_see_model_data(s.relid, s.owner_id) THEN s.relation END AS relation,
        s.label,
        s.features,
        s.feature_indices,
-       s.n_features,
-       s.weights,
+       CASE WHEN s.preprocess IS NULL OR corgipile.may_see_model_data(s.relid, s.owner_id)
+            THEN s.n_features END AS n_features,
+       CASE WHEN s.preprocess IS NULL OR corgipile.may_see_model_data(s.relid, s.owner_id)
+            THEN s.weights END AS weights,
        s.classes,
-       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
-                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
-            THEN s.params
-            -- the figures of params that describe the training relation
-            ELSE s.params OPERATOR(pg_catalog.-)
-                 '{n_blocks,pages_per_block,blocks_per_buffer,window_rows,reservoir_rows,validation,holdout}'::text[]
+       CASE WHEN corgipile.may_see_model_data(s.relid, s.owner_id) THEN s.params
+            ELSE COALESCE((SELECT pg_catalog.jsonb_object_agg(p.key, p.value)
+                             FROM pg_catalog.jsonb_each(s.params) AS p(key, value)
+                            WHERE p.key OPERATOR(pg_catalog.=) ANY
+                                  ('{shuffle,learning_rate,decay,batch_size,average,seed,double_buffer,layout,l1,tolerance,n_iter_no_change,n_outputs,standardize,max_categories,workers,block_size,buffer_size,parallel_sync,parallel_grab,grab_granularity}'::pg_catalog.text[])),
+                          '{}'::pg_catalog.jsonb)
        END AS params,
-       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
-                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
-            THEN s.history END AS history,
+       CASE WHEN corgipile.may_see_model_data(s.relid, s.owner_id) THEN s.history END AS history,
        s.created_at,
        pg_catalog.pg_get_userbyid(s.owner_id) AS owner,
        s.owner_id,
-       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
-                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
-            THEN s.relid END AS relid,
+       CASE WHEN corgipile.may_see_model_data(s.relid, s.owner_id) THEN s.relid END AS relid,
        -- roles dropped since they were granted leave their OIDs behind
        ARRAY(SELECT g.r::pg_catalog.regrole
                FROM pg_catalog.unnest(s.usage_roles) WITH ORDINALITY AS g(r, n)
@@ -120,15 +139,13 @@ SELECT s.model_name,
                              WHERE a.oid OPERATOR(pg_catalog.=) g.r)
               ORDER BY g.n) AS usage_roles,
        -- statistics and category values of the training relation's rows
-       CASE WHEN COALESCE(pg_catalog.has_table_privilege(s.relid, 'SELECT'),
-                     pg_catalog.pg_has_role(s.owner_id, 'USAGE'))
-            THEN s.preprocess END AS preprocess
+       CASE WHEN corgipile.may_see_model_data(s.relid, s.owner_id) THEN s.preprocess END AS preprocess
   FROM corgipile.model_store AS s
  WHERE pg_catalog.pg_has_role(s.owner_id, 'USAGE')
     OR EXISTS (SELECT 1 FROM pg_catalog.unnest(s.usage_roles) AS g(role)
                 WHERE pg_catalog.pg_has_role(g.role, 'USAGE'));
 
-COMMENT ON VIEW corgipile.models IS 'The models the current role owns or was granted USAGE on (superusers: all); relation, history, preprocessing and dataset figures only where the role may read the training relation.';
+COMMENT ON VIEW corgipile.models IS 'The models the current role owns or was granted USAGE on (superusers: all).  Where the role may not read the training relation (corgipile.may_see_model_data), the model''s function only: no relation, history or preprocess, no weights or n_features of a preprocessed model, and of params only the settings no row decides.';
 GRANT SELECT ON corgipile.models TO PUBLIC;
 
 -- ---------------------------------------------------------------------------

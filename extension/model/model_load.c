@@ -321,12 +321,14 @@ cp_models_load(const char *model_name)
 	 * and nothing more.  Whether a category column held NULLs changes no
 	 * prediction (NULL is all zeros either way), only whether a NULL is
 	 * counted as unseen: for such a role every NULL is, so the count tells
-	 * nothing of the training rows.
+	 * nothing of the training rows.  (A number column's flag gives it a
+	 * missing indicator, part of the function: kept.)
 	 */
 	m->sees_data = cp_models_may_see_data(m);
 	if (m->prep != NULL && !m->sees_data)
 		for (int i = 0; i < m->prep->n_columns; i++)
-			m->prep->columns[i].nulls_seen = false;
+			if (m->prep->columns[i].onehot)
+				m->prep->columns[i].nulls_seen = false;
 
 	MemoryContextSwitchTo(old);
 	SPI_finish();
