@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -33,21 +32,6 @@ def make_uneven_table(conn, name: str = "uneven", n: int = 6000) -> None:
     conn.execute(f"VACUUM {name}")
 
 
-def free_port() -> int:
-    """A free TCP port in this engineer's torch.distributed range, else any."""
-    lo, hi = (int(x) for x in os.environ.get("CORGIPILE_TORCH_PORTS", "56700-56799").split("-"))
-    for port in range(lo, hi + 1):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def torchrun(tmp_path: Path, nproc: int, *args: str, timeout: int = 120,
              job: str = "dist_job.py") -> list[dict]:
     """Run a job (dist_job.py) on nproc ranks with torchrun; each rank's
@@ -55,9 +39,10 @@ def torchrun(tmp_path: Path, nproc: int, *args: str, timeout: int = 120,
     (its own process group) and fails the test instead of hanging it."""
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-           str(HERE / job), "--out", str(out), *args]
+    # --standalone: the rendezvous store listens on a port the kernel hands
+    # out (port 0), so runs side by side never race for one
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+           str(nproc), str(HERE / job), "--out", str(out), *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          start_new_session=True)
