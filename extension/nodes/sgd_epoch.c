@@ -51,6 +51,22 @@ epoch_notice(SgdState *s, int epoch)
 	return epoch % (step * 10) == 0;
 }
 
+/*
+ * The epochs max_epoch_num => NULL allows a table of this many training
+ * rows: as many as make CP_DEFAULT_MIN_ROW_STEPS row steps, at least
+ * CP_DEFAULT_EPOCHS, at most CP_DEFAULT_MAX_EPOCHS.  The first epoch knows
+ * the rows; EXPLAIN estimates them (cp_sgd_explain_epochs).
+ */
+int32
+cp_sgd_default_epochs(int64 rows)
+{
+	if (rows <= 0)
+		return CP_DEFAULT_EPOCHS;
+	return (int32) Max((int64) CP_DEFAULT_EPOCHS,
+					   Min((int64) CP_DEFAULT_MAX_EPOCHS,
+						   (CP_DEFAULT_MIN_ROW_STEPS + rows - 1) / rows));
+}
+
 void
 cp_sgd_run_epoch(SgdState *s)
 {
@@ -201,10 +217,7 @@ cp_sgd_run_epoch(SgdState *s)
 	 */
 	if (s->params.epochs_auto && s->n_done == 1 && res->tuples > 0)
 	{
-		s->params.max_epoch_num = (int32)
-			Max((int64) CP_DEFAULT_EPOCHS,
-				Min((int64) CP_DEFAULT_MAX_EPOCHS,
-					(CP_DEFAULT_MIN_ROW_STEPS + res->tuples - 1) / res->tuples));
+		s->params.max_epoch_num = cp_sgd_default_epochs(res->tuples);
 		if (s->params.converge_auto && cp_sgd_polish_applies(s))
 		{
 			s->polish_planned = true;

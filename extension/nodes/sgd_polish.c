@@ -127,21 +127,24 @@ char *
 cp_sgd_explain_epochs(SgdState *s)
 {
 	double		est = s->src->rel->rd_rel->reltuples;
-	char	   *until = psprintf("until converged (the averaged model's objective improving by less than %g%% in %d epoch%s), at most %d, or %d below %d rows",
+	char	   *cap = est >= 0 ?
+		psprintf("at most %d (about %.0f rows)", cp_sgd_default_epochs((int64) est), est) :
+		psprintf("at most %d, or up to %d below %d rows (the table has not been analyzed)",
+				 CP_DEFAULT_EPOCHS, CP_DEFAULT_MAX_EPOCHS,
+				 CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS);
+	char	   *until = psprintf("until converged (the averaged model's objective improving by less than %g%% in %d epoch%s), %s",
 								 CP_DEFAULT_RTOL * 100.0, s->params.n_iter_no_change,
-								 s->params.n_iter_no_change == 1 ? "" : "s",
-								 CP_DEFAULT_EPOCHS, CP_DEFAULT_MAX_EPOCHS,
-								 CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS);
+								 s->params.n_iter_no_change == 1 ? "" : "s", cap);
 	bool		smooth = s->params.model != CP_MODEL_SVM && s->params.l1 == 0.0;
 
 	if (s->params.early_stopping)
-		return psprintf("at most %d (up to %d below %d rows); stops by tolerance",
-						CP_DEFAULT_EPOCHS, CP_DEFAULT_MAX_EPOCHS,
-						CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS);
+		return psprintf("%s; stops by tolerance", cap);
 	if (!s->params.converge_auto)
-		return psprintf("%d; below %d rows, enough for %d row steps (at most %d)",
-						CP_DEFAULT_EPOCHS, CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS,
-						CP_DEFAULT_MIN_ROW_STEPS, CP_DEFAULT_MAX_EPOCHS);
+		return est >= 0 ?
+			psprintf("%d (about %.0f rows)", cp_sgd_default_epochs((int64) est), est) :
+			psprintf("%d; below %d rows, enough for %d row steps (at most %d)",
+					 CP_DEFAULT_EPOCHS, CP_DEFAULT_MIN_ROW_STEPS / CP_DEFAULT_EPOCHS,
+					 CP_DEFAULT_MIN_ROW_STEPS, CP_DEFAULT_MAX_EPOCHS);
 	if (!(cp_polish_enabled && smooth && s->params.default_rate && s->params.average &&
 		  (s->params.l2_auto || s->params.l2 > 0.0) && s->n_procs == 1 &&
 		  !OidIsValid(s->params.validation_relid) && s->params.validation_fraction == 0.0))
@@ -152,8 +155,7 @@ cp_sgd_explain_epochs(SgdState *s)
 	if (est <= CP_POLISH_MAX_ROWS)
 		return psprintf("%d, then the polish (about %.0f rows: at most %d are polished)",
 						CP_DEFAULT_POLISH_EPOCHS, est, CP_POLISH_MAX_ROWS);
-	return psprintf("%s (about %.0f rows: more than the polish's %d)",
-					until, est, CP_POLISH_MAX_ROWS);
+	return psprintf("%s; more rows than the polish's %d", until, CP_POLISH_MAX_ROWS);
 }
 
 /* The squared loss's gradient bound scales with the label (CP_POLISH_GTOL). */
@@ -199,17 +201,6 @@ cp_sgd_polish_model(SgdState *s)
 		CpModel		scored = *m;
 		CpStats		st;
 
-		s->polish_json = psprintf("{\"rows\": " INT64_FORMAT ", \"iterations\": %d, "
-								  "\"passes\": %d, \"objective_sgd\": %.17g, "
-								  "\"objective\": %.17g, \"gradient_max\": %.3g, "
-								  "\"gradient_bound\": %.3g, "
-								  "\"converged\": %s, \"stop\": \"%s\"}",
-								  rows.n_rows, res.iterations, res.passes,
-								  res.objective_before, res.objective_after,
-								  res.gradient_max, polish_gtol(m, &rows),
-								  res.converged ? "true" : "false",
-								  polish_stop_name(res.stop));
-
 		/*
 		 * The last row returned: the stored model's figures on the rows it
 		 * was polished on (loss and score as the epochs' rows name them, but
@@ -227,6 +218,23 @@ cp_sgd_polish_model(SgdState *s)
 		s->polish_row.score = cp_stats_score(&st, m->kind);
 		s->polish_row.seconds = INSTR_TIME_GET_DOUBLE(elapsed);
 		s->has_polish_row = true;
+		/*
+		 * params.polish: what it did, and the row's figures for later readers
+		 * (not its seconds: a seed's model is the same every time)
+		 */
+		s->polish_json = psprintf("{\"rows\": " INT64_FORMAT ", \"iterations\": %d, "
+								  "\"passes\": %d, \"objective_sgd\": %.17g, "
+								  "\"objective\": %.17g, \"gradient_max\": %.3g, "
+								  "\"gradient_bound\": %.3g, "
+								  "\"converged\": %s, \"stop\": \"%s\", "
+								  "\"loss\": %.17g, \"score\": %s}",
+								  rows.n_rows, res.iterations, res.passes,
+								  res.objective_before, res.objective_after,
+								  res.gradient_max, polish_gtol(m, &rows),
+								  res.converged ? "true" : "false",
+								  polish_stop_name(res.stop), s->polish_row.loss,
+								  isnan(s->polish_row.score) ? "null" :
+								  psprintf("%.17g", s->polish_row.score));
 		if (cp_progress_notices)
 			ereport(NOTICE,
 					(errmsg("corgipile: model=%s polish passes=%d tuples=" INT64_FORMAT " loss=%.6f score=%.6f seconds=%.3f",

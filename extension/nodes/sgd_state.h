@@ -150,6 +150,7 @@ extern void cp_sgd_record_grab(SgdState *s, CpTrainRecord *rec);
 /* sgd_polish.c */
 extern bool cp_sgd_polish_applies(SgdState *s);
 extern char *cp_sgd_explain_epochs(SgdState *s);
+extern int32 cp_sgd_default_epochs(int64 rows);
 extern void cp_sgd_polish_model(SgdState *s);
 
 /* sgd_save.c */

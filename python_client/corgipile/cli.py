@@ -410,14 +410,21 @@ def cmd_train(args: argparse.Namespace) -> int:
                        "classes": model.classes, "params": model.params,
                        "history": model.history_records()}))
         return 0
-    print(format_table(["epoch", "tuples", "loss", "score", "validation_score", "seconds"],
-                       [tuple(e) for e in model.history]))
+    rows: list[tuple[Any, ...]] = [tuple(e) for e in model.history]
+    # the epochs' scores are of iterates on their way; a polished model's own
+    # figures on its training rows are the polish's row, as train() returns it
+    polish = (model.params or {}).get("polish") or {}
+    if "score" in polish:
+        rows.append(("polish", polish["rows"], polish["loss"], polish["score"], None, None))
+    print(format_table(["epoch", "tuples", "loss", "score", "validation_score", "seconds"], rows))
     last = model.history[-1] if model.history else None
     summary = f'model "{model.name}" stored: {model.model}, {model.n_features} features'
-    if last is not None:
-        summary += f", final score {last.score:.4f}"
-        if last.validation_score is not None:
-            summary += f", validation {last.validation_score:.4f}"
+    if "score" in polish and polish["score"] is not None:
+        summary += f", training score {polish['score']:.4f} (polished)"
+    elif last is not None:
+        summary += f", last epoch's training score {last.score:.4f}"
+    if last is not None and last.validation_score is not None:
+        summary += f", validation {last.validation_score:.4f}"
     print(summary)
     return 0
 

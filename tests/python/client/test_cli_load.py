@@ -71,3 +71,21 @@ def test_result_to_dataframe(client):
         {"n": [1, 2, 3], "half": [0.5, 1.0, 1.5], "name": ["r1", "r2", "r3"]}),
         check_dtype=False)
     assert client.execute("SELECT 1 AS one WHERE false").to_dataframe().columns.tolist() == ["one"]
+
+
+def test_train_shows_the_polished_models_own_score(cli, conn, tmp_path):
+    """A default training of a small table is polished: `corgipile train`
+    shows the polish's row and gives the stored model's training score (the
+    accuracy evaluate() finds on the same rows), not the last epoch's."""
+    conn.execute("CREATE TABLE small AS SELECT g AS id, (g % 2) AS label, "
+                 "ARRAY[(g % 2) + (g % 7) / 3.0, (g % 5) / 5.0]::float8[] AS features "
+                 "FROM pg_catalog.generate_series(1, 400) AS g")
+    out = cli("train", "small", "logistic", "--name", "pol", "--seed", "1").stdout
+    polish = conn.execute("SELECT params->'polish' FROM corgipile.models "
+                          "WHERE model_name = 'pol'").fetchone()[0]
+    accuracy = dict(conn.execute("SELECT metric, value FROM corgipile.evaluate('pol', 'small')"
+                                 ).fetchall())["accuracy"]
+    assert polish["score"] == pytest.approx(accuracy, abs=1e-12)
+    table = [line.split("|") for line in out.splitlines() if "|" in line]
+    assert [c.strip() for c in table[-1][:2]] == ["polish", "400"]
+    assert out.splitlines()[-1].endswith(f"training score {accuracy:.4f} (polished)")
