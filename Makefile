@@ -16,6 +16,8 @@ OBJS = \
 	extension/util/prefetch.o \
 	extension/util/spi.o \
 	extension/util/json.o \
+	extension/cluster/citus_meta.o \
+	extension/cluster/node_conn.o \
 	extension/params/params.o \
 	extension/params/shuffles.o \
 	extension/io/block_cache.o \
@@ -63,6 +65,7 @@ OBJS = \
 	extension/functions/shuffle_table.o \
 	extension/functions/sizing.o \
 	extension/functions/block_rows.o \
+	extension/functions/cluster_nodes.o \
 	extension/functions/model_view.o \
 	extension/core/linear_model.o \
 	extension/core/shuffle.o \
@@ -85,7 +88,10 @@ DATA = extension/corgipile.control \
 REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel validation divergence stopping torch_io missing
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
-PG_CPPFLAGS = -I$(srcdir)/extension
+PG_CPPFLAGS = -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir)
+# libpq, for the sessions a distributed training holds on the nodes
+# (cluster/node_conn.c), as postgres_fdw links it
+SHLIB_LINK_INTERNAL = -L$(shell $(PG_CONFIG) --libdir) -lpq
 # -fno-semantic-interposition: in position-independent code GCC will not
 # inline a function other files can see (cp_margin_dense, cp_dloss,
 # cp_stats_add into the SGD step), in case another library interposes it;
@@ -123,7 +129,7 @@ override CFLAGS += $(CFLAGS_SL)
 all: $(SHLIB)
 $(SHLIB): $(OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -shared -o $@ $(OBJS) $(LDFLAGS) $(LDFLAGS_SL) $(SHLIB_LINK) $(BE_DLLLIBS)
+	$(CC) $(CFLAGS) -shared -o $@ $(OBJS) $(LDFLAGS) $(LDFLAGS_SL) $(SHLIB_LINK_INTERNAL) $(SHLIB_LINK) $(BE_DLLLIBS)
 
 $(DATA_built): sql/corgipile.sql extension/corgipile.control
 	cp $< $@

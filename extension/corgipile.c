@@ -13,6 +13,7 @@
 #include "nodes/extensible.h"
 #include "utils/guc.h"
 
+#include "cluster/node_conn.h"
 #include "io/block_cache.h"
 #include "io/prep.h"
 #include "nodes/block_shuffle.h"
@@ -95,4 +96,5 @@ _PG_init(void)
 	RegisterCustomScanMethods(&cp_block_shuffle_scan_methods);
 	RegisterCustomScanMethods(&cp_call_scan_methods);
 	cp_planner_init();
+	cp_node_conn_init();
 }

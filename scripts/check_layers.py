@@ -47,11 +47,12 @@ C_ALLOWED = {
     "util": {"core"},
     "params": {"core"},
     "io": {"core", "util", "params"},
-    "model": {"core", "util", "params", "io"},
-    "shuffle": {"core", "util", "params", "io"},
-    "nodes": {"core", "util", "params", "io", "model", "shuffle"},
-    "functions": {"core", "util", "params", "io", "model", "shuffle"},
-    "": {"core", "util", "params", "io", "model", "shuffle", "nodes", "functions"},
+    "cluster": {"core", "util", "params"},
+    "model": {"core", "util", "params", "io", "cluster"},
+    "shuffle": {"core", "util", "params", "io", "cluster"},
+    "nodes": {"core", "util", "params", "io", "model", "shuffle", "cluster"},
+    "functions": {"core", "util", "params", "io", "model", "shuffle", "cluster"},
+    "": {"core", "util", "params", "io", "model", "shuffle", "nodes", "functions", "cluster"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -13,6 +13,9 @@
 #                                         cluster; safe to run again.
 #   scripts/pgcluster.sh env DIR PORT     print PGHOST/PGPORT/PGUSER exports (and
 #                                         PGPASSFILE once `password` has run)
+#
+# CORGIPILE_PG_PRELOAD, when set at the first start, is the new cluster's
+# shared_preload_libraries (citus for scripts/citus_cluster.sh).
 set -euo pipefail
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
@@ -66,6 +69,9 @@ max_connections = 50
 shared_buffers = 128MB
 log_min_messages = warning
 CONF
+        if [ -n "${CORGIPILE_PG_PRELOAD:-}" ]; then
+            echo "shared_preload_libraries = '$CORGIPILE_PG_PRELOAD'" >>"$data/postgresql.conf"
+        fi
     fi
     if ! as_owner "$BINDIR/pg_ctl" -D "$data" status >/dev/null 2>&1; then
         # -p: the port asked for now wins over the one written at initdb

@@ -34,29 +34,14 @@ for f in build.sh madlib-2.1.0.tar.gz eigen-branches-3.2.tar.gz; do
 done
 build=$(realpath -m "${CORGIPILE_MADLIB_BUILD:-build/madlib}")
 src_pg_config=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-if [ ! -x "$src_pg_config" ]; then
-    echo "make test-madlib: no pg_config at $src_pg_config; set PG_CONFIG to a PostgreSQL 15's" >&2
-    exit 2
-fi
 
-# 1. the relocated copy (Debian's layout: <root>/usr/lib/postgresql/15, share, include)
-libroot=$(dirname "$("$src_pg_config" --bindir)")
-root=${libroot%/usr/lib/postgresql/15}
-if [ "$root" = "$libroot" ]; then
-    echo "make test-madlib: $src_pg_config is not laid out as Debian's PostgreSQL 15" \
-        "(<root>/usr/lib/postgresql/15/bin); set PG_CONFIG to one that is" >&2
-    exit 2
-fi
+# 1. the relocated copy
+. scripts/relocated_pg.sh
 copy=$build/pg
-pg_config=$copy/usr/lib/postgresql/15/bin/pg_config
-if [ ! -x "$pg_config" ]; then
-    echo "== a relocated copy of $root/usr/lib/postgresql/15 in $copy"
-    rm -rf "$copy"
-    mkdir -p "$copy/usr/lib/postgresql" "$copy/usr/share/postgresql" "$copy/usr/include"
-    cp -a "$root/usr/lib/postgresql/15" "$copy/usr/lib/postgresql/"
-    cp -a "$root/usr/share/postgresql/15" "$copy/usr/share/postgresql/"
-    cp -a "$root/usr/include/postgresql" "$copy/usr/include/"
-fi
+pg_config=$(relocated_pg "$src_pg_config" "$copy") || {
+    echo "make test-madlib: cannot make a copy of PostgreSQL" >&2
+    exit 2
+}
 
 # 2. MADlib, rebuilt only when the vendored sources changed
 stamp=$(cat "$vendor/build.sh" "$vendor/madlib-2.1.0.tar.gz" "$vendor/eigen-branches-3.2.tar.gz" \

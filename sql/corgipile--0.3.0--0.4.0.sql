@@ -212,3 +212,18 @@ ROWS 20
 SUPPORT corgipile.train_support;
 
 COMMENT ON FUNCTION corgipile.train IS 'Train a model with SGD over a table; one row per epoch. The model is stored in corgipile.models. learning_rate NULL: the default schedule (rate 0.1, iterates averaged from epoch 2, implicit steps for linear). average: averaged SGD on or off (NULL: on with the default rate). buffer_size NULL: the whole table when its heap fits maintenance_work_mem, else 10%. max_epoch_num and tolerance NULL: until the averaged model converges (its objective on a seeded sample of the rows improves by less than 0.5%), at most 20 epochs (up to 1000 below 50,000 rows); on a table the polish takes, 3 epochs and then L-BFGS to the minimum. l2 NULL: 1/rows with the default schedule (scikit-learn''s C = 1), else 0. validation: a table, or a percentage of this one held out (''20%''). standardize: auto, on, scale_only or off. missing: what a NULL number becomes: skip (the row is left out), mean, median or zero (imputed, as scikit-learn''s SimpleImputer; the statistic is stored with the model and applied by predict and evaluate); missing_indicator: add a 0/1 feature per column that had NULLs. warm_start: start from a stored model''s weights (and, for shuffle => ''grab'', its block order). workers: processes that train, the leader included.';
+
+-- ---------------------------------------------------------------------------
+-- Citus: the nodes a distributed training and a model's copies reach
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION corgipile.cluster_nodes(
+    OUT node_name text,
+    OUT node_port integer,
+    OUT group_id integer,
+    OUT corgipile_version text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'corgipile_cluster_nodes'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.cluster_nodes IS 'On a Citus coordinator: each active primary worker node, connected to as the current role, with its corgipile version. An error names a node that cannot be reached, refuses the role, or lacks corgipile at this node''s version.';

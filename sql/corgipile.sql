@@ -410,3 +410,18 @@ AS 'MODULE_PATHNAME', 'corgipile_block_rows'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 16;
 
 COMMENT ON FUNCTION corgipile.block_rows IS 'The visible rows of the blocks of pages_per_block pages starting at first_pages, one output row per block (or per chunk of a large one): n_rows, dim, y (float8 labels), x (n_rows x dim float4 or float8 features, little-endian), ids (int8, with id_column). label defaults to ''label'', features to ''features''; with model the model''s columns, label encoding and preprocessing apply.';
+
+-- ---------------------------------------------------------------------------
+-- Citus: the nodes a distributed training and a model's copies reach
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION corgipile.cluster_nodes(
+    OUT node_name text,
+    OUT node_port integer,
+    OUT group_id integer,
+    OUT corgipile_version text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'corgipile_cluster_nodes'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.cluster_nodes IS 'On a Citus coordinator: each active primary worker node, connected to as the current role, with its corgipile version. An error names a node that cannot be reached, refuses the role, or lacks corgipile at this node''s version.';

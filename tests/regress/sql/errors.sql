@@ -108,6 +108,9 @@ SELECT * FROM corgipile.train('label_idx', 'svm', features => 'label', feature_i
 SELECT count(*) FROM corgipile.train('points', 'svm', model_name => 'taken', max_epoch_num => 1);
 SELECT * FROM corgipile.train('points', 'svm', model_name => 'taken');
 
+-- the Citus nodes, asked of a server without Citus
+SELECT * FROM corgipile.cluster_nodes();
+
 -- after all of that, the server is fine
 SELECT epoch, tuples FROM corgipile.train('points', 'svm', model_name => 'still_fine',
                                           max_epoch_num => 1, seed => 1);
