@@ -2,6 +2,8 @@
 # A Citus cluster on one machine for the distributed tests: a coordinator and
 # two workers of a PostgreSQL 15 that has Citus and corgipile installed.
 #
+#   scripts/citus_cluster.sh available    exit 0 if Citus can be had here (below),
+#                                         else say why and exit 3
 #   scripts/citus_cluster.sh build        print the pg_config of a PostgreSQL
 #                                         with Citus and this checkout's corgipile
 #   scripts/citus_cluster.sh start DIR    start the three nodes under DIR on free
@@ -25,6 +27,16 @@ cd "$(dirname "$0")/.."
 
 cmd=${1:?usage: citus_cluster.sh build|start DIR|stop DIR}
 
+vendor=${CORGIPILE_CITUS_VENDOR:-/work/shared/vendor/citus}
+
+# why Citus cannot be had here, or nothing
+unavailable() {
+    if [ -z "${CORGIPILE_CITUS_PG_CONFIG:-}" ] && { [ ! -f "$vendor/build.sh" ] || [ ! -f "$vendor/citus-13.2.2.tar.gz" ]; }; then
+        echo "no Citus: neither CORGIPILE_CITUS_PG_CONFIG (a PostgreSQL 15 with Citus)" \
+            "nor Citus' vendored sources ($vendor/build.sh and citus-13.2.2.tar.gz; CORGIPILE_CITUS_VENDOR)"
+    fi
+}
+
 citus_pg_config() {
     if [ -n "${CORGIPILE_CITUS_PG_CONFIG:-}" ]; then
         if [ ! -e "$("$CORGIPILE_CITUS_PG_CONFIG" --pkglibdir)/citus.so" ]; then
@@ -35,13 +47,11 @@ citus_pg_config() {
         echo "$CORGIPILE_CITUS_PG_CONFIG"
         return
     fi
-    local vendor build pg_config stamp
-    vendor=${CORGIPILE_CITUS_VENDOR:-/work/shared/vendor/citus}
-    if [ ! -f "$vendor/build.sh" ] || [ ! -f "$vendor/citus-13.2.2.tar.gz" ]; then
-        echo "citus_cluster.sh: Citus' vendored sources are not there (no $vendor/build.sh" \
-            "and citus-13.2.2.tar.gz): set CORGIPILE_CITUS_VENDOR to their directory, or" \
-            "CORGIPILE_CITUS_PG_CONFIG to a PostgreSQL 15 with Citus installed" >&2
-        return 2
+    local build pg_config stamp why
+    why=$(unavailable)
+    if [ -n "$why" ]; then
+        echo "citus_cluster.sh: $why" >&2
+        return 3
     fi
     build=$(realpath -m "${CORGIPILE_CITUS_BUILD:-build/citus}")
     . scripts/relocated_pg.sh
@@ -67,6 +77,10 @@ nodes=(coordinator worker1 worker2)
 owner=$( [ "$(id -u)" = 0 ] && echo postgres || id -un)
 
 case "$cmd" in
+available)
+    why=$(unavailable)
+    [ -z "$why" ] || { echo "$why"; exit 3; }
+    ;;
 build)
     pg_config=$(citus_pg_config)
     make -s PG_CONFIG="$pg_config" >&2

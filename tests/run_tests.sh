@@ -37,6 +37,17 @@ if ! make -s -C benchmarks/bismarck PG_CONFIG="$PG_CONFIG" installcheck; then
     exit 1
 fi
 
+echo "== Citus: a coordinator and two workers for tests/python/citus"
+if why=$(scripts/citus_cluster.sh available); then
+    citus=$(mktemp -d /tmp/corgipile-citus.XXXXXX)
+    chmod 755 "$citus"
+    trap 'scripts/citus_cluster.sh stop "$citus" immediate || true; rm -rf "$citus"; cleanup' EXIT
+    scripts/citus_cluster.sh start "$citus"
+    export CORGIPILE_CITUS_CLUSTER=$citus
+else
+    echo "$why: tests/python/citus is skipped"
+fi
+
 echo "== pytest"
 export CORGIPILE_TEST_CLUSTER="$cluster"
 export PYTHONDONTWRITEBYTECODE=1

@@ -77,26 +77,15 @@ class CitusCluster:
         self._pgcluster("start", str(self.worker_dirs[i]), str(self.worker_ports[i]))
 
 
-def _can_have_citus() -> str | None:
-    """Why Citus cannot be had here, or None."""
-    if os.environ.get("CORGIPILE_CITUS_PG_CONFIG"):
-        return None
-    vendor = Path(os.environ.get("CORGIPILE_CITUS_VENDOR", "/work/shared/vendor/citus"))
-    if not (vendor / "build.sh").is_file():
-        return (f"no Citus: neither CORGIPILE_CITUS_PG_CONFIG (a PostgreSQL 15 with Citus) "
-                f"nor Citus' vendored sources ({vendor}/build.sh, CORGIPILE_CITUS_VENDOR)")
-    return None
-
-
 @pytest.fixture(scope="session")
 def citus() -> Iterator[CitusCluster]:
     given = os.environ.get("CORGIPILE_CITUS_CLUSTER")
     if given:
         yield CitusCluster.read(Path(given))
         return
-    why = _can_have_citus()
-    if why:
-        pytest.skip(why)
+    available = subprocess.run([str(SCRIPT), "available"], capture_output=True, text=True)
+    if available.returncode != 0:
+        pytest.skip(available.stdout.strip())
     # under /tmp: the servers' sockets must fit 107 bytes, and postgres must reach it
     path = Path(tempfile.mkdtemp(prefix="corgipile-citus."))
     path.chmod(0o755)  # the servers run as postgres
