@@ -45,6 +45,8 @@ OBJS = \
 	extension/nodes/block_shuffle.o \
 	extension/nodes/call_scan.o \
 	extension/nodes/first_pass.o \
+	extension/nodes/shard_round.o \
+	extension/nodes/dist_train.o \
 	extension/nodes/holdout.o \
 	extension/nodes/parallel.o \
 	extension/nodes/planner.o \

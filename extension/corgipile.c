@@ -18,6 +18,7 @@
 #include "io/prep.h"
 #include "nodes/block_shuffle.h"
 #include "nodes/call_scan.h"
+#include "nodes/dist_train.h"
 #include "nodes/parallel.h"
 #include "nodes/first_pass.h"
 #include "nodes/planner.h"
@@ -89,12 +90,14 @@ _PG_init(void)
 							GUC_UNIT_BLOCKS,
 							NULL, NULL, NULL);
 	cp_grab_define_gucs();
+	cp_dist_train_init();
 	MarkGUCPrefixReserved("corgipile");
 
 	RegisterCustomScanMethods(&cp_sgd_scan_methods);
 	RegisterCustomScanMethods(&cp_tuple_shuffle_scan_methods);
 	RegisterCustomScanMethods(&cp_block_shuffle_scan_methods);
 	RegisterCustomScanMethods(&cp_call_scan_methods);
+	RegisterCustomScanMethods(&cp_dist_scan_methods);
 	cp_planner_init();
 	cp_node_conn_init();
 }

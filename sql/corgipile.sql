@@ -425,3 +425,22 @@ AS 'MODULE_PATHNAME', 'corgipile_cluster_nodes'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION corgipile.cluster_nodes IS 'On a Citus coordinator: each active primary worker node, connected to as the current role, with its corgipile version. An error names a node that cannot be reached, refuses the role, or lacks corgipile at this node''s version.';
+
+-- ---------------------------------------------------------------------------
+-- Citus: a shard's training on its worker, driven by the coordinator
+-- (docs/distributed.md); called by corgipile.train() on a distributed table
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION corgipile.shard_open(args text[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'corgipile_shard_open'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.shard_open IS 'Internal (a distributed training''s coordinator calls it on each shard''s worker): opens the training of a shard in this transaction, from train()''s arguments as text, and returns its first pass''s statistics.';
+
+CREATE FUNCTION corgipile.shard_round(input bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'corgipile_shard_round'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.shard_round IS 'Internal (a distributed training''s coordinator calls it on each shard''s worker): trains one round of the shard training corgipile.shard_open() opened, from the weights sent, and returns its weights and figures.';

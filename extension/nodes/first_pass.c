@@ -54,6 +54,7 @@
 #include "common/pg_prng.h"
 #include "catalog/pg_operator_d.h"
 #include "utils/tuplesort.h"
+#include "libpq/pqformat.h"
 
 #include "io/block_cache.h"
 #include "io/heap_page.h"
@@ -1532,30 +1533,24 @@ transform_row(double *row, const void *arg)
 }
 
 /*
- * Before epoch 1: learn what the layout needs, and attach the model's
- * preprocessing to it (lo->prep, NULL when nothing is encoded or scaled).
- * Everything lives in cxt, the training's memory.  cache, when not NULL,
- * is the training's block cache, still empty: the pass may fill it with
- * the rows epoch 1 would read (fill_cache_wanted), a block being
- * pages_per_block heap pages (BlockShuffle's).
+ * What the pass is to learn for this layout and these parameters, and the
+ * (empty) dictionaries and statistics it learns into.  The caller has
+ * switched to cxt.
  */
-void
-cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
-				   const CpTrainParams *p, uint64 seed, MemoryContext cxt,
-				   CpBlockCache *cache, uint32 pages_per_block, uint32 n_blocks)
+static void
+pass_setup(PassState *ps, CpLayout *lo, const CpTrainParams *p,
+		   MemoryContext cxt, uint32 pages_per_block, uint32 n_blocks)
 {
-	PassState	ps;
-	MemoryContext old;
 	bool		warm = p->warm_start != NULL;
 
-	memset(&ps, 0, sizeof(ps));
-	ps.lo = lo;
-	ps.p = p;
-	ps.cxt = cxt;
-	ps.standardize = resolve_standardize(lo, p->standardize);
-	ps.scale = ps.standardize != CP_STANDARDIZE_OFF;
-	ps.want_missing = p->missing != CP_MISSING_SKIP && !warm;
-	if (ps.want_missing && lo->mode == CP_FEATURES_SPARSE)
+	memset(ps, 0, sizeof(*ps));
+	ps->lo = lo;
+	ps->p = p;
+	ps->cxt = cxt;
+	ps->standardize = resolve_standardize(lo, p->standardize);
+	ps->scale = ps->standardize != CP_STANDARDIZE_OFF;
+	ps->want_missing = p->missing != CP_MISSING_SKIP && !warm;
+	if (ps->want_missing && lo->mode == CP_FEATURES_SPARSE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("corgipile.train: missing => '%s' imputes NULL numbers of feature columns and arrays, not sparse features",
@@ -1570,43 +1565,42 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 				 errdetail("An array model has one weight per element."),
 				 errhint("Name the features as columns, or train without missing_indicator.")));
 	/* the imputed statistic and which columns had NULLs come with them */
-	ps.want_stats = (ps.scale || ps.want_missing) && !warm;
-	ps.want_dicts = lo->has_onehot && !warm;
-	ps.want_classes = lo->model == CP_MODEL_SOFTMAX;
-	ps.want_dim = lo->mode == CP_FEATURES_SPARSE && lo->n_features == 0;
-	ps.max_index = -1;
-	ps.byte_budget = (uint64) work_mem * 1024;
-	ps.pages_per_block = Max(pages_per_block, 1);
-	ps.n_blocks = n_blocks;
+	ps->want_stats = (ps->scale || ps->want_missing) && !warm;
+	ps->want_dicts = lo->has_onehot && !warm;
+	ps->want_classes = lo->model == CP_MODEL_SOFTMAX;
+	ps->want_dim = lo->mode == CP_FEATURES_SPARSE && lo->n_features == 0;
+	ps->max_index = -1;
+	ps->byte_budget = (uint64) work_mem * 1024;
+	ps->pages_per_block = Max(pages_per_block, 1);
+	ps->n_blocks = n_blocks;
 
-	old = MemoryContextSwitchTo(cxt);
-	if (ps.want_classes)
+	if (ps->want_classes)
 	{
-		ps.classes = palloc0(sizeof(CpPrepDict));
-		if (!cp_prep_dict_init(ps.classes, CP_MAX_CLASSES + 1, cp_prep_palloc0))
+		ps->classes = palloc0(sizeof(CpPrepDict));
+		if (!cp_prep_dict_init(ps->classes, CP_MAX_CLASSES + 1, cp_prep_palloc0))
 			elog(ERROR, "corgipile: could not size the class dictionary");
 	}
 	if (lo->label_is_text)
 	{
-		ps.labels = palloc0(sizeof(CpPrepDict));
-		if (!cp_prep_dict_init(ps.labels, 2, cp_prep_palloc0))
+		ps->labels = palloc0(sizeof(CpPrepDict));
+		if (!cp_prep_dict_init(ps->labels, 2, cp_prep_palloc0))
 			elog(ERROR, "corgipile: could not size the label dictionary");
 	}
 	if (lo->mode == CP_FEATURES_COLUMNS)
 	{
-		ps.dicts = palloc0_array(CpPrepDict *, lo->n_columns);
-		ps.nulls_seen = palloc0_array(bool, lo->n_columns);
-		ps.numeric_index = palloc_array(int, lo->n_columns);
+		ps->dicts = palloc0_array(CpPrepDict *, lo->n_columns);
+		ps->nulls_seen = palloc0_array(bool, lo->n_columns);
+		ps->numeric_index = palloc_array(int, lo->n_columns);
 		for (int i = 0; i < lo->n_columns; i++)
 		{
-			ps.numeric_index[i] = -1;
+			ps->numeric_index[i] = -1;
 			if (lo->column_onehot && lo->column_onehot[i])
 			{
-				if (!ps.want_dicts)
+				if (!ps->want_dicts)
 					continue;
 				/* the dictionary's tables are sized for max_categories now */
-				ps.dict_bytes += dict_table_bytes(p->max_categories);
-				if (ps.dict_bytes > ps.byte_budget)
+				ps->dict_bytes += dict_table_bytes(p->max_categories);
+				if (ps->dict_bytes > ps->byte_budget)
 					ereport(ERROR,
 							(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 							 errmsg("the category dictionaries of relation \"%s\" would take more than work_mem (%d kB)",
@@ -1615,34 +1609,87 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 									   (unsigned long long) dict_table_bytes(p->max_categories),
 									   p->max_categories),
 							 errhint("Lower max_categories, name fewer category columns, or raise work_mem.")));
-				ps.dicts[i] = palloc0(sizeof(CpPrepDict));
-				if (!cp_prep_dict_init(ps.dicts[i], p->max_categories, cp_prep_palloc0))
+				ps->dicts[i] = palloc0(sizeof(CpPrepDict));
+				if (!cp_prep_dict_init(ps->dicts[i], p->max_categories, cp_prep_palloc0))
 					ereport(ERROR,
 							(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 							 errmsg("corgipile.train: max_categories %d is too large",
 									p->max_categories)));
 			}
 			else
-				ps.numeric_index[i] = ps.n_numeric++;
+				ps->numeric_index[i] = ps->n_numeric++;
 		}
-		if (ps.want_stats && ps.n_numeric > 0)
+		if (ps->want_stats && ps->n_numeric > 0)
 		{
-			ensure_stats(&ps, ps.n_numeric);
-			ensure_row(&ps, ps.n_numeric);
+			ensure_stats(ps, ps->n_numeric);
+			ensure_row(ps, ps->n_numeric);
 		}
-		else if (ps.want_stats)
+		else if (ps->want_stats)
 		{
 			/* only categories: nothing to scale or impute */
-			ps.want_stats = false;
-			ps.want_missing = false;
+			ps->want_stats = false;
+			ps->want_missing = false;
 		}
 	}
-	else if (ps.want_stats && lo->n_features > 0)
+	else if (ps->want_stats && lo->n_features > 0)
 	{
-		ensure_stats(&ps, lo->n_features);
-		ensure_row(&ps, lo->n_features);
+		ensure_stats(ps, lo->n_features);
+		ensure_row(ps, lo->n_features);
 	}
+}
 
+/*
+ * The layout's shape and preprocessing from what the pass learnt (or what
+ * the shards' passes learnt, merged: dist_stats below).
+ */
+static void
+pass_finish(PassState *ps)
+{
+	CpLayout   *lo = ps->lo;
+	bool		warm = ps->p->warm_start != NULL;
+
+	if (ps->want_dim)
+	{
+		if (ps->max_index < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_NO_DATA),
+					 errmsg("relation \"%s\" has no feature indices to train on",
+							lo->relname)));
+		if (ps->max_index >= PG_INT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("feature index %lld in relation \"%s\" is out of range",
+							(long long) ps->max_index, lo->relname)));
+		lo->n_features = (int) ps->max_index + 1;
+	}
+	if (ps->want_classes)
+		finish_classes(ps);
+	if (lo->label_is_text)
+		finish_labels(ps);
+	if (warm)
+		adopt_warm(ps);
+	else if (ps->want_stats || ps->want_dicts)
+		cp_layout_use_prep(lo, build_prep(ps), "(being trained)");
+}
+
+/*
+ * Before epoch 1: learn what the layout needs, and attach the model's
+ * preprocessing to it (lo->prep, NULL when nothing is encoded or scaled).
+ * Everything lives in cxt, the training's memory.  cache, when not NULL,
+ * is the training's block cache, still empty: the pass may fill it with
+ * the rows epoch 1 would read (fill_cache_wanted), a block being
+ * pages_per_block heap pages (BlockShuffle's).
+ */
+void
+cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
+				   const CpTrainParams *p, uint64 seed, MemoryContext cxt,
+				   CpBlockCache *cache, uint32 pages_per_block, uint32 n_blocks)
+{
+	PassState	ps;
+	MemoryContext old;
+
+	old = MemoryContextSwitchTo(cxt);
+	pass_setup(&ps, lo, p, cxt, pages_per_block, n_blocks);
 	ps.want_median = ps.want_missing && p->missing == CP_MISSING_MEDIAN;
 	if (fill_cache_wanted(&ps, cache))
 	{
@@ -1669,28 +1716,7 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 								 ps.sampled_blocks, ps.n_blocks)));
 	}
 
-	if (ps.want_dim)
-	{
-		if (ps.max_index < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_NO_DATA),
-					 errmsg("relation \"%s\" has no feature indices to train on",
-							lo->relname)));
-		if (ps.max_index >= PG_INT32_MAX)
-			ereport(ERROR,
-					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("feature index %lld in relation \"%s\" is out of range",
-							(long long) ps.max_index, lo->relname)));
-		lo->n_features = (int) ps.max_index + 1;
-	}
-	if (ps.want_classes)
-		finish_classes(&ps);
-	if (lo->label_is_text)
-		finish_labels(&ps);
-	if (warm)
-		adopt_warm(&ps);
-	else if (ps.want_stats || ps.want_dicts)
-		cp_layout_use_prep(lo, build_prep(&ps), "(being trained)");
+	pass_finish(&ps);
 
 	/*
 	 * The cached rows, standardized now as epoch 1 would convert them.
@@ -1722,5 +1748,236 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 		cp_buffer_free(&ps.block_rows);
 		cp_buffer_free(&ps.block_held);
 	}
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Distributed training (docs/distributed.md): each shard's pass learns on
+ * its worker and sends what it learnt, in the form below, to the
+ * coordinator, which merges every shard's into one (statistics by Chan's
+ * combination, dictionaries as the union of their values, the sparse
+ * dimension as the largest index) and sends that to every shard: each
+ * then finishes the pass on the merged state as a single-node pass
+ * finishes on its own, so every node gets the same preprocessing, and the
+ * one a single-node pass over the same rows would learn (dictionary codes
+ * are sorted values, whatever the order values came in).
+ */
+#define DIST_STATS_VERSION 1
+
+static void
+send_dict(StringInfo out, const CpPrepDict *d)
+{
+	if (d == NULL)
+	{
+		pq_sendint32(out, -1);
+		return;
+	}
+	pq_sendint32(out, d->n_entries);
+	for (int32 e = 0; e < d->n_entries; e++)
+	{
+		pq_sendint32(out, d->entries[e].len);
+		pq_sendbytes(out, d->entries[e].str, d->entries[e].len);
+	}
+}
+
+static void
+dist_stats_send(const PassState *ps, StringInfo out)
+{
+	const CpLayout *lo = ps->lo;
+	int			n_columns = lo->mode == CP_FEATURES_COLUMNS ? lo->n_columns : 0;
+
+	pq_sendbyte(out, DIST_STATS_VERSION);
+	pq_sendint64(out, ps->n_rows);
+	pq_sendint64(out, ps->sampled_blocks);
+	pq_sendint64(out, ps->max_index);
+	pq_sendbyte(out, ps->stats_too_big);
+	pq_sendint32(out, ps->stats_ready ? ps->stats.n_features : -1);
+	if (ps->stats_ready)
+	{
+		pq_sendint64(out, ps->stats.n_rows);
+		for (int32 j = 0; j < ps->stats.n_features; j++)
+		{
+			pq_sendint64(out, ps->stats.count[j]);
+			pq_sendfloat8(out, ps->stats.mean[j]);
+			pq_sendfloat8(out, ps->stats.m2[j]);
+		}
+	}
+	pq_sendint32(out, n_columns);
+	for (int i = 0; i < n_columns; i++)
+	{
+		pq_sendbyte(out, ps->nulls_seen ? ps->nulls_seen[i] : false);
+		send_dict(out, ps->dicts ? ps->dicts[i] : NULL);
+	}
+	send_dict(out, ps->classes);
+	send_dict(out, ps->labels);
+}
+
+static void
+dist_stats_damaged(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("corgipile: a shard's statistics do not fit this training (%s)", what),
+			 errhint("Every node must run the same corgipile version.")));
+}
+
+/* Merge one dictionary's values (in their first-seen order) into d. */
+static void
+merge_dict(PassState *ps, StringInfo in, CpPrepDict *d, uint64 *stored,
+		   const char *what)
+{
+	int32		n = pq_getmsgint(in, 4);
+
+	if (n < 0)
+	{
+		if (d != NULL)
+			dist_stats_damaged(what);
+		return;
+	}
+	if (d == NULL)
+		dist_stats_damaged(what);
+	for (int32 e = 0; e < n; e++)
+	{
+		int32		len = pq_getmsgint(in, 4);
+		const char *s;
+
+		if (len < 0 || len > in->len - in->cursor)
+			dist_stats_damaged(what);
+		s = pq_getmsgbytes(in, len);
+		switch (learn_value(ps, d, stored, s, len))
+		{
+			case LEARN_KNOWN:
+			case LEARN_ADDED:
+				break;
+			case LEARN_FULL:
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("%s of relation \"%s\" has more than %d distinct values",
+								what, ps->lo->relname, d->max_categories),
+						 d == ps->labels ?
+						 errhint("Use model 'softmax' for more than two classes.") :
+						 errhint("Raise max_categories, or leave the column out of features.")));
+				break;
+			case LEARN_OVER_STORE:
+			case LEARN_OVER_BUDGET:
+			case LEARN_NO_MEMORY:
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("the values of %s of relation \"%s\" take more than work_mem (%d kB) or than a model can store",
+								what, ps->lo->relname, work_mem)));
+				break;
+		}
+	}
+}
+
+static void
+dist_stats_merge(PassState *ps, StringInfo in)
+{
+	CpLayout   *lo = ps->lo;
+	int32		n_stats;
+	int32		n_columns;
+
+	if (pq_getmsgbyte(in) != DIST_STATS_VERSION)
+		dist_stats_damaged("format version");
+	ps->n_rows += pq_getmsgint64(in);
+	ps->sampled_blocks += pq_getmsgint64(in);
+	ps->max_index = Max(ps->max_index, pq_getmsgint64(in));
+	ps->stats_too_big |= pq_getmsgbyte(in) != 0;
+	n_stats = pq_getmsgint(in, 4);
+	if (n_stats >= 0)
+	{
+		CpPrepStats from;
+
+		if (!ps->want_stats || (int64) n_stats * 24 > in->len - in->cursor)
+			dist_stats_damaged("statistics");
+		ensure_stats(ps, n_stats);
+		if (ps->stats_too_big)
+			dist_stats_damaged("statistics");
+		if (!cp_prep_stats_init(&from, ps->stats.n_features, cp_prep_palloc0))
+			elog(ERROR, "corgipile: could not size the statistics of %d features",
+				 ps->stats.n_features);
+		from.n_rows = pq_getmsgint64(in);
+		for (int32 j = 0; j < n_stats; j++)
+		{
+			from.count[j] = pq_getmsgint64(in);
+			from.mean[j] = pq_getmsgfloat8(in);
+			from.m2[j] = pq_getmsgfloat8(in);
+		}
+		cp_prep_stats_merge(&ps->stats, &from);
+		pfree(from.count);
+		pfree(from.mean);
+		pfree(from.m2);
+	}
+	n_columns = pq_getmsgint(in, 4);
+	if (n_columns != (lo->mode == CP_FEATURES_COLUMNS ? lo->n_columns : 0))
+		dist_stats_damaged("feature columns");
+	for (int i = 0; i < n_columns; i++)
+	{
+		bool		nulls = pq_getmsgbyte(in) != 0;
+
+		if (ps->nulls_seen)
+			ps->nulls_seen[i] |= nulls;
+		merge_dict(ps, in, ps->dicts ? ps->dicts[i] : NULL, &ps->stored_categories,
+				   psprintf("column \"%s\"", (char *) list_nth(lo->feature_names, i)));
+	}
+	merge_dict(ps, in, ps->classes, &ps->stored_labels,
+			   psprintf("label column \"%s\"", lo->label_name));
+	merge_dict(ps, in, ps->labels, &ps->stored_labels,
+			   psprintf("label column \"%s\"", lo->label_name));
+	if (in->cursor != in->len)
+		dist_stats_damaged("trailing bytes");
+}
+
+/* Why a training's first pass cannot be merged across shards, or NULL. */
+const char *
+cp_prep_dist_unsupported(const CpTrainParams *p)
+{
+	if (p->missing == CP_MISSING_MEDIAN)
+		return "missing => 'median' (a median is not merged from the shards' medians)";
+	if (p->warm_start != NULL)
+		return "warm_start";
+	return NULL;
+}
+
+/*
+ * On a shard's worker: the pass over the shard, learning what
+ * cp_prep_first_pass learns, sent to out rather than finished.
+ */
+void
+cp_prep_dist_stats(CpLayout *lo, Relation rel, Snapshot snapshot,
+				   const CpTrainParams *p, uint64 seed, MemoryContext cxt,
+				   uint32 pages_per_block, uint32 n_blocks, StringInfo out)
+{
+	PassState	ps;
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+
+	pass_setup(&ps, lo, p, cxt, pages_per_block, n_blocks);
+	if (ps.want_stats || ps.want_dicts || ps.want_classes || ps.want_dim ||
+		lo->label_is_text)
+		read_table(&ps, rel, snapshot, seed);
+	dist_stats_send(&ps, out);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The shards' states (a List of StringInfo), merged in list order and
+ * finished into lo as cp_prep_first_pass would; the merged state is also
+ * sent to merged_out when not NULL (the coordinator sends it to every
+ * shard, which finishes it in turn).
+ */
+void
+cp_prep_dist_finish(CpLayout *lo, const CpTrainParams *p, MemoryContext cxt,
+					List *states, StringInfo merged_out)
+{
+	PassState	ps;
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	ListCell   *lc;
+
+	pass_setup(&ps, lo, p, cxt, 1, 0);
+	foreach(lc, states)
+		dist_stats_merge(&ps, (StringInfo) lfirst(lc));
+	if (merged_out != NULL)
+		dist_stats_send(&ps, merged_out);
+	pass_finish(&ps);
 	MemoryContextSwitchTo(old);
 }

@@ -47,7 +47,9 @@
 #include "utils/rel.h"
 
 #include "nodes/block_shuffle.h"
+#include "cluster/citus_meta.h"
 #include "nodes/call_scan.h"
+#include "nodes/dist_train.h"
 #include "nodes/planner.h"
 #include "util/relation.h"
 #include "io/layout.h"
@@ -70,7 +72,8 @@ typedef enum CpCall
 {
 	CP_CALL_NONE,
 	CP_CALL_TRAIN,				/* corgipile.train() */
-	CP_CALL_SHUFFLED_SCAN		/* corgipile.shuffled_scan() */
+	CP_CALL_SHUFFLED_SCAN,		/* corgipile.shuffled_scan() */
+	CP_CALL_DIST_TRAIN			/* train() on a Citus distributed table */
 } CpCall;
 
 /* Is this a call of one of our set-returning functions, and which? */
@@ -262,6 +265,30 @@ cp_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti,
 	args = (call == CP_CALL_TRAIN) ? fexpr->args : scan_args_as_train_args(fexpr->args);
 	cp_params_from_consts(args, &p);
 	check_training_relation(p.relid, &p, call == CP_CALL_SHUFFLED_SCAN, "relation", &n_pages);
+
+	/*
+	 * A Citus distributed table: its rows are in shards on the workers,
+	 * which train there (dist_train.c).  The relation is not added to the
+	 * query (Citus would plan it as a distributed query, and refuse it).
+	 */
+	if (call == CP_CALL_TRAIN && cp_citus_is_distributed(p.relid))
+	{
+		cp_dist_check_params(&p, get_rel_name(p.relid));
+		path = makeNode(CustomPath);
+		path->path.pathtype = T_CustomScan;
+		path->path.parent = rel;
+		path->path.pathtarget = rel->reltarget;
+		path->path.rows = p.max_epoch_num;
+		path->path.startup_cost = 0;
+		path->path.total_cost = p.max_epoch_num * cpu_tuple_cost;
+		path->custom_private = list_make4(cp_params_pack(&p), makeInteger(CP_CALL_DIST_TRAIN),
+										  makeInteger(0), cp_dist_args_text(fexpr->args));
+		path->methods = &sgd_path_methods;
+		rel->pathlist = NIL;
+		rel->partial_pathlist = NIL;
+		add_path(rel, &path->path);
+		return;
+	}
 	if (OidIsValid(p.validation_relid))
 		check_training_relation(p.validation_relid, &p, false, "validation relation", NULL);
 
@@ -361,6 +388,10 @@ sgd_plan_custom_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	CustomScan *tuple_scan;
 	Const	   *packed;
 
+	if (call == CP_CALL_DIST_TRAIN)
+		return &cp_dist_make_plan(linitial_node(Const, best_path->custom_private),
+								  lfourth(best_path->custom_private), tlist, scan_tlist,
+								  quals, rel->relid)->scan.plan;
 	if (intVal(lthird(best_path->custom_private)) != 0)
 		return &cp_call_make_plan(fexpr->args, call == CP_CALL_SHUFFLED_SCAN,
 								  tlist, scan_tlist, quals, rel->relid)->scan.plan;

@@ -106,6 +106,8 @@ sgd_create_state(CustomScan *cscan)
 	NodeSetTag(s, T_CustomScanState);
 	s->css.methods = &sgd_exec_methods;
 	cp_params_unpack(linitial_node(Const, cscan->custom_private), &s->params);
+	/* a shard of a distributed training (shard_round.c) */
+	cp_sgd_round_begin(s);
 	return (Node *) s;
 }
 
@@ -152,12 +154,15 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	 * function or operator of the caller's path runs inside them.
 	 */
 	nest = cp_pin_search_path();
-	if (s->params.model_name != NULL)
+	if (s->round != NULL)
+		s->model_name = "(a shard of a distributed training)";	/* stores none */
+	else if (s->params.model_name != NULL)
 		s->model_name = s->params.model_name;
 	else
 		s->model_name = cp_models_new_name(s->src->rel,
 										   s->params.model);
-	cp_models_check_absent(s->model_name);
+	if (s->round == NULL)
+		cp_models_check_absent(s->model_name);
 	cp_restore_search_path(nest);
 	if (s->params.n_features > 0)
 		cp_check_model_size(s->params.model, s->params.n_features, 2,
@@ -171,8 +176,11 @@ sgd_begin(CustomScanState *node, EState *estate, int eflags)
 	s->cleanup.func = sgd_cleanup;
 	s->cleanup.arg = s;
 	MemoryContextRegisterResetCallback(s->train_cxt, &s->cleanup);
-	cp_models_claim_name(s->model_name);
-	s->name_claimed = true;
+	if (s->round == NULL)
+	{
+		cp_models_claim_name(s->model_name);
+		s->name_claimed = true;
+	}
 	s->val_row_cxt = AllocSetContextCreate(s->train_cxt,
 										   "corgipile validation row",
 										   ALLOCSET_DEFAULT_SIZES);
@@ -230,6 +238,14 @@ sgd_next(ScanState *node)
 	CpEpochResult *res;
 
 	ExecClearTuple(slot);
+	/* a shard's first pass, for its coordinator: a row of no epoch */
+	if (cp_sgd_round_stats(s))
+	{
+		memset(slot->tts_isnull, true, sizeof(bool) * 7);
+		slot->tts_values[0] = s->model_name_datum;
+		slot->tts_isnull[0] = false;
+		return ExecStoreVirtualTuple(slot);
+	}
 	if (s->replay_pos == s->n_done && !s->finished)
 	{
 		cp_sgd_run_epoch(s);

@@ -23,4 +23,7 @@ extern CustomScanMethods cp_sgd_scan_methods;
 extern CustomScan *cp_sgd_make_plan(Const *params, CustomScan *child, List *tlist,
 								 List *scan_tlist, List *quals, Index rti);
 
+/* sgd_epoch.c: the epochs max_epoch_num => NULL gives a table of this many rows */
+extern int32 cp_sgd_default_epochs(int64 rows);
+
 #endif							/* CORGIPILE_SGD_H */

@@ -93,7 +93,10 @@ cp_sgd_run_epoch(SgdState *s)
 	else
 	{
 		/* what the weights' shape needs, found before the first epoch */
-		cp_tuple_source_find_shape(s->src, (uint64) s->seed);
+		if (s->round != NULL)
+			cp_sgd_round_shape(s);
+		else
+			cp_tuple_source_find_shape(s->src, (uint64) s->seed);
 		if (s->params.warm_start != NULL)
 			cp_sgd_warm_load(s);
 		if (s->params.model == CP_MODEL_SOFTMAX)
@@ -123,6 +126,8 @@ cp_sgd_run_epoch(SgdState *s)
 	 * copies: there the average is of the weights at the end of each epoch.
 	 */
 	s->model.averaging = s->params.average && s->n_done >= 1 && s->par == NULL;
+	if (s->round != NULL)
+		cp_sgd_round_epoch_begin(s);
 	/* GraB: an epoch in a random block order trains as corgipile does */
 	if (s->grab != NULL && s->par == NULL)
 		s->model.grab = cp_grab_collects(s->src->strategy_state) ?
@@ -146,12 +151,14 @@ cp_sgd_run_epoch(SgdState *s)
 	else
 		cp_sgd_train_single_buffered(s);
 
-	if (!s->model_ready)
+	/* a shard may have no rows: the coordinator counts every shard's */
+	if (!s->model_ready && s->round == NULL)
 		cp_sgd_no_rows_error(s);
-	cp_model_flush(&s->model);
+	if (s->model_ready)
+		cp_model_flush(&s->model);
 	if (s->params.average && s->n_done >= 1 && s->par != NULL)
 		cp_model_average_add(&s->model);
-	if (s->model.stats.n == 0)
+	if (s->model.stats.n == 0 && s->round == NULL)
 		cp_sgd_no_rows_error(s);
 
 	/*
@@ -173,7 +180,9 @@ cp_sgd_run_epoch(SgdState *s)
 	res->tuples = s->model.stats.n;
 	res->loss = cp_stats_loss(&s->model.stats);
 	res->score = cp_stats_score(&s->model.stats, s->model.kind);
-	cp_sgd_check_divergence(s, res->epoch);
+	/* a shard's coordinator checks the merged loss (dist_train.c) */
+	if (s->round == NULL)
+		cp_sgd_check_divergence(s, res->epoch);
 	if (s->holdout != NULL)
 		cp_holdout_epoch_done(s->holdout);
 	if (s->vrel != NULL || s->holdout != NULL)
@@ -227,6 +236,12 @@ cp_sgd_run_epoch(SgdState *s)
 	cp_sgd_stop_check(s, res);
 	if (s->n_done >= s->params.max_epoch_num)
 		s->finished = true;
+	if (s->round != NULL)
+	{
+		/* the coordinator reports for the whole table */
+		cp_sgd_round_epoch_end(s);
+		return;
+	}
 
 	if (s->n_done == 1 && s->lo->n_skipped > 0)
 		ereport(NOTICE,

@@ -109,6 +109,9 @@ typedef struct SgdState
 	int			n_label_counts;
 	int64		label_n;
 
+	/* a shard's training driven by a coordinator (shard_round.c), or NULL */
+	struct CpShardRound *round;
+
 	Relation	vrel;			/* validation relation, or NULL */
 	CpHoldout  *holdout;		/* validation => 'N%', or NULL */
 	CpLayout	vlayout;
@@ -150,8 +153,15 @@ extern void cp_sgd_record_grab(SgdState *s, CpTrainRecord *rec);
 /* sgd_polish.c */
 extern bool cp_sgd_polish_applies(SgdState *s);
 extern char *cp_sgd_explain_epochs(SgdState *s);
-extern int32 cp_sgd_default_epochs(int64 rows);
 extern void cp_sgd_polish_model(SgdState *s);
+
+/* shard_round.c */
+extern void cp_sgd_round_begin(SgdState *s);
+extern bool cp_sgd_round_stats(SgdState *s);
+extern void cp_sgd_round_shape(SgdState *s);
+extern void cp_sgd_round_weights(SgdState *s);
+extern void cp_sgd_round_epoch_begin(SgdState *s);
+extern void cp_sgd_round_epoch_end(SgdState *s);
 
 /* sgd_save.c */
 extern void cp_sgd_save_model(SgdState *s);

@@ -49,6 +49,11 @@ cp_sgd_ensure_model(SgdState *s)
 	MemoryContextSwitchTo(old);
 	if (s->warm != NULL)
 		cp_sgd_warm_weights(s);
+	if (s->round != NULL)
+	{
+		s->model.l2 = s->params.l2;
+		cp_sgd_round_weights(s);
+	}
 	s->model.learning_rate = s->learning_rate;
 	s->model_ready = true;
 }

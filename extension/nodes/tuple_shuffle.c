@@ -682,6 +682,31 @@ cp_tuple_source_find_shape(CpTupleSource *src, uint64 seed)
 }
 
 /*
+ * Distributed training, on a shard's worker: the first pass's learning,
+ * sent to out for the coordinator to merge (first_pass.c) ...
+ */
+void
+cp_tuple_source_dist_stats(CpTupleSource *src, uint64 seed, StringInfo out)
+{
+	TupleShuffleState *ts = source_node(src);
+
+	cp_prep_dist_stats(&ts->layout, ts->source.rel,
+					   ts->css.ss.ps.state->es_snapshot, &ts->params, seed,
+					   ts->buf_cxt, ts->child->sizing.pages_per_block,
+					   ts->child->sizing.n_blocks, out);
+}
+
+/* ... and, before epoch 1, the shape and preprocessing the shards' merged. */
+void
+cp_tuple_source_dist_shape(CpTupleSource *src, StringInfo merged)
+{
+	TupleShuffleState *ts = source_node(src);
+
+	cp_prep_dist_finish(&ts->layout, &ts->params, ts->buf_cxt,
+						list_make1(merged), NULL);
+}
+
+/*
  * Every training row, from the block cache, into dst (empty; dense rows
  * lent, sparse rows copied), in block order: false when the cache does not
  * hold every block.  For the polish after the last epoch (sgd_polish.c); not

@@ -18,6 +18,7 @@
 
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
 #include "nodes/execnodes.h"
 #include "utils/relcache.h"
 
@@ -75,6 +76,11 @@ extern bool cp_tuple_source_cached_whole(CpTupleSource *src);
 extern bool cp_tuple_source_cached_rows(CpTupleSource *src, CpBuffer *dst);
 extern void cp_tuple_source_epoch_feedback(CpTupleSource *src,
 										   const struct CpGrabAcc *acc);
+
+/* Distributed training (first_pass.c, shard_round.c) */
+extern void cp_tuple_source_dist_stats(CpTupleSource *src, uint64 seed,
+									   StringInfo out);
+extern void cp_tuple_source_dist_shape(CpTupleSource *src, StringInfo merged);
 
 /* Parallel training (parallel.c): groups of a shared order, in any order. */
 extern const uint32 *cp_tuple_source_draw_order(CpTupleSource *src);

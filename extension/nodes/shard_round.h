@@ -1,0 +1,23 @@
+/*-------------------------------------------------------------------------
+ *
+ * shard_round.h
+ *	  What the coordinator of a distributed training (dist_train.c) and a
+ *	  shard's worker (shard_round.c) agree on.
+ *
+ * A round's input (bytea, pqformat): byte CP_ROUND_FORMAT, int32 global
+ * epochs done, int32 local epochs, float8 l2, int32 n + n float8 weights,
+ * int32 n + n bytes of the merged first pass (first round only, else 0).
+ * Its output: byte CP_ROUND_FORMAT, int32 epochs, per epoch the CpStats
+ * (int64 n, float8 loss_sum, int64 n_correct, float8 sum_y, sum_y2, sse),
+ * int32 n + n float8 weights (0: the shard has no rows), int64 snapshots
+ * averaged, int32 n + n float8 their average, bytes seen -1, 0, 1, int64
+ * rows skipped, of which with a NULL label, float8 CPU seconds.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CORGIPILE_SHARD_ROUND_H
+#define CORGIPILE_SHARD_ROUND_H
+
+#define CP_ROUND_FORMAT 1
+
+#endif							/* CORGIPILE_SHARD_ROUND_H */
