@@ -1876,12 +1876,14 @@ dist_stats_merge(PassState *ps, StringInfo in)
 	CpLayout   *lo = ps->lo;
 	int32		n_stats;
 	int32		n_columns;
+	int64		max_index;
 
 	if (pq_getmsgbyte(in) != DIST_STATS_VERSION)
 		dist_stats_damaged("format version");
 	ps->n_rows += pq_getmsgint64(in);
 	ps->sampled_blocks += pq_getmsgint64(in);
-	ps->max_index = Max(ps->max_index, pq_getmsgint64(in));
+	max_index = pq_getmsgint64(in);
+	ps->max_index = Max(ps->max_index, max_index);
 	ps->stats_too_big |= pq_getmsgbyte(in) != 0;
 	n_stats = pq_getmsgint(in, 4);
 	if (n_stats >= 0)
