@@ -80,6 +80,7 @@ typedef struct DistShard
 	int64		avg_n;
 	double	   *avg;
 	double		cpu;			/* CPU seconds of its rounds, summed */
+	double		seconds;		/* its last round's, on its worker */
 } DistShard;
 
 typedef struct DistState
@@ -122,6 +123,9 @@ typedef struct DistState
 	double		worker_cpu;		/* all shards' CPU seconds */
 	int64		bytes_sent;		/* per round, last round */
 	int64		bytes_received;
+	int			n_rounds;
+	double		slowest_sum;	/* seconds: the slowest shard's, summed over rounds */
+	double		overhead_sum;	/* the rest of each round, summed */
 } DistState;
 
 void
@@ -173,8 +177,6 @@ cp_dist_check_params(const CpTrainParams *p, const char *relname)
 		what = "validation";
 	if (what == NULL && p->workers > 1)
 		what = "workers > 1 (each shard trains in its own worker backend already)";
-	if (what == NULL && p->missing == CP_MISSING_MEAN)
-		what = "missing => 'mean'";
 	if (what != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -502,6 +504,7 @@ read_output(DistState *s, DistShard *sh, int n_epochs, bool first)
 	else
 		(void) pq_getmsgint64(in), (void) pq_getmsgint64(in);
 	sh->cpu += pq_getmsgfloat8(in);
+	sh->seconds = pq_getmsgfloat8(in);
 	pq_getmsgend(in);
 }
 
@@ -629,6 +632,15 @@ dist_round(DistState *s)
 
 	INSTR_TIME_SET_CURRENT(elapsed);
 	INSTR_TIME_SUBTRACT(elapsed, start);
+	{
+		double		slowest = 0.0;
+
+		for (int i = 0; i < s->n_shards; i++)
+			slowest = Max(slowest, s->shards[i].seconds);
+		s->n_rounds++;
+		s->slowest_sum += slowest;
+		s->overhead_sum += INSTR_TIME_GET_DOUBLE(elapsed) - slowest;
+	}
 
 	/* the round's epochs, each merged over the shards */
 	for (int k = 0; k < n_epochs; k++)
@@ -815,6 +827,11 @@ dist_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 			cpu += s->shards[i].cpu;
 		ExplainPropertyInteger("Epochs Trained", NULL, s->n_done, es);
 		ExplainPropertyFloat("Worker CPU Seconds", NULL, cpu, 3, es);
+		ExplainPropertyInteger("Rounds", NULL, s->n_rounds, es);
+		ExplainPropertyFloat("Slowest Shard ms per Round", NULL,
+							 s->n_rounds ? s->slowest_sum * 1000.0 / s->n_rounds : 0.0, 3, es);
+		ExplainPropertyFloat("Coordinator ms per Round", NULL,
+							 s->n_rounds ? s->overhead_sum * 1000.0 / s->n_rounds : 0.0, 3, es);
 		ExplainPropertyInteger("Bytes Sent per Round", NULL, s->bytes_sent, es);
 		ExplainPropertyInteger("Bytes Received per Round", NULL, s->bytes_received, es);
 	}

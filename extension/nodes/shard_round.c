@@ -33,6 +33,7 @@
 #include "fmgr.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -74,6 +75,7 @@ typedef struct CpShardRound
 	double	   *w_out;			/* NULL: no rows on this shard yet */
 	double	   *avg_out;
 	int64		avg_n;
+	double		cpu_mark;		/* CPU seconds when last reported */
 } CpShardRound;
 
 static CpShardRound *arming = NULL; /* shard_open, while the cursor starts */
@@ -212,6 +214,17 @@ cp_sgd_round_epoch_end(SgdState *s)
 	r->avg_n = s->model.avg != NULL ? s->model.avg_n : 0;
 }
 
+/* This backend's CPU seconds: a round reports its own, the first also the pass's. */
+static double
+cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+		(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static const char *
 arg_text(ArrayType *arr, int i, Datum *elems, bool *nulls)
 {
@@ -292,6 +305,7 @@ corgipile_shard_open(PG_FUNCTION_ARGS)
 
 	r = MemoryContextAllocZero(TopTransactionContext, sizeof(CpShardRound));
 	r->phase = PHASE_STATS;
+	r->cpu_mark = cpu_seconds();
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
 
@@ -327,16 +341,6 @@ corgipile_shard_open(PG_FUNCTION_ARGS)
 	SET_VARSIZE(result, VARHDRSZ + r->stats.len);
 	memcpy(VARDATA(result), r->stats.data, r->stats.len);
 	PG_RETURN_BYTEA_P(result);
-}
-
-static double
-cpu_seconds(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-		(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 /* Read the round's input (dist_train.c writes it). */
@@ -413,7 +417,9 @@ corgipile_shard_round(PG_FUNCTION_ARGS)
 	SgdState   *s;
 	Portal		portal;
 	StringInfoData out;
-	double		cpu0 = cpu_seconds();
+	instr_time	start;
+	instr_time	elapsed;
+	double		cpu;
 
 	if (r == NULL)
 		ereport(ERROR,
@@ -421,6 +427,7 @@ corgipile_shard_round(PG_FUNCTION_ARGS)
 				 errmsg("no shard training is open in this transaction"),
 				 errhint("corgipile.shard_round() is called by a distributed training's coordinator after corgipile.shard_open().")));
 	s = r->sgd;
+	INSTR_TIME_SET_CURRENT(start);
 	read_input(r, input);
 	r->phase = PHASE_ROUND;
 
@@ -456,6 +463,11 @@ corgipile_shard_round(PG_FUNCTION_ARGS)
 	pq_sendbyte(&out, s->lo->seen_one);
 	pq_sendint64(&out, s->lo->n_skipped);
 	pq_sendint64(&out, s->lo->n_null_label);
-	pq_sendfloat8(&out, cpu_seconds() - cpu0);
+	cpu = cpu_seconds();
+	pq_sendfloat8(&out, cpu - r->cpu_mark);
+	r->cpu_mark = cpu;
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
+	pq_sendfloat8(&out, INSTR_TIME_GET_DOUBLE(elapsed));
 	PG_RETURN_BYTEA_P(pq_endtypsend(&out));
 }

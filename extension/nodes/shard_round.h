@@ -11,7 +11,9 @@
  * (int64 n, float8 loss_sum, int64 n_correct, float8 sum_y, sum_y2, sse),
  * int32 n + n float8 weights (0: the shard has no rows), int64 snapshots
  * averaged, int32 n + n float8 their average, bytes seen -1, 0, 1, int64
- * rows skipped, of which with a NULL label, float8 CPU seconds.
+ * rows skipped, of which with a NULL label, float8 CPU seconds (since the
+ * last round; the first round's include shard_open's pass), float8 seconds
+ * the round took on the worker.
  *
  *-------------------------------------------------------------------------
  */

@@ -249,3 +249,28 @@ def test_explain_names_the_shards(coordinator, by_label):
     plan = "\n".join(r[0] for r in coordinator.execute(
         "EXPLAIN (COSTS OFF) SELECT * FROM corgipile.train('dl', 'logistic', features => 'x1,x2,x3')"))
     assert "Distributed SGD" in plan and "Shards: 4" in plan
+
+
+def test_mean_imputation_is_the_single_node_one(coordinator, schema):
+    coordinator.execute("""
+        CREATE TABLE src AS
+        SELECT i AS id, CASE WHEN i % 5 = 0 THEN NULL ELSE (i * 0.37) % 7 END AS num,
+               (i * 0.61) % 3 AS other, (i % 3 = 0)::int AS label
+          FROM generate_series(1, 2000) i""")
+    coordinator.execute("CREATE TABLE dt (id int, num float8, other float8, label int)")
+    _distribute(coordinator, "dt")
+    coordinator.execute("INSERT INTO dt SELECT * FROM src")
+    args = "'logistic', features => 'num,other', missing => 'mean', max_epoch_num => 1, seed => 1"
+    for table, name in (("dt", "md"), ("src", "ml")):
+        coordinator.execute(f"SELECT * FROM corgipile.train('{table}', {args}, model_name => '{name}')").fetchall()
+    got = dict(coordinator.execute(
+        "SELECT model_name, preprocess FROM corgipile.models WHERE model_name IN ('md', 'ml')").fetchall())
+    assert got["md"]["rows"] == got["ml"]["rows"] == 2000
+    fd, fl = got["md"]["features"], got["ml"]["features"]
+    assert [f["name"] for f in fd] == [f["name"] for f in fl]
+    for a, b in zip(fd, fl):
+        for key in a:
+            if isinstance(a[key], float):
+                assert a[key] == pytest.approx(b[key], rel=1e-12), key
+            else:
+                assert a[key] == b[key], key
