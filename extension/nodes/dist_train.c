@@ -432,16 +432,7 @@ dist_start(DistState *s)
 	s->avg = palloc0(sizeof(double) * s->model.n_weights);
 	s->l2 = s->params.l2_auto ? 0.0 : s->params.l2;
 
-	if (s->params.converge_auto)
-	{
-		s->stop_rule = true;
-		cp_convergence_init(&s->conv, 0.0, CP_DEFAULT_RTOL, s->params.n_iter_no_change);
-	}
-	else if (s->params.early_stopping)
-	{
-		s->stop_rule = true;
-		cp_convergence_init(&s->conv, s->params.tolerance, 0.0, s->params.n_iter_no_change);
-	}
+	s->stop_rule = cp_sgd_stop_rule_init(&s->params, &s->conv);
 	MemoryContextSwitchTo(old);
 	s->started = true;
 }
@@ -760,17 +751,7 @@ dist_next(ScanState *node)
 	/* stored when the caller takes the last row: a LIMIT that stops sooner stores none */
 	if (s->finished && s->replay_pos == s->n_done && !s->saved)
 		dist_save(s);
-	slot->tts_values[0] = s->model_name_datum;
-	slot->tts_values[1] = Int32GetDatum(res->epoch);
-	slot->tts_values[2] = Int64GetDatum(res->tuples);
-	slot->tts_values[3] = Float8GetDatum(res->loss);
-	slot->tts_values[4] = Float8GetDatum(res->score);
-	slot->tts_values[5] = (Datum) 0;
-	slot->tts_values[6] = Float8GetDatum(res->seconds);
-	memset(slot->tts_isnull, 0, sizeof(bool) * 7);
-	slot->tts_isnull[4] = isnan(res->score);
-	slot->tts_isnull[5] = true;
-	return ExecStoreVirtualTuple(slot);
+	return cp_sgd_epoch_row(slot, s->model_name_datum, res, false);
 }
 
 static bool

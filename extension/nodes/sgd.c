@@ -293,7 +293,15 @@ sgd_next(ScanState *node)
 		cp_sgd_save_model(s);
 	}
 
-	slot->tts_values[0] = s->model_name_datum;
+	return cp_sgd_epoch_row(slot, s->model_name_datum, res, res == &s->polish_row);
+}
+
+/* train()'s row of an epoch (of the polish: no epoch number). */
+TupleTableSlot *
+cp_sgd_epoch_row(TupleTableSlot *slot, Datum model_name, const CpEpochResult *res,
+				 bool polish)
+{
+	slot->tts_values[0] = model_name;
 	slot->tts_values[1] = Int32GetDatum(res->epoch);
 	slot->tts_values[2] = Int64GetDatum(res->tuples);
 	slot->tts_values[3] = Float8GetDatum(res->loss);
@@ -301,7 +309,7 @@ sgd_next(ScanState *node)
 	slot->tts_values[5] = Float8GetDatum(res->validation_score);
 	slot->tts_values[6] = Float8GetDatum(res->seconds);
 	memset(slot->tts_isnull, 0, sizeof(bool) * 7);
-	slot->tts_isnull[1] = res == &s->polish_row;
+	slot->tts_isnull[1] = polish;
 	slot->tts_isnull[4] = isnan(res->score);
 	slot->tts_isnull[5] = !res->has_validation || isnan(res->validation_score);
 	return ExecStoreVirtualTuple(slot);

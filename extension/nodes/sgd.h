@@ -11,7 +11,10 @@
 
 #include "postgres.h"
 
+#include "executor/tuptable.h"
 #include "nodes/extensible.h"
+
+#include "params/params.h"
 
 /* corgipile.progress: a NOTICE per epoch (the GUC is defined at load) */
 extern bool cp_progress_notices;
@@ -25,5 +28,13 @@ extern CustomScan *cp_sgd_make_plan(Const *params, CustomScan *child, List *tlis
 
 /* sgd_epoch.c: the epochs max_epoch_num => NULL gives a table of this many rows */
 extern int32 cp_sgd_default_epochs(int64 rows);
+
+struct CpEpochResult;
+extern TupleTableSlot *cp_sgd_epoch_row(TupleTableSlot *slot, Datum model_name,
+										const struct CpEpochResult *res, bool polish);
+
+/* sgd_validate.c: the stopping rule train()'s parameters ask for, if any */
+struct CpConvergence;
+extern bool cp_sgd_stop_rule_init(const CpTrainParams *p, struct CpConvergence *conv);
 
 #endif							/* CORGIPILE_SGD_H */

@@ -68,22 +68,30 @@ cp_sgd_validate(SgdState *s)
 #define CP_SAMPLE_BYTES (16 * 1024 * 1024)
 
 /*
+ * The stopping rule of these parameters: the default one (relative) or an
+ * explicit tolerance; false when the epochs run to max_epoch_num.  Also a
+ * distributed coordinator's, fed a figure per round (dist_train.c).
+ */
+bool
+cp_sgd_stop_rule_init(const CpTrainParams *p, CpConvergence *conv)
+{
+	if (p->converge_auto)
+		cp_convergence_init(conv, 0.0, CP_DEFAULT_RTOL, p->n_iter_no_change);
+	else if (p->early_stopping)
+		cp_convergence_init(conv, p->tolerance, 0.0, p->n_iter_no_change);
+	else
+		return false;
+	return true;
+}
+
+/*
  * Set up the stopping rule for this training: the default rule (tolerance
  * and max_epoch_num NULL), or an explicit tolerance's.
  */
 void
 cp_sgd_stop_init(SgdState *s)
 {
-	if (s->params.converge_auto)
-	{
-		s->stop_rule = true;
-		cp_convergence_init(&s->conv, 0.0, CP_DEFAULT_RTOL, s->params.n_iter_no_change);
-	}
-	else if (s->params.early_stopping)
-	{
-		s->stop_rule = true;
-		cp_convergence_init(&s->conv, s->params.tolerance, 0.0, s->params.n_iter_no_change);
-	}
+	s->stop_rule = cp_sgd_stop_rule_init(&s->params, &s->conv);
 	/* the objective of an averaged model needs rows to score it on */
 	s->sample_wanted = s->stop_rule && s->params.average &&
 		s->vrel == NULL && s->holdout == NULL && s->par == NULL;
