@@ -419,7 +419,7 @@ dist_start(DistState *s)
 
 	/* the shards' first passes, merged, and finished here as on every shard */
 	initStringInfo(&s->merged);
-	cp_prep_dist_finish(&s->lo, &s->params, s->cxt, states, &s->merged);
+	cp_prep_dist_finish(&s->lo, &s->params, s->cxt, states, &s->merged, NULL);
 
 	n_outputs = s->lo.classes ? s->lo.classes->n_classes : 1;
 	cp_check_model_size(s->params.model, s->lo.n_features, n_outputs,

@@ -1943,20 +1943,37 @@ cp_prep_dist_unsupported(const CpTrainParams *p)
 
 /*
  * On a shard's worker: the pass over the shard, learning what
- * cp_prep_first_pass learns, sent to out rather than finished.
+ * cp_prep_first_pass learns, sent to out rather than finished.  As on one
+ * node, the pass may fill the block cache with the rows it reads, raw until
+ * the merged pass is finished (cp_prep_dist_finish), so that epoch 1 does
+ * not read the shard again.
  */
 void
 cp_prep_dist_stats(CpLayout *lo, Relation rel, Snapshot snapshot,
 				   const CpTrainParams *p, uint64 seed, MemoryContext cxt,
-				   uint32 pages_per_block, uint32 n_blocks, StringInfo out)
+				   CpBlockCache *cache, uint32 pages_per_block, uint32 n_blocks,
+				   StringInfo out)
 {
 	PassState	ps;
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 
 	pass_setup(&ps, lo, p, cxt, pages_per_block, n_blocks);
+	if (fill_cache_wanted(&ps, cache))
+	{
+		ps.cache = cache;
+		ps.skipped_at_start = lo->n_skipped;
+		ps.null_label_at_start = lo->n_null_label;
+		cp_buffer_init(&ps.block_rows, cxt, false);
+		cp_buffer_init(&ps.block_held, cxt, false);
+	}
 	if (ps.want_stats || ps.want_dicts || ps.want_classes || ps.want_dim ||
 		lo->label_is_text)
 		read_table(&ps, rel, snapshot, seed);
+	if (ps.block_rows.memcxt != NULL)
+	{
+		cp_buffer_free(&ps.block_rows);
+		cp_buffer_free(&ps.block_held);
+	}
 	dist_stats_send(&ps, out);
 	MemoryContextSwitchTo(old);
 }
@@ -1969,7 +1986,7 @@ cp_prep_dist_stats(CpLayout *lo, Relation rel, Snapshot snapshot,
  */
 void
 cp_prep_dist_finish(CpLayout *lo, const CpTrainParams *p, MemoryContext cxt,
-					List *states, StringInfo merged_out)
+					List *states, StringInfo merged_out, CpBlockCache *cache)
 {
 	PassState	ps;
 	MemoryContext old = MemoryContextSwitchTo(cxt);
@@ -1981,5 +1998,27 @@ cp_prep_dist_finish(CpLayout *lo, const CpTrainParams *p, MemoryContext cxt,
 	if (merged_out != NULL)
 		dist_stats_send(&ps, merged_out);
 	pass_finish(&ps);
+
+	/* a shard's rows cached raw by its pass: converted as cp_prep_first_pass does */
+	if (cache != NULL && cache->n_cached > 0 && cache->prefilled == 0)
+	{
+		const CpPrepTransform *t = lo->prep ? lo->prep->transform : NULL;
+
+		if (t != NULL && t->n_features == lo->n_features)
+		{
+			cp_block_cache_map_dense(cache, transform_row, t);
+			cache->prefilled = cache->n_cached;
+		}
+		else if (t == NULL && lo->prep != NULL && lo->prep->fill != NULL &&
+				 !ps.scale && lo->prep->n_indicators == 0)
+			cache->prefilled = cache->n_cached;
+		else
+		{
+			/* nothing read before the shard's pass: its counts start at 0 */
+			cp_block_cache_reset(cache);
+			lo->n_skipped = 0;
+			lo->n_null_label = 0;
+		}
+	}
 	MemoryContextSwitchTo(old);
 }

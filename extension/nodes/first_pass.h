@@ -29,11 +29,13 @@ extern void cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 extern const char *cp_prep_dist_unsupported(const CpTrainParams *p);
 extern void cp_prep_dist_stats(CpLayout *lo, Relation rel, Snapshot snapshot,
 							   const CpTrainParams *p, uint64 seed,
-							   MemoryContext cxt, uint32 pages_per_block,
-							   uint32 n_blocks, StringInfo out);
+							   MemoryContext cxt, struct CpBlockCache *cache,
+							   uint32 pages_per_block, uint32 n_blocks,
+							   StringInfo out);
 extern void cp_prep_dist_finish(CpLayout *lo, const CpTrainParams *p,
 								MemoryContext cxt, List *states,
-								StringInfo merged_out);
+								StringInfo merged_out,
+								struct CpBlockCache *cache);
 
 /* corgipile.stats_sample_size, in pages */
 extern int	cp_stats_sample_pages;

@@ -692,7 +692,7 @@ cp_tuple_source_dist_stats(CpTupleSource *src, uint64 seed, StringInfo out)
 
 	cp_prep_dist_stats(&ts->layout, ts->source.rel,
 					   ts->css.ss.ps.state->es_snapshot, &ts->params, seed,
-					   ts->buf_cxt, ts->child->sizing.pages_per_block,
+					   ts->buf_cxt, ts->cache, ts->child->sizing.pages_per_block,
 					   ts->child->sizing.n_blocks, out);
 }
 
@@ -703,7 +703,7 @@ cp_tuple_source_dist_shape(CpTupleSource *src, StringInfo merged)
 	TupleShuffleState *ts = source_node(src);
 
 	cp_prep_dist_finish(&ts->layout, &ts->params, ts->buf_cxt,
-						list_make1(merged), NULL);
+						list_make1(merged), NULL, ts->cache);
 }
 
 /*
