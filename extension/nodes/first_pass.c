@@ -1673,6 +1673,29 @@ pass_finish(PassState *ps)
 }
 
 /*
+ * The rows the pass cached, standardized now as epoch 1 would convert
+ * them; false when epoch 1 would convert them otherwise (no transform of
+ * the rows' width: statistics too big to keep), and they must be dropped.
+ * Rows converted without a transform are epoch 1's when nothing is scaled
+ * (missing => ... with standardize => 'off': no cached row had a NULL to
+ * impute).
+ */
+static bool
+convert_cached(const PassState *ps, CpBlockCache *cache)
+{
+	const CpLayout *lo = ps->lo;
+	const CpPrepTransform *t = lo->prep ? lo->prep->transform : NULL;
+
+	if (t != NULL && t->n_features == lo->n_features)
+		cp_block_cache_map_dense(cache, transform_row, t);
+	else if (!(t == NULL && lo->prep != NULL && lo->prep->fill != NULL &&
+			   !ps->scale && lo->prep->n_indicators == 0))
+		return false;
+	cache->prefilled = cache->n_cached;
+	return true;
+}
+
+/*
  * Before epoch 1: learn what the layout needs, and attach the model's
  * preprocessing to it (lo->prep, NULL when nothing is encoded or scaled).
  * Everything lives in cxt, the training's memory.  cache, when not NULL,
@@ -1718,30 +1741,12 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 
 	pass_finish(&ps);
 
-	/*
-	 * The cached rows, standardized now as epoch 1 would convert them.
-	 * Without a transform of the rows' width (stats too big to keep), epoch
-	 * 1 would convert them otherwise: drop them.  Rows converted without a
-	 * transform are epoch 1's when nothing is scaled (missing => ... with
-	 * standardize => 'off': no cached row had a NULL to impute).
-	 */
-	if (cache != NULL && cache->n_cached > 0 && ps.block_rows.memcxt != NULL)
+	/* the cached rows: converted now, or dropped (convert_cached) */
+	if (cache != NULL && cache->n_cached > 0 && ps.block_rows.memcxt != NULL &&
+		!convert_cached(&ps, cache))
 	{
-		const CpPrepTransform *t = lo->prep ? lo->prep->transform : NULL;
-
-		if (t != NULL && t->n_features == lo->n_features)
-		{
-			cp_block_cache_map_dense(cache, transform_row, t);
-			cache->prefilled = cache->n_cached;
-		}
-		else if (t == NULL && lo->prep != NULL && lo->prep->fill != NULL &&
-				 !ps.scale && lo->prep->n_indicators == 0)
-			cache->prefilled = cache->n_cached;
-		else
-		{
-			ps.cache = cache;
-			abandon_cache(&ps);
-		}
+		ps.cache = cache;
+		abandon_cache(&ps);
 	}
 	if (ps.block_rows.memcxt != NULL)
 	{
@@ -2000,25 +2005,13 @@ cp_prep_dist_finish(CpLayout *lo, const CpTrainParams *p, MemoryContext cxt,
 	pass_finish(&ps);
 
 	/* a shard's rows cached raw by its pass: converted as cp_prep_first_pass does */
-	if (cache != NULL && cache->n_cached > 0 && cache->prefilled == 0)
+	if (cache != NULL && cache->n_cached > 0 && cache->prefilled == 0 &&
+		!convert_cached(&ps, cache))
 	{
-		const CpPrepTransform *t = lo->prep ? lo->prep->transform : NULL;
-
-		if (t != NULL && t->n_features == lo->n_features)
-		{
-			cp_block_cache_map_dense(cache, transform_row, t);
-			cache->prefilled = cache->n_cached;
-		}
-		else if (t == NULL && lo->prep != NULL && lo->prep->fill != NULL &&
-				 !ps.scale && lo->prep->n_indicators == 0)
-			cache->prefilled = cache->n_cached;
-		else
-		{
-			/* nothing read before the shard's pass: its counts start at 0 */
-			cp_block_cache_reset(cache);
-			lo->n_skipped = 0;
-			lo->n_null_label = 0;
-		}
+		/* nothing read before the shard's pass: its counts start at 0 */
+		cp_block_cache_reset(cache);
+		lo->n_skipped = 0;
+		lo->n_null_label = 0;
 	}
 	MemoryContextSwitchTo(old);
 }
