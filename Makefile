@@ -26,6 +26,8 @@ OBJS = \
 	extension/io/layout.o \
 	extension/io/prep.o \
 	extension/model/metrics.o \
+	extension/model/model_copy.o \
+	extension/model/model_sync.o \
 	extension/model/model_insert.o \
 	extension/model/model_layout.o \
 	extension/model/model_load.o \
@@ -59,6 +61,7 @@ OBJS = \
 	extension/nodes/sgd_warm.o \
 	extension/nodes/tuple_shuffle.o \
 	extension/functions/evaluate.o \
+	extension/functions/evaluate_dist.o \
 	extension/functions/model_admin.o \
 	extension/functions/model_coefficients.o \
 	extension/functions/predict.o \
