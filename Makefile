@@ -88,7 +88,7 @@ DATA_built = sql/corgipile--$(EXTVERSION).sql
 DATA = extension/corgipile.control \
 	$(filter-out $(DATA_built),$(wildcard sql/corgipile--*.sql))
 
-REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel validation divergence stopping torch_io missing
+REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel validation divergence stopping torch_io missing model_copy
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
 PG_CPPFLAGS = -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir)
