@@ -26,6 +26,8 @@ OBJS = \
 	extension/io/layout.o \
 	extension/io/prep.o \
 	extension/model/metrics.o \
+	extension/model/model_copy.o \
+	extension/model/model_sync.o \
 	extension/model/model_insert.o \
 	extension/model/model_layout.o \
 	extension/model/model_load.o \
@@ -61,6 +63,7 @@ OBJS = \
 	extension/nodes/sgd_warm.o \
 	extension/nodes/tuple_shuffle.o \
 	extension/functions/evaluate.o \
+	extension/functions/evaluate_dist.o \
 	extension/functions/model_admin.o \
 	extension/functions/model_coefficients.o \
 	extension/functions/predict.o \
@@ -87,7 +90,7 @@ DATA_built = sql/corgipile--$(EXTVERSION).sql
 DATA = extension/corgipile.control \
 	$(filter-out $(DATA_built),$(wildcard sql/corgipile--*.sql))
 
-REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel validation divergence stopping torch_io missing
+REGRESS = setup train explain errors predict models strategies multiclass shuffle_table model_privileges upgrade grab preprocess parallel validation divergence stopping torch_io missing model_copy
 REGRESS_OPTS = --inputdir=tests/regress --outputdir=tests/regress
 
 PG_CPPFLAGS = -I$(srcdir)/extension -I$(shell $(PG_CONFIG) --includedir)

@@ -14,6 +14,7 @@
 #include "utils/guc.h"
 
 #include "cluster/node_conn.h"
+#include "model/model_copy.h"
 #include "io/block_cache.h"
 #include "io/prep.h"
 #include "nodes/block_shuffle.h"
@@ -100,4 +101,6 @@ _PG_init(void)
 	RegisterCustomScanMethods(&cp_dist_scan_methods);
 	cp_planner_init();
 	cp_node_conn_init();
+	/* after node_conn: its callback must run first (model_sync.c) */
+	cp_model_sync_init();
 }

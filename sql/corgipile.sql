@@ -444,3 +444,59 @@ AS 'MODULE_PATHNAME', 'corgipile_shard_round'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION corgipile.shard_round IS 'Internal (a distributed training''s coordinator calls it on each shard''s worker): trains one round of the shard training corgipile.shard_open() opened, from the weights sent, and returns its weights and figures.';
+
+-- ---------------------------------------------------------------------------
+-- Citus: models on every node, predict and evaluate where the rows are
+--
+-- A model changed on a Citus coordinator is copied to every worker in the
+-- coordinator's transaction (two-phase commit), each node keeping its own
+-- corgipile.model_store; a copy names roles and the training relation by
+-- name, since OIDs differ between nodes.  evaluate() on a distributed
+-- table scores each shard on its node (evaluate_partial) and merges the
+-- parts' metrics on the coordinator.  docs/distributed.md says how.
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION corgipile.model_hash(model_name text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'corgipile_model_hash'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION corgipile.model_hash(text) IS 'The SHA-256 of the model''s row as every node reads it (roles and the training relation by name, floats exactly): two nodes hold the same model when the hashes are equal.';
+
+CREATE FUNCTION corgipile.apply_model_copy(model_name text, copy jsonb)
+RETURNS void
+AS 'MODULE_PATHNAME', 'corgipile_apply_model_copy'
+-- not STRICT: a NULL copy drops the model
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.apply_model_copy(text, jsonb) IS 'Make this node''s row of a model what a Citus coordinator''s copy says (NULL: drop it); the role must be allowed to manage the model it replaces and the one it writes. The coordinator calls it on its workers.';
+
+CREATE FUNCTION corgipile.check_model_copies(
+    OUT model_name text,
+    OUT node_name text,
+    OUT node_port integer,
+    OUT coordinator_hash text,
+    OUT node_hash text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'corgipile_check_model_copies'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.check_model_copies() IS 'On a Citus coordinator: each model the current role sees whose copy on a worker differs (node_hash NULL: missing there; coordinator_hash NULL: only there). No rows: every node holds the same models.';
+
+CREATE FUNCTION corgipile.recover_model_copies(
+    OUT node_name text,
+    OUT node_port integer,
+    OUT gid text,
+    OUT action text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'corgipile_recover_model_copies'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.recover_model_copies() IS 'On a Citus coordinator: finish the prepared transactions of model copies left on the workers by a failure between the coordinator''s commit and theirs (committed where the coordinator committed, else rolled back).';
+
+CREATE FUNCTION corgipile.evaluate_partial(model_name text, relation regclass, model_hash text)
+RETURNS TABLE (score float8, positives bigint, negatives bigint, state text)
+AS 'MODULE_PATHNAME', 'corgipile_evaluate_partial'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION corgipile.evaluate_partial(text, regclass, text) IS 'What evaluate() on a Citus table needs of one shard, run on its node: a row with the metrics'' counts and sums (state), then each distinct score with its positive and negative rows (binary models). model_hash must be this node''s copy''s.';

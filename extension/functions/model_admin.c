@@ -34,7 +34,9 @@
 #include "utils/syscache.h"
 
 #include "model/models.h"
+#include "model/model_copy.h"
 #include "model/model_store.h"
+
 PG_FUNCTION_INFO_V1(corgipile_drop_model);
 PG_FUNCTION_INFO_V1(corgipile_rename_model);
 PG_FUNCTION_INFO_V1(corgipile_grant_model);
@@ -57,6 +59,7 @@ corgipile_drop_model(PG_FUNCTION_ARGS)
 				"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
 				1, argtypes, args, NULL, false, SPI_OK_DELETE);
 	SPI_finish();
+	cp_model_sync_touch(name);
 	PG_RETURN_VOID();
 }
 
@@ -82,6 +85,8 @@ corgipile_rename_model(PG_FUNCTION_ARGS)
 				"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
 				2, argtypes, args, NULL, false, SPI_OK_UPDATE);
 	SPI_finish();
+	cp_model_sync_touch(name);
+	cp_model_sync_touch(new_name);
 	PG_RETURN_VOID();
 }
 
@@ -126,6 +131,7 @@ change_usage(FunctionCallInfo fcinfo, bool grant)
 				"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
 				3, argtypes, args, NULL, false, SPI_OK_UPDATE);
 	SPI_finish();
+	cp_model_sync_touch(name);
 	PG_RETURN_VOID();
 }
 
@@ -173,8 +179,10 @@ corgipile_reassign_models(PG_FUNCTION_ARGS)
 	args[1] = ObjectIdGetDatum(new_role);
 	SPI_connect();
 	n = cp_model_store_query("UPDATE corgipile.model_store AS s SET owner_id = $2 "
-					"WHERE s.owner_id OPERATOR(pg_catalog.=) $1",
-					2, argtypes, args, NULL, false, SPI_OK_UPDATE);
+					"WHERE s.owner_id OPERATOR(pg_catalog.=) $1 RETURNING s.model_name",
+					2, argtypes, args, NULL, false, SPI_OK_UPDATE_RETURNING);
+	for (uint64 i = 0; i < n; i++)
+		cp_model_sync_touch(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
 	SPI_finish();
 	PG_RETURN_INT64((int64) n);
 }
@@ -241,6 +249,7 @@ corgipile_import_model(PG_FUNCTION_ARGS)
 	UpdateActiveSnapshotCommandId();
 	(void) cp_models_load(name);
 	PopActiveSnapshot();
+	cp_model_sync_touch(name);
 	PG_RETURN_VOID();
 }
 
@@ -305,5 +314,6 @@ corgipile_annotate_model(PG_FUNCTION_ARGS)
 				"WHERE s.model_name OPERATOR(pg_catalog.=) $1",
 				3, argtypes, args, nulls, false, SPI_OK_UPDATE);
 	SPI_finish();
+	cp_model_sync_touch(name);
 	PG_RETURN_VOID();
 }

@@ -33,6 +33,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "model/model_copy.h"
 #include "model/models.h"
 #include "util/json.h"
 #include "model/model_store.h"
@@ -323,4 +324,6 @@ cp_models_insert(const CpTrainRecord *rec)
 				"$9, $10::pg_catalog.jsonb, $11::pg_catalog.jsonb, $12, $13, $14)",
 				14, argtypes, args, nulls, false, SPI_OK_INSERT);
 	SPI_finish();
+	/* on a Citus coordinator, copied to the workers at commit */
+	cp_model_sync_touch(rec->model_name);
 }
