@@ -8,6 +8,12 @@ cd "$(dirname "$0")/.."
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 scripts/install_deps.sh
 
+# first, so that a finding fails in seconds (pyproject.toml configures both)
+echo "== lint: ruff"
+.venv/bin/ruff check --no-cache .
+echo "== types: mypy"
+.venv/bin/mypy --cache-dir=/dev/null  # and no cache directories in the checkout
+
 make -s PG_CONFIG="$PG_CONFIG"
 # the extension, and the Bismarck-style baseline that corgipile bench runs
 for dir in . benchmarks/bismarck; do
