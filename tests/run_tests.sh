@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make test: install what is missing, build and install the extension, start
-# a throwaway PostgreSQL 15 cluster as a non-root user, run the C unit tests,
-# the SQL regression suite and the pytest suite, then stop the cluster.
+# make test: install what is missing, lint and type-check the Python, build
+# and install the extension, start a throwaway PostgreSQL 15 cluster as a
+# non-root user, run the C unit tests, the SQL regression suite and the
+# pytest suite, then stop the cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
