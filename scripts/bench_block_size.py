@@ -21,7 +21,8 @@ import psycopg
 from corgipile.bench.datasets import synthetic
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import provenance  # noqa: E402
+import provenance
+
 # (label, shuffle, block_size): block sizes in pages; None is the engine's default
 ROWS_OF_TABLE = [
     ("`shuffle_once`", "shuffle_once", None),

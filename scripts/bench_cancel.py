@@ -34,7 +34,7 @@ import psycopg
 from corgipile.strategies import ALL
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_epochs import report  # noqa: E402
+from bench_epochs import report
 
 TABLE = ("CREATE TABLE IF NOT EXISTS bench_cancel AS SELECT CASE WHEN g % 2 = 0 THEN 1 ELSE -1 "
          "END AS label, ARRAY[g % 2, (g % 13) / 13.0, (g % 7) / 7.0, 1, 0, 0, 0, 0, 0, 0]"

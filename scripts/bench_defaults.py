@@ -44,9 +44,9 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_epochs import backend_cpu, report  # noqa: E402
-from bench_parallel import make_table  # noqa: E402
-from real_datasets import copy_bytes, replace_between  # noqa: E402
+from bench_epochs import backend_cpu, report
+from bench_parallel import make_table
+from real_datasets import copy_bytes, replace_between
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "real-datasets.md")
 BEGIN, END = "<!-- bench_defaults:begin -->", "<!-- bench_defaults:end -->"

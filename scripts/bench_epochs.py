@@ -36,7 +36,7 @@ import time
 import psycopg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import provenance  # noqa: E402
+import provenance
 
 # the issue's yardstick: a scan that reads every row's features array
 SCAN = "SELECT sum(features[1] + features[{d}]) FROM {t}"
@@ -289,7 +289,7 @@ def main() -> int:
 
     def ratio(double: bool, i: int) -> str:
         """CorgiPile / No-Shuffle of each round's later epochs: median (min-max)."""
-        pairs = zip(results[("corgipile", double)], results[("no_shuffle", double)])
+        pairs = zip(results[("corgipile", double)], results[("no_shuffle", double)], strict=False)
         rs = [c[i] / n[i] for c, n in pairs if c[i] is not None and n[i]]
         if not rs:
             return "-"

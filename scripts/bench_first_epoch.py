@@ -49,8 +49,8 @@ import time
 import psycopg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_epochs import backend_cpu, drop_os_cache, ensure_table, report  # noqa: E402
-import provenance  # noqa: E402
+import provenance
+from bench_epochs import backend_cpu, drop_os_cache, ensure_table, report
 
 
 def install_lib(path: str, pkglibdir: str) -> None:
@@ -208,7 +208,7 @@ def main() -> int:
 
     for name, _ in libs:
         r = res[name]
-        ratio = [f / s for f, s in zip(r["first"], r["scan"][::2])]
+        ratio = [f / s for f, s in zip(r["first"], r["scan"][::2], strict=False)]
         lines.append(f"| {name} | {cell(r['count'])} | {cell(r['scan'])} | {cell(r['first'])} | "
                      f"{statistics.mean(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f}) | "
                      f"{cell(r['later'])} |")
@@ -235,7 +235,7 @@ def main() -> int:
                 walls = [w for w, _, _ in r[key]]
                 cpus = [c for _, c, _ in r[key]]
                 reads = [b for _, _, b in r[key]]
-                tput = [cw / w for (cw, _, _), (w, _, _) in zip(r["cold count"], r[key])]
+                tput = [cw / w for (cw, _, _), (w, _, _) in zip(r["cold count"], r[key], strict=False)]
                 lines.append(f"| {name} | {key} | {statistics.median(walls):.2f} | "
                              f"{statistics.median(cpus):.2f} | "
                              f"{statistics.median(cpus) * us:.2f} | "

@@ -152,18 +152,18 @@ def report(directory: Path) -> int:
                 continue
             s = [r["summary"] for r in rs]
 
-            def col(key: str) -> list[float]:
+            def col(key: str, s: list[dict[str, Any]] = s) -> list[float]:
                 return [x[key] for x in s if x.get(key) is not None]
 
             vs = col("time_to_target_ratio_to_corgipile")
-            pairs = [(x["epoch_cpu_seconds"], r["scan_cpu"]) for r, x in zip(rs, s)
+            pairs = [(x["epoch_cpu_seconds"], r["scan_cpu"]) for r, x in zip(rs, s, strict=False)
                      if x.get("epoch_cpu_seconds") is not None]
             mark = ""
             if not pairs:
                 # the engine reports wall seconds per epoch: its CPU is the whole
                 # call's (helper threads included) over the epochs
                 pairs = [(r["extra"]["call_cpu_seconds"] / x["epochs"], r["scan_cpu"])
-                         for r, x in zip(rs, s) if r["extra"].get("call_cpu_seconds") is not None]
+                         for r, x in zip(rs, s, strict=False) if r["extra"].get("call_cpu_seconds") is not None]
                 mark = " †" if pairs else ""
             epoch_cpu = [c for c, _ in pairs]
             cpu = [c / scan for c, scan in pairs]
@@ -171,7 +171,7 @@ def report(directory: Path) -> int:
             # up to the one that reached it (for MADlib, about the CPU of the
             # checkpoint call that reached it)
             to_target = []
-            for r, x in zip(rs, s):
+            for r, x in zip(rs, s, strict=False):
                 k = x.get("epochs_to_target")
                 cpus = [e.get("cpu_seconds") for e in r["epochs"] if e["epoch"] <= (k or 0)]
                 if k and cpus and None not in cpus and r["setup_cpu"] is not None:

@@ -124,7 +124,7 @@ def main() -> int:
         load = [os.getloadavg()[0]]
         for r in range(args.repeat):
             for label, n, double, sync, c in settings:
-                conn.execute("SET corgipile.parallel_sync = %s" % sync)
+                conn.execute(f"SET corgipile.parallel_sync = {sync}")
                 conn.execute("SELECT set_config('corgipile.block_cache_size', %s, false)",
                              (cache_value[c],))
                 t = epoch_seconds(conn, table, "svm", n, double, args.epochs)
@@ -165,7 +165,7 @@ def main() -> int:
         grab: dict[str, list[tuple[float, float]]] = {o[0]: [] for o in orders}
         for seed in range(1, args.seeds + 1):
             for label, shuffle, how in orders:
-                conn.execute("SET corgipile.parallel_grab = %s" % how)
+                conn.execute(f"SET corgipile.parallel_grab = {how}")
                 name = "bench_par_grab"
                 conn.execute("DELETE FROM corgipile.models WHERE model_name = %s", (name,))
                 rows = conn.execute(TRAIN, ("bench_par_acc", "logistic", name, n2, True,
@@ -188,7 +188,7 @@ def main() -> int:
         f"vs the best 1 process ({best_label}) |",
         "|---|---:|---:|---:|",
     ]
-    for label, n, double, sync, c in settings:
+    for label, _n, _double, _sync, c in settings:
         one = med[f"1 process, single-buffered, cache {c}"]
         lines.append(f"| {label} | {med[label]:.3f} | {one / med[label]:.2f} | "
                      f"{best / med[label]:.2f} |")
@@ -199,7 +199,7 @@ def main() -> int:
     fitting = [n for n in ns if n <= (os.cpu_count() or 1)]
     nmax = max(fitting) if fitting else min(ns)
     per_worker = max(0.0, (tiny[nmax] - tiny[1]) / (nmax - 1))
-    lines += ["", f"Parallel overhead per epoch, from a 20,000-row table: "
+    lines += ["", "Parallel overhead per epoch, from a 20,000-row table: "
                   + ", ".join(f"N={n} {tiny[n] * 1000:.1f} ms" for n in tiny)
                   + f"; {per_worker * 1000:.1f} ms per worker.", "",
               "| N (modelled, on N free cores) | cache | efficiency at N=" + str(nmax)
@@ -234,7 +234,7 @@ def main() -> int:
               "| order | mean accuracy | mean last-epoch loss |", "|---|---:|---:|"]
     for label, runs in grab.items():
         lines.append(f"| {label} | {statistics.mean(a for a, _ in runs):.4f} | "
-                     f"{statistics.mean(l for _, l in runs):.5f} |")
+                     f"{statistics.mean(loss for _, loss in runs):.5f} |")
     text = "\n".join(lines)
     print(text)
     if args.output:

@@ -169,7 +169,7 @@ def pgbench(contenders: list[Contender], mode: str, args: argparse.Namespace,
          args.dbname], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for c in contenders]
     outs = []
-    for c, p in zip(contenders, procs):
+    for c, p in zip(contenders, procs, strict=False):
         try:
             outs.append(p.communicate(timeout=args.seconds + 120))
         except subprocess.TimeoutExpired:
@@ -178,9 +178,9 @@ def pgbench(contenders: list[Contender], mode: str, args: argparse.Namespace,
             p.kill()
             out, err = p.communicate()
             outs.append((out, err + f"\npgbench through {c.name} did not end: killed"))
-    used = [cpu_seconds(c.pid) - b for c, b in zip(contenders, before)]
+    used = [cpu_seconds(c.pid) - b for c, b in zip(contenders, before, strict=False)]
     results = []
-    for c, p, (out, err), u in zip(contenders, procs, outs, used):
+    for c, p, (out, err), u in zip(contenders, procs, outs, used, strict=False):
         m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
         n = re.search(r"number of transactions actually processed: (\d+)", out)
         if p.returncode != 0 or not (m and n):
@@ -273,7 +273,7 @@ def main() -> int:
                     c.tps[mode].append(t)
                     c.cpu[mode].append(us)
                 for pair in pairs:
-                    for c, (t, us) in zip(pair, pgbench(list(pair), mode, args, env)):
+                    for c, (t, us) in zip(pair, pgbench(list(pair), mode, args, env), strict=False):
                         c.paired_tps[mode].append(t)
                         c.paired_cpu[mode].append(us)
             print(f"round {r + 1}: " + "; ".join(
@@ -311,15 +311,16 @@ def main() -> int:
             print(f"| {c.name} | {median(c.tps[mode]):.0f} | {runs} | {us} |")
         for proxy, bouncer in pairs:
             label = proxy.name.split(", ", 1)[1]
-            ratios = [a / b for a, b in zip(proxy.tps[mode], bouncer.tps[mode])]
-            cpu = [a / b for a, b in zip(proxy.cpu[mode], bouncer.cpu[mode]) if b]
+            ratios = [a / b for a, b in zip(proxy.tps[mode], bouncer.tps[mode], strict=False)]
+            cpu = [a / b for a, b in zip(proxy.cpu[mode], bouncer.cpu[mode], strict=False) if b]
             print(f"\nproxy / pgbouncer, {label}, -M {mode}, one after the other: TPS ratio "
                   f"per round {', '.join(f'{x:.2f}' for x in ratios)}; median (range) "
                   f"{spread(ratios)}; CPU per transaction ratio {spread(cpu)}")
-            ratios = [a / b for a, b in zip(proxy.paired_tps[mode], bouncer.paired_tps[mode])]
-            cpu = [a / b for a, b in zip(proxy.paired_cpu[mode], bouncer.paired_cpu[mode]) if b]
+            ratios = [a / b for a, b in zip(proxy.paired_tps[mode], bouncer.paired_tps[mode], strict=False)]
+            cpu = [a / b for a, b in zip(proxy.paired_cpu[mode], bouncer.paired_cpu[mode], strict=False) if b]
+            pairs = zip(proxy.paired_tps[mode], bouncer.paired_tps[mode], strict=False)
             print(f"\nproxy / pgbouncer, {label}, -M {mode}, at the same time: TPS "
-                  f"{', '.join(f'{a:.0f}/{b:.0f}' for a, b in zip(proxy.paired_tps[mode], bouncer.paired_tps[mode]))}; "
+                  f"{', '.join(f'{a:.0f}/{b:.0f}' for a, b in pairs)}; "
                   f"ratio per round {', '.join(f'{x:.2f}' for x in ratios)}; median (range) "
                   f"{spread(ratios)}; CPU per transaction ratio {spread(cpu)}")
     return 0

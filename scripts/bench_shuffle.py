@@ -20,8 +20,8 @@ import time
 import psycopg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import provenance  # noqa: E402
-from bench_epochs import backend_cpu  # noqa: E402
+import provenance
+from bench_epochs import backend_cpu
 
 
 def timed(conn: psycopg.Connection, query: str) -> tuple[float, float | None]:
@@ -78,9 +78,9 @@ def main() -> int:
 
     def speedup(k: int) -> str:
         """ORDER BY random() / shuffle_table, per round."""
-        if any(o[k] is None or t[k] is None for o, t in zip(ours, theirs)):
+        if any(o[k] is None or t[k] is None for o, t in zip(ours, theirs, strict=False)):
             return "-"
-        return cell([t[k] / o[k] for o, t in zip(ours, theirs)])
+        return cell([t[k] / o[k] for o, t in zip(ours, theirs, strict=False)])
 
     cpu_known = all(x[1] is not None for x in ours + theirs)
     text = "\n".join([

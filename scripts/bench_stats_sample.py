@@ -38,7 +38,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_epochs import report  # noqa: E402
+from bench_epochs import report
 
 
 def diamonds():
@@ -89,7 +89,7 @@ def load(conn, name, frame, cols):
     frame = frame.sort_values("label", kind="stable")  # stored in label order
     with conn.cursor().copy(f"COPY bss_{name} FROM STDIN (FORMAT BINARY)") as cp:
         cp.set_types(["float8", "float8[]"])
-        for y, x in zip(frame["label"].to_numpy(float), frame[cols].to_numpy(float)):
+        for y, x in zip(frame["label"].to_numpy(float), frame[cols].to_numpy(float), strict=False):
             cp.write_row((float(y), x.tolist()))
     conn.execute(f"VACUUM ANALYZE bss_{name}")
 
@@ -202,9 +202,10 @@ def main() -> int:
             def fmt(xs):
                 return f"{statistics.median(xs):.4f} ({min(xs):.4f}-{max(xs):.4f})"
 
-            diffs = ", ".join(f"{s - e:+.4f}" for s, e in zip(scores["sampled"], scores["exact"]))
+            diffs = ", ".join(f"{s - e:+.4f}" for s, e in zip(scores["sampled"], scores["exact"], strict=False))
             lines.append(f"| {name} | {len(frame):,} | {kind} | {pages} | "
-                         f"{statistics.median(rows_learnt):,.0f} ({statistics.median(rows_learnt) / (len(frame) * 0.7):.0%}) | "
+                         f"{statistics.median(rows_learnt):,.0f} "
+                         f"({statistics.median(rows_learnt) / (len(frame) * 0.7):.0%}) | "
                          f"{fmt(scores['exact'])} | {fmt(scores['sampled'])} | {diffs} | "
                          f"{statistics.median(sk):.4f} |")
             print(lines[-1], file=sys.stderr, flush=True)

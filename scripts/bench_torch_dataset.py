@@ -116,7 +116,7 @@ def _batches(rec: np.ndarray, batch: int) -> int:
 def dataset(dsn: str, table: str, method: str, workers: int, batch: int) -> int:
     ds = CorgiPileDataset(dsn, table, seed=1, method=method, batch_size=batch)
     rows = 0
-    for x, y in DataLoader(ds, batch_size=None, num_workers=workers):
+    for _x, y in DataLoader(ds, batch_size=None, num_workers=workers):
         rows += len(y)
     ds.close()
     return rows

@@ -9,7 +9,7 @@ from pathlib import Path
 # the studies package lives beside this file (also under python -P)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from studies.cli import main  # noqa: E402
+from studies.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

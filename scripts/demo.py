@@ -25,7 +25,8 @@ import psycopg
 
 # provenance.py stands beside this script, in the checkout and in the image
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import load as load_average, run_line  # noqa: E402
+from provenance import load as load_average
+from provenance import run_line
 
 DATA = Path("/usr/share/datasets/fashion-mnist")
 UPPER_BODY = {0, 2, 3, 4, 6}  # T-shirt/top, Pullover, Dress, Coat, Shirt

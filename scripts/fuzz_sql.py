@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python" / "security"))
-from sqlfuzz import FAMILIES, Fuzzer, iter_families, summary  # noqa: E402
+from sqlfuzz import FAMILIES, Fuzzer, iter_families, summary
 
 
 def main() -> int:
@@ -62,7 +62,7 @@ def main() -> int:
         t0 = time.monotonic()
         per = [args.cases // len(families) + (1 if i < args.cases % len(families) else 0)
                for i in range(len(families))]
-        for family, n in zip(families, per):
+        for family, n in zip(families, per, strict=False):
             t = time.monotonic()
             before = len(fuzzer.findings)
             fuzzer.run(family, n)

@@ -74,7 +74,7 @@ def load(conn: psycopg.Connection, name: str, x: np.ndarray, y: np.ndarray) -> n
 def engine(conn, table, shuffle, lr, seed, epochs, block=None, buffer_mode="auto",
            model="logistic", l2=0.0, decay=1.0):
     name = "gec_model"
-    conn.execute("SET corgipile.grab_buffer = %s" % psycopg.sql.Literal(buffer_mode).as_string(conn))
+    conn.execute(psycopg.sql.SQL("SET corgipile.grab_buffer = {}").format(psycopg.sql.Literal(buffer_mode)))
     conn.execute("SELECT corgipile.drop_model(m.model_name) FROM corgipile.models m "
                  "WHERE m.model_name = %s", (name,))
     hist = conn.execute(

@@ -499,7 +499,7 @@ def main():
     P("")
     P("| workers | rate | buffer | " + " | ".join(par_methods) + " |")
     P("|---|---|---|" + "---|" * len(par_methods))
-    for (W, sname, sb, m), g in par.items():
+    for (W, sname, sb, m), _g in par.items():
         if m != par_methods[0]:
             continue
         cells = [fmt(par[(W, sname, sb, mm)][:, -1].mean()) for mm in par_methods]

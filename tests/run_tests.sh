@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# make test: install what is missing, build and install the extension, start
-# a throwaway PostgreSQL 15 cluster as a non-root user, run the C unit tests,
-# the SQL regression suite and the pytest suite, then stop the cluster.
+# make test: install what is missing, lint and type-check the Python, build
+# and install the extension, start a throwaway PostgreSQL 15 cluster as a
+# non-root user, run the C unit tests, the SQL regression suite and the
+# pytest suite, then stop the cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 scripts/install_deps.sh
+
+# first, so that a finding fails in seconds (pyproject.toml configures both)
+echo "== lint: ruff"
+.venv/bin/ruff check --no-cache .
+echo "== types: mypy"
+.venv/bin/mypy --cache-dir=/dev/null  # and no cache directories in the checkout
 
 make -s PG_CONFIG="$PG_CONFIG"
 # the extension, and the Bismarck-style baseline that corgipile bench runs

@@ -18,9 +18,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .client import Client, Result, connect
-from .errors import (ConnectionTypeError, CorgipileError, ModelExists, ModelFormatError,
-                     ModelNotFound, ParameterError, StatementError, TrainingCancelled,
-                     TrainingInterrupted)
+from .errors import (
+    ConnectionTypeError,
+    CorgipileError,
+    ModelExists,
+    ModelFormatError,
+    ModelNotFound,
+    ParameterError,
+    StatementError,
+    TrainingCancelled,
+    TrainingInterrupted,
+)
 from .loaders import LoadResult
 from .models import Epoch, Model, ModelInfo
 from .training import EpochProgress

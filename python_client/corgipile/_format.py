@@ -47,11 +47,11 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     numeric = [all(isinstance(r[i], (int, float, np.number)) and not isinstance(r[i], bool)
                    for r in rows if r[i] is not None) and any(r[i] is not None for r in rows)
                for i in range(len(columns))]
-    lines = [" | ".join(c.center(w) for c, w in zip(columns, widths)).rstrip(),
+    lines = [" | ".join(c.center(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
              "-+-".join("-" * w for w in widths)]
     for row in texts:
         lines.append(" | ".join(t.rjust(w) if numeric[i] else t.ljust(w)
-                                for i, (t, w) in enumerate(zip(row, widths))).rstrip())
+                                for i, (t, w) in enumerate(zip(row, widths, strict=True))).rstrip())
     n = len(rows)
     lines.append(f"({n} row{'s' if n != 1 else ''})")
     return "\n".join(lines)

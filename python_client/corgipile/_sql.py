@@ -47,9 +47,18 @@ def ident(raw: str) -> str:
     if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
         return raw[1:-1].replace('""', '"')
     if raw[:2].upper() == 'U&':
-        parsed = parser.parse_sql(f"SELECT {raw}")[0].stmt.targetList[0].val
+        parsed = select_targets(raw)[0].val
         return str(parsed.fields[0].sval)
     return raw.lower()
+
+
+def select_targets(exprs: str) -> tuple[Any, ...]:
+    """The target list (ResTarget nodes) of ``SELECT exprs``, parsed."""
+    from pglast import ast
+
+    stmt = parser.parse_sql(f"SELECT {exprs}")[0].stmt
+    assert isinstance(stmt, ast.SelectStmt) and stmt.targetList is not None
+    return stmt.targetList
 
 
 # format_type()'s SQL-standard spellings, which the grammar reads as
@@ -96,7 +105,7 @@ def qualify_names(node: Any) -> Any:
     from pglast import ast
     from pglast.visitors import Visitor
 
-    class _Qualify(Visitor):  # type: ignore[misc]
+    class _Qualify(Visitor):
         def visit_TypeName(self, ancestors: Any, n: Any) -> None:
             if len(n.names) == 1:
                 n.names = (ast.String(sval="pg_catalog"), *n.names)

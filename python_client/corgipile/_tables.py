@@ -179,7 +179,7 @@ def frame_columns(frame: Any) -> list[str]:
                                "['_'.join(map(str, c)) for c in frame.columns]")
     names = [c if isinstance(c, str) else str(c) for c in frame.columns]
     seen: dict[str, Any] = {}
-    for given, name in zip(frame.columns, names):
+    for given, name in zip(frame.columns, names, strict=True):
         if name in seen:
             how = "" if seen[name] == given else f" (as {seen[name]!r} and {given!r})"
             raise LoadError(f"column {name!r} appears twice in the DataFrame{how}",

@@ -15,8 +15,14 @@ import psycopg
 from psycopg import sql
 
 from ._format import cell, format_table, to_json
-from .errors import (CorgipileError, LoadError, ModelExists, ModelNotFound, StatementError,
-                     TrainingInterrupted)
+from .errors import (
+    CorgipileError,
+    LoadError,
+    ModelExists,
+    ModelNotFound,
+    StatementError,
+    TrainingInterrupted,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -385,7 +391,7 @@ def _client(args: argparse.Namespace, progress: bool | None = None) -> Any:
 
 def _print_rows(args: argparse.Namespace, columns: list[str], rows: list[Any]) -> None:
     if args.json:
-        print(to_json([dict(zip(columns, r)) for r in rows]))
+        print(to_json([dict(zip(columns, r, strict=True)) for r in rows]))
     else:
         print(format_table(columns, rows))
 
@@ -441,10 +447,10 @@ def _names(text: str) -> sql.Composable:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from ._sql import relation_sql as _relation_sql
-    from .loaders import table_name
     import numpy as np
 
+    from ._sql import relation_sql as _relation_sql
+    from .loaders import table_name
     from .metrics import predict_sql
     from .statements import filter_query
 

@@ -14,13 +14,22 @@ from psycopg import sql
 
 from . import metrics
 from . import models as _models
+from ._sql import EQ, QUALIFIED_NAME, relation_sql
 from .errors import ConnectionTypeError, ModelNotFound, ParameterError, StatementError
 from .models import Model, ModelInfo
 from .params import TrainSignature
-from .statements import (PlainStatement, Prediction, PredictStatement, ServerParam,
-                         TrainStatement, check_query, filter_query, is_query, parse_statement,
-                         train_arguments)
-from ._sql import EQ, QUALIFIED_NAME, relation_sql
+from .statements import (
+    PlainStatement,
+    Prediction,
+    PredictStatement,
+    ServerParam,
+    TrainStatement,
+    check_query,
+    filter_query,
+    is_query,
+    parse_statement,
+    train_arguments,
+)
 from .training import ProgressCallback, Source, run_training, transaction
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -94,7 +103,7 @@ class Result:
     def records(self) -> list[dict[str, Any]]:
         """The remaining rows as dicts keyed by column name."""
         cols = self.columns
-        return [dict(zip(cols, row)) for row in self.cursor.fetchall()]
+        return [dict(zip(cols, row, strict=True)) for row in self.cursor.fetchall()]
 
     def to_dataframe(self) -> pandas.DataFrame:
         """The remaining rows as a pandas DataFrame (needs pandas)."""
@@ -243,7 +252,7 @@ class Client:
                                        sql.Identifier(p.row)).as_string(self.connection)
 
         cur = self.connection.cursor()
-        cur.execute(stmt.query(call), stmt.params)  # type: ignore[arg-type]
+        cur.execute(stmt.query(call), stmt.params)
         return Result(cur, "predict", stmt.model_name)
 
     def _execute_train(self, stmt: TrainStatement, progress: bool | None,
@@ -432,13 +441,13 @@ class Client:
         """See :func:`corgipile.tabular.load_csv`."""
         from .loaders import load_csv
 
-        return load_csv(self.connection, table, path, **kwargs)  # type: ignore[no-any-return]
+        return load_csv(self.connection, table, path, **kwargs)
 
     def load_parquet(self, table: str, path: Any, **kwargs: Any) -> LoadResult:
         """See :func:`corgipile.tabular.load_parquet` (needs pyarrow)."""
         from .loaders import load_parquet
 
-        return load_parquet(self.connection, table, path, **kwargs)  # type: ignore[no-any-return]
+        return load_parquet(self.connection, table, path, **kwargs)
 
     def load_libsvm(self, table: str, path: Any, **kwargs: Any) -> LoadResult:
         """See :func:`corgipile.loaders.load_libsvm`."""

@@ -29,12 +29,26 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg import sql
 
-from .suggest import finish_typed
-from ._tables import (MAX_COLUMNS, array_blocker, byte_bar, check_names, choose_layout,
-                      create_table, nul_error, pick_columns, progress_bar, row_limits,
-                      source_order, storage_main, table_name, too_wide)
+from ._tables import (
+    MAX_COLUMNS,
+    LoadResult,
+    array_blocker,
+    byte_bar,
+    check_names,
+    choose_layout,
+    create_table,
+    nul_error,
+    pick_columns,
+    progress_bar,
+    row_limits,
+    source_order,
+    storage_main,
+    table_name,
+    too_wide,
+)
 from ._types import KINDS, column_sql, infer_text, integral_text, parse_kind
 from .errors import LoadError
+from .suggest import finish_typed
 
 __all__ = ["NA_VALUES", "SAMPLE_ROWS", "load_csv"]
 
@@ -265,7 +279,7 @@ def _cast_text(col: sql.Composable, kind: str) -> sql.Composable:
     return sql.SQL("s.{}::{}").format(col, column_sql(kind))
 
 
-def _stream(conn: psycopg.Connection[Any], copy_sql: sql.Composable,
+def _stream(conn: psycopg.Connection[Any], copy_sql: sql.Composed,
             path: str | os.PathLike[str], start: int, bar: Any) -> int:
     """COPY the file's bytes from start; returns the rows COPY counted."""
     cur = conn.cursor()
@@ -474,15 +488,15 @@ def _load_csv_wide(conn: psycopg.Connection[Any], table: str, path: Any, names: 
                                 advice="or fill the missing values")
             parts: list[_binary.Part] = []
             if label is not None:
-                parts.append((label_kind, _wide_labels(  # type: ignore[arg-type]
-                    path, part[position[label]], label, label_kind, rows + line0)))
+                parts.append((kinds[label], _wide_labels(
+                    path, part[position[label]], label, kinds[label], rows + line0)))
             parts.append((feature_type + "[]", x))
             ids = np.arange(rows, rows + len(part), dtype=np.int64) + first
             if label_kind == "text":
                 _binary.write_rows(conn, ident, [c for c, _ in columns],
                                    ["int8", "text", feature_type + "[]"],
                                    ((int(i), lab, list(v)) for i, lab, v in
-                                    zip(ids, parts[0][1], x)), None)
+                                    zip(ids, parts[0][1], x, strict=False)), None)
             else:
                 _binary.write(conn, ident, [c for c, _ in columns], ids, parts, None)
             rows += len(part)

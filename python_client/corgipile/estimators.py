@@ -74,8 +74,12 @@ from scipy.sparse import issparse
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import (check_consistent_length, check_is_fitted, column_or_1d,
-                                      validate_data)
+from sklearn.utils.validation import (
+    check_consistent_length,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
 
 from . import metrics
 from ._sql import ident as _ident
@@ -138,10 +142,11 @@ def _nan_columns(X: Any, names: Any = None) -> list[str]:
     (text columns keep NULL as a category). Named by the frame's columns,
     by names (feature_names_in_), else by position."""
     if hasattr(X, "dtypes") and hasattr(X, "columns"):
-        return [str(c) for c, dt in zip(X.columns, X.dtypes)
+        return [str(c) for c, dt in zip(X.columns, X.dtypes, strict=True)
                 if getattr(dt, "kind", "O") in "iuf" and bool(X[c].isna().any())]
     if issparse(X):
-        coo = X.tocoo()
+        # scipy-stubs' issparse narrows to SparseABC, an empty class
+        coo = X.tocoo()  # type: ignore[attr-defined]
         cols = np.unique(coo.col[np.isnan(coo.data)])
     else:
         arr = np.asarray(X, dtype=np.float64)
@@ -230,7 +235,7 @@ class _SGDBase(BaseEstimator):
                 with client.connection.transaction(force_rollback=True):
                     model = client.train(source, kind, where=where, **params)
         classes = model.classes
-        self._frame_columns = None
+        self._frame_columns: list[str] | None = None
         self._set_fitted(model, None if classes is None else np.asarray(classes))
         for attr in ("feature_names_in_",):
             if hasattr(self, attr):
@@ -361,7 +366,7 @@ class _SGDBase(BaseEstimator):
         if model.model not in losses:
             raise ValueError(f'model "{model_name}" is a {model.model} model; '
                              f"{cls.__name__} takes {', '.join(sorted(losses))} models")
-        est = cls(dsn, loss=losses[model.model], model_name=model_name)  # type: ignore[call-arg]
+        est = cls(dsn, loss=losses[model.model], model_name=model_name)
         classes = None if model.classes is None else np.asarray(model.classes)
         est._set_fitted(model, classes)
         est.n_features_in_ = model.n_features
@@ -455,7 +460,7 @@ class _SGDBase(BaseEstimator):
         return float(mixin.score(self, X, y, sample_weight=sample_weight))
 
     def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()  # type: ignore[misc]
+        tags = super().__sklearn_tags__()
         tags.non_deterministic = self.seed is None
         tags.input_tags.sparse = True
         tags.input_tags.allow_nan = self.missing != "skip"

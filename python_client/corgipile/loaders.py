@@ -47,11 +47,21 @@ from psycopg import sql
 
 from . import _binary
 from ._sql import quote_ident
-from .suggest import finish_typed, suggest_model
-from ._tables import (LoadResult, create_table, frame_columns, labels_of, pick_columns,
-                      progress_bar, source_order, sql_name, storage_main, table_name)
+from ._tables import (
+    LoadResult,
+    create_table,
+    frame_columns,
+    labels_of,
+    pick_columns,
+    progress_bar,
+    source_order,
+    sql_name,
+    storage_main,
+    table_name,
+)
 from ._types import frame_kinds
 from .errors import LoadError
+from .suggest import finish_typed, suggest_model
 from .tabular import load_csv, load_frame_columns, load_parquet
 from .training import transaction
 

@@ -119,6 +119,12 @@ class Model:
         """The biases as stored."""
         return self._matrix()[:, -1]
 
+    def _width(self) -> int:
+        """n_features, which a model whose weights are hidden does not show."""
+        if self.n_features is None:
+            raise self._hidden_weights()
+        return self.n_features
+
     def _hidden_weights(self) -> ModelFormatError:
         return ModelFormatError(
             f"the weights of model {self.name} are hidden: they are in the scale of its "
@@ -188,7 +194,7 @@ class Model:
             return None, []
         if prep.get("missing", "skip") == "skip":
             return None, []
-        fill = np.full(self.n_features, np.nan)
+        fill = np.full(self._width(), np.nan)
         indicators = []
         pos = 0
         for i, f in enumerate(prep["features"]):
@@ -202,7 +208,7 @@ class Model:
                 pos += len(f["categories"])
             else:  # an array: one fill per element
                 fill[:] = f["fill"]
-                pos = self.n_features
+                pos = self._width()
         return fill, indicators
 
     def _categories(self) -> list[list[str] | None] | None:
@@ -247,7 +253,7 @@ class Model:
                 raise ValueError(f"model {self.name} reads {len(self.features)} columns "
                                  f"({', '.join(self.features)}), got {len(row)}")
             x: list[float] = []
-            for value, col in zip(row, cats):
+            for value, col in zip(row, cats, strict=True):
                 if col is None:
                     if not _is_missing(value):
                         x.append(float(value))
@@ -261,7 +267,7 @@ class Model:
                 x.extend(ind)
             x.extend(1.0 if _is_missing(row[i]) else 0.0 for i in indicators)
             out.append(x)
-        return np.array(out, dtype=np.float64).reshape(-1, self.n_features)
+        return np.array(out, dtype=np.float64).reshape(-1, self._width())
 
     def _matrix(self) -> np.ndarray:
         if self.n_features is None or self.weights is None:
@@ -515,6 +521,7 @@ def import_model(conn: psycopg.Connection[Any], doc: Any, name: str | None = Non
                  replace: bool = False) -> Model:
     """Insert an exported model; the caller provides the transaction."""
     model = Model.from_dict(doc)
+    assert model.weights is not None  # from_dict requires them
     if name is not None:
         model.name = name
     if replace and _exists(conn, model.name):

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ._sql import catalog_type, qualified_type, qualify_names
+from ._sql import catalog_type, qualified_type, qualify_names, select_targets
 from .errors import CorgipileError, ParameterError
 from .statements import Bound, Name
 
@@ -66,7 +66,7 @@ class TrainSignature:
                 "CREATE EXTENSION corgipile (as a user allowed to create extensions)")
         names, modes, types = rows[0]
         out: dict[str, str] = {}
-        for i, (name, typ) in enumerate(zip(names or [], types)):
+        for i, (name, typ) in enumerate(zip(names or [], types, strict=False)):
             mode = modes[i] if modes else "i"
             if mode in ("i", "b", "v") and name and name not in POSITIONAL:
                 out[name] = catalog_type(typ)
@@ -179,7 +179,6 @@ def train_defaults(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     as the Python value the server gives for it (the default expressions
     are read from pg_proc, split by PostgreSQL's own parser and evaluated
     by the server)."""
-    import pglast
     from pglast.stream import RawStream
 
     row = conn.execute(_DEFAULTS_SQL).fetchone()
@@ -191,7 +190,7 @@ def train_defaults(conn: psycopg.Connection[Any]) -> dict[str, Any]:
               if (modes[i] if modes else "i") in ("i", "b", "v")]
     if not ndefaults:
         return {}
-    targets = pglast.parse_sql(f"SELECT {exprs}")[0].stmt.targetList
+    targets = select_targets(exprs)
     # pg_get_expr writes pg_catalog's names bare ('x'::text): qualified here
     texts = [RawStream()(qualify_names(t.val)) for t in targets]
     if len(texts) != ndefaults:  # pragma: no cover - the catalog's own text
@@ -199,10 +198,10 @@ def train_defaults(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     named = inputs[-ndefaults:]
     types = TrainSignature.load(conn).types
     casts = []
-    for name, text in zip(named, texts):
+    for name, text in zip(named, texts, strict=True):
         typ = types[name]
         if not _SAFE_TYPE.match(typ):  # pragma: no cover - the catalog's own names
             raise CorgipileError(f"unexpected type {typ!r} for parameter {name}")
         casts.append(f"({text})::{qualified_type(typ)}")  # the value the function receives
     values = conn.execute("SELECT " + ", ".join(casts)).fetchone() or ()
-    return dict(zip(named, values))
+    return dict(zip(named, values, strict=True))

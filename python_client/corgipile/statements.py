@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pglast import ast, parser
 from psycopg import sql
@@ -42,7 +42,8 @@ class Signature(Protocol):
     parameters' SQL types by name, and their checks (params.TrainSignature,
     which imports this module, is the one implementation)."""
 
-    types: dict[str, str]
+    @property
+    def types(self) -> dict[str, str]: ...
 
     def valid_names_text(self) -> str: ...
 
@@ -68,7 +69,7 @@ __all__ = [
     "quote_ident",
 ]
 
-Params = Union[Sequence[Any], Mapping[str, Any], None]
+Params = Sequence[Any] | Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ class PredictStatement:
                        for t, _, own in self.pieces(call))
 
 
-Statement = Union[PlainStatement, TrainStatement, PredictStatement]
+Statement = PlainStatement | TrainStatement | PredictStatement
 
 
 def parse_sql(text: str) -> Any:
@@ -458,12 +459,13 @@ def _single_table(ctx: _Context, stmt: Any, word: str, usage: str, fallback: int
                         offset + location if location is not None else fallback)
     rv = stmt.fromClause[0]
     if rv.catalogname:
-        raise ctx.error("cross-database references are not supported", offset + rv.location)
+        raise ctx.error("cross-database references are not supported",
+                        offset + rv.location if rv.location is not None else fallback)
     return rv
 
 
 def _top_level(tokens: list[Any], depths: list[int], name: str) -> Any:
-    for tok, depth in zip(tokens, depths):
+    for tok, depth in zip(tokens, depths, strict=True):
         if tok.name == name and depth == 0:
             return tok
     return None
@@ -551,7 +553,7 @@ def _with_params(ctx: _Context, rest: list[Any], model_pos: int) -> list[WithPar
     if not items:
         raise ctx.error("WITH needs at least one <name> = <value>", rest[0].end + 1)
     groups: list[list[Any]] = [[]]
-    for tok, depth in zip(items, _depths(items)):
+    for tok, depth in zip(items, _depths(items), strict=True):
         if tok.name == "ASCII_44" and depth == 0:
             groups.append([])
         else:
@@ -618,6 +620,7 @@ def _value(ctx: _Context, toks: list[Any], what: str) -> Any:
             if p.key is None:
                 raise ctx.error("unexpected %%", start)
             return Bound(_lookup(ctx.params, p.key))
+        assert node.number is not None  # the parser numbers every $n
         return ServerParam(node.number)
     raise ctx.error(f"{what} must be a constant; {_VALUE_HELP}", start)
 
@@ -685,7 +688,7 @@ def _predict_one(ctx: _Context, tokens: list[Any], depths: list[int], k: int
 
 def _until_close(tokens: list[Any], depths: list[int], depth: int) -> Any:
     """The tokens up to the ) that closes depth (or the end)."""
-    for tok, d in zip(tokens, depths):
+    for tok, d in zip(tokens, depths, strict=True):
         if d < depth:
             return
         yield tok

@@ -71,18 +71,18 @@ def plan_features(conn: psycopg.Connection[Any], ident: sql.Identifier, features
     exprs: list[sql.Composable] = []
     asks: list[tuple[str, str]] = []
     for c in features:
-        kind = KINDS[kinds[c]]
-        if not (kind.number or kind.category):
-            why[c] = f"a {kind.display} column: train() takes numbers, text and booleans"
+        spec = KINDS[kinds[c]]
+        if not (spec.number or spec.category):
+            why[c] = f"a {spec.display} column: train() takes numbers, text and booleans"
             continue
         col = sql.SQL("t.{}").format(sql.Identifier(c))
         asks.append((c, "count"))
         exprs.append(sql.SQL("pg_catalog.count({})").format(col))
-        if kind.name in ("int4", "int8"):
+        if spec.name in ("int4", "int8"):
             asks += [(c, "min"), (c, "max")]
             exprs += [sql.SQL("pg_catalog.min({})").format(col),
                       sql.SQL("pg_catalog.max({})").format(col)]
-        if kind.name == "text":
+        if spec.name == "text":
             asks.append((c, "dates"))
             exprs.append(sql.SQL("pg_catalog.bool_and({} OPERATOR(pg_catalog.~) {})").format(
                 col, sql.Literal(DATE_TEXT)))
@@ -93,7 +93,7 @@ def plan_features(conn: psycopg.Connection[Any], ident: sql.Identifier, features
     assert row is not None
     rows = int(row[0])
     stats: dict[str, dict[str, Any]] = {}
-    for (c, what), value in zip(asks, row[1:]):
+    for (c, what), value in zip(asks, row[1:], strict=True):
         stats.setdefault(c, {})[what] = value
     counted = [c for c in stats if kinds[c] in ("int4", "int8", "text") and stats[c]["count"]]
     distinct = _distinct_estimates(conn, ident, counted, rows)
@@ -113,8 +113,10 @@ def plan_features(conn: psycopg.Connection[Any], ident: sql.Identifier, features
         elif kind == "text" and max_categories:
             n = _distinct_count(distinct.get(c, 0.0), rows)
             if n > max_categories and n < 2 * max_categories:  # ANALYZE's guess, near the limit
-                n = int(conn.execute(sql.SQL("SELECT pg_catalog.count(DISTINCT t.{}) FROM {} t")
-                                     .format(sql.Identifier(c), ident)).fetchone()[0])
+                found = conn.execute(sql.SQL("SELECT pg_catalog.count(DISTINCT t.{}) FROM {} t")
+                                     .format(sql.Identifier(c), ident)).fetchone()
+                assert found is not None  # an aggregate: one row
+                n = int(found[0])
                 about = ""
             else:
                 about = "about "

@@ -25,19 +25,31 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import psycopg
 from psycopg import sql
 
-from .suggest import finish_typed
-from ._tables import (MAX_COLUMNS, array_blocker, check_names, create_table, pick_columns,
-                      progress_bar, row_limits, source_order, table_name, too_wide, nul_error)
+from ._tables import (
+    MAX_COLUMNS,
+    LoadResult,
+    array_blocker,
+    check_names,
+    create_table,
+    nul_error,
+    pick_columns,
+    progress_bar,
+    row_limits,
+    source_order,
+    table_name,
+    too_wide,
+)
 from ._types import infer_arrow, parse_kind
 from .csvfile import load_csv
 from .errors import LoadError
+from .suggest import finish_typed
 
 __all__ = ["load_csv", "load_parquet", "load_frame_columns"]
 
@@ -219,10 +231,13 @@ def load_parquet(conn: psycopg.Connection[Any], table: str, path: str | os.PathL
             raise LoadError(f"types= names column {c!r}, which {path} does not have",
                             column=c)
         kinds[c] = parse_kind(t, c)
+
+    def values(name: str) -> Callable[[], Any]:
+        return lambda: pf.read(columns=[name]).column(0)
+
     for c in cols:
         if c not in kinds:
-            kinds[c] = infer_arrow(c, schema.field(c).type,
-                                   lambda c=c: pf.read(columns=[c]).column(0), c == label)
+            kinds[c] = infer_arrow(c, schema.field(c).type, values(c), c == label)
     kinds = _typed_columns(kinds, label, feature_type)
     n = pf.metadata.num_rows
     ident = table_name(table)

@@ -37,10 +37,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from .runner import DEFAULT_LR, ROOT, csv_list
 from .grab import GRAB_DATASETS, grab_study
 from .paper import LR_GRID, ORDERINGS, STRATEGIES, TASKS, paper_study
 from .parallel import PAR_DATASETS, parallel_study
+from .runner import DEFAULT_LR, ROOT, csv_list
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

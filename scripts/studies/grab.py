@@ -16,9 +16,16 @@ import time
 import numpy as np
 import psycopg
 
-from .runner import (DEFAULT_LR, ds_f, generated_line, grab_data, load_study_tables, noise_bound, run_settings,
-                     write_study)
-
+from .runner import (
+    DEFAULT_LR,
+    ds_f,
+    generated_line,
+    grab_data,
+    load_study_tables,
+    noise_bound,
+    run_settings,
+    write_study,
+)
 
 # ---------------------------------------------------------------- GraB study (issue 10 §3)
 #
@@ -94,7 +101,7 @@ def grab_setting(conn: psycopg.Connection, run: dict, ds: dict, fstar: float) ->
         full = [r[1] for r in rows]
     return {**run, "epochs_out": [
         {"epoch": r[0], "loss": r[1], "validation_score": r[2], "seconds": r[3], "gap": g}
-        for r, g in zip(rows, gaps)],
+        for r, g in zip(rows, gaps, strict=False)],
         "timing_seconds": secs[-1],
         "engine_params": {k: params.get(k) for k in (
             "pages_per_block", "blocks_per_buffer", "n_blocks", "grab_buffer_shuffle",
@@ -216,7 +223,9 @@ def grab_markdown(summary: dict, report: dict) -> str:
         for s in GRAB_STRATEGIES:
             L.append(f"| {c['dataset']} | {s} | "
                      + " | ".join(f"{v:.1e}" for v in c[s]["gap_per_epoch_mean"]) + " |")
-    L += ["", "Epoch time (median over epochs 2.. of the trainings without validation, constant rate, all seeds; the strategies alternate, so they share the machine's load):", "",
+    L += ["", "Epoch time (median over epochs 2.. of the trainings without validation, "
+              "constant rate, all seeds; the strategies alternate, "
+              "so they share the machine's load):", "",
           "| dataset | rate | corgipile epoch (s) | grab epoch (s) | grab / corgipile |",
           "|---|---|---:|---:|---:|"]
     for t in summary["timing"]:
@@ -279,7 +288,7 @@ def grab_study(args: argparse.Namespace) -> int:
                      "epoch_time": "median of epochs 2.. of the (E-1)-epoch trainings "
                                    "(no validation), constant rate, all seeds"},
         "machine": mach,
-        "datasets": {k: {kk: vv for kk, vv in v.items()} for k, v in tinfo.items()},
+        "datasets": {k: dict(v) for k, v in tinfo.items()},
         "summary": summary, "runs": results,
         "total_seconds": time.monotonic() - started,
     }

@@ -18,9 +18,17 @@ from psycopg import sql
 
 from corgipile import strategies
 
-from .runner import (PREFIX, Runner, block_tag, buffer_tag, generated_line, load_fashion, machine,
-                     prepare_tables, run_all)
-
+from .runner import (
+    PREFIX,
+    Runner,
+    block_tag,
+    buffer_tag,
+    generated_line,
+    load_fashion,
+    machine,
+    prepare_tables,
+    run_all,
+)
 
 # the paper's strategies (all but GraB, which has its own study), in the
 # engine's order, each with one colour and line style in every plot
@@ -219,7 +227,7 @@ def order_heatmaps(conn: psycopg.Connection, table: str, buffer: str, seed: int,
         c = np.array([cls[i] for (i,) in ids])
         edges = np.linspace(0, len(c), bins + 1).astype(int)
         share = np.array([np.bincount(c[a:b], minlength=10) / max(b - a, 1)
-                          for a, b in zip(edges[:-1], edges[1:])])
+                          for a, b in zip(edges[:-1], edges[1:], strict=False)])
         views.append({"strategy": strategy, "block_size": block, "buffer": buffer, "seed": seed,
                       "rows_fed": int(len(c)), "bins": bins,
                       "tv_from_uniform": float(np.mean(0.5 * np.abs(share - prior).sum(axis=1))),
@@ -234,7 +242,7 @@ def plot_order(views: list[dict], title: str, path: Path) -> None:
 
     fig, axes = plt.subplots(len(views), 1, figsize=(10, 1.5 * len(views) + 0.8), sharex=True,
                              gridspec_kw={"hspace": 0.6})
-    for ax, v in zip(axes, views):
+    for ax, v in zip(axes, views, strict=False):
         im = ax.imshow(np.array(v["class_share"]), aspect="auto", origin="lower", vmin=0, vmax=1,
                        cmap="viridis", extent=(0, 100, -0.5, 9.5), interpolation="nearest")
         label = v["strategy"] + (", default block size" if v["block_size"] is None
@@ -299,7 +307,7 @@ def plot_sweep(summary: list[dict], args: argparse.Namespace, path: Path) -> Non
 
     panels = [(t, o) for t in args.datasets for o in args.orderings]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), squeeze=False)
-    for ax, (task, ordering) in zip(axes[0], panels):
+    for ax, (task, ordering) in zip(axes[0], panels, strict=False):
         for strategy in args.sweep_strategies:
             pts = [s for s in summary if s["task"] == task and s["ordering"] == ordering
                    and s["buffer"] == args.sweep_buffer and s["strategy"] == strategy
@@ -429,7 +437,7 @@ def paper_study(args: argparse.Namespace, argv: list[str] | None = None) -> int:
             w = csv.writer(f)
             w.writerow(["task", "model", "learning_rate", "epoch", "loss", "validation_score"])
             for s in lr_search:
-                for e, (loss, v) in enumerate(zip(s["losses"], s["validation_scores"]), 1):
+                for e, (loss, v) in enumerate(zip(s["losses"], s["validation_scores"], strict=False), 1):
                     w.writerow([s["task"], s["model"], s["learning_rate"], e, loss, v])
 
     # ---- plots

@@ -16,9 +16,16 @@ import time
 import numpy as np
 import psycopg
 
-from .runner import ds_f, generated_line, grab_data, load_study_tables, noise_bound, run_settings, write_study
 from .grab import grab_rates
-
+from .runner import (
+    ds_f,
+    generated_line,
+    grab_data,
+    load_study_tables,
+    noise_bound,
+    run_settings,
+    write_study,
+)
 
 # ---------------------------------------------------------------- parallel study (issue 11 §3)
 #
@@ -83,7 +90,7 @@ def par_setting(conn: psycopg.Connection, run: dict, ds: dict, fstar: float) -> 
         full = [r[1] for r in rows]
     return {**run, "epochs_out": [
         {"epoch": r[0], "loss": r[1], "validation_score": r[2], "seconds": r[3], "gap": g}
-        for r, g in zip(rows, gaps)]}
+        for r, g in zip(rows, gaps, strict=False)]}
 
 
 def par_summary(results: list[dict], data: dict, args: argparse.Namespace) -> dict:
@@ -208,7 +215,7 @@ def parallel_study(args: argparse.Namespace) -> int:
         "command": "convergence_study.py " + " ".join(sys.argv[1:]),
         "protocol": {"epochs": args.epochs, "seeds": list(range(1, args.seeds + 1)),
                      "arms": par_arms(args.parallel_n), "quick": args.quick,
-                     "rates": {k: v for k, v in args.par_rates.items()},
+                     "rates": dict(args.par_rates),
                      "parallel_sync": "average", "batch_size": 1, "buffer_size": "10%",
                      "fashion_train_rows": args.train_rows, "fashion_test_rows": args.test_rows,
                      "synthetic_rows": args.synthetic_rows,

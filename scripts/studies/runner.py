@@ -22,7 +22,6 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-
 ROOT = Path(__file__).resolve().parents[2]  # the checkout
 DATA = Path("/usr/share/datasets/fashion-mnist")
 UPPER_BODY = (0, 2, 3, 4, 6)  # T-shirt/top, Pullover, Dress, Coat, Shirt

@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
 from corgipile import strategies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,8 +60,8 @@ def test_quick_run_writes_complete_results(study):
         epochs[(r["stage"], r["task"], r["ordering"], r["buffer"], r["block_size"],
                 r["strategy"], r["seed"])].append(int(r["epoch"]))
     assert set(seen) == {(t, o, b) for t in TASKS for o in ORDERINGS for b in BUFFERS}
-    for setting, strategies in seen.items():
-        assert strategies == STRATEGIES, setting
+    for setting, ran in seen.items():
+        assert ran == STRATEGIES, setting
     for run, es in epochs.items():
         assert es == [1, 2], run
     assert any(r["stage"] == "sweep" and r["block_size"] == "4" for r in rows)
@@ -120,7 +121,7 @@ def test_quick_run_writes_complete_results(study):
     n = report["datasets"]["clustered-10"]["rows"]
     for (strategy, _), v in views.items():
         assert (v["rows_fed"] > n) if strategy == "mrs" else (v["rows_fed"] == n), v["strategy"]
-        for column in zip(*v["class_share"]):
+        for column in zip(*v["class_share"], strict=False):
             assert abs(sum(column) - 1) < 1e-3
     assert views[("shuffle_once", None)]["tv_from_uniform"] < views[("no_shuffle", None)]["tv_from_uniform"]
 

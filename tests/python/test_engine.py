@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 
 import numpy as np
 import psycopg
@@ -97,7 +96,7 @@ def test_one_notice_per_epoch_with_the_row_figures(clustered):
     assert len(epochs) == len(rows) == 3
     pattern = re.compile(r"model=(\S+) epoch=(\d+)/(\d+) tuples=(\d+) loss=(\S+) score=(\S+) "
                          r"validation_score=(\S+) seconds=(\S+)")
-    for note, row in zip(epochs, rows):
+    for note, row in zip(epochs, rows, strict=False):
         m = pattern.search(note)
         assert m, note
         assert m.group(1) == row[0] and int(m.group(2)) == row[1] and int(m.group(3)) == 3
@@ -234,7 +233,7 @@ def test_sparse_features_inferred_dimension(conn):
     rng = np.random.default_rng(3)
     conn.execute("CREATE TABLE sp (label int, idx int[], vals float8[])")
     rows = []
-    for i in range(5000):
+    for _i in range(5000):
         k = rng.choice(1000, size=5, replace=False)
         v = rng.uniform(-1, 1, size=5)
         y = 1 if v.sum() > 0 else -1

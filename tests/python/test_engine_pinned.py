@@ -24,9 +24,8 @@ import numpy as np
 import pytest
 from psycopg import sql
 
-from datagen import linear_task, load_table, weights
-
 from corgipile.strategies import ALL as STRATEGIES
+from datagen import linear_task, load_table, weights
 
 # (strategy, layout, double_buffer) -> sha256 of the weights as float8s,
 # (the first 16 hex digits)
@@ -109,9 +108,11 @@ def test_seed_pins_the_weights(data, shuffle, layout, double_buffer):
                      "double_buffer => {}, shuffle => {}, model_name => {}").format(
         sql.Literal(double_buffer), sql.Literal(shuffle), sql.Literal(name))
     if layout == "dense":
-        q = sql.SQL("SELECT count(*) FROM corgipile.train('pin_dense', 'logistic', standardize => 'off', {})").format(common)
+        q = sql.SQL("SELECT count(*) FROM corgipile.train('pin_dense', 'logistic', "
+                    "standardize => 'off', {})").format(common)
     else:
-        q = sql.SQL("SELECT count(*) FROM corgipile.train('pin_sparse', 'svm', standardize => 'off', features => 'vals', "
+        q = sql.SQL("SELECT count(*) FROM corgipile.train('pin_sparse', 'svm', "
+                    "standardize => 'off', features => 'vals', "
                     "feature_indices => 'idx', {})").format(common)
     conn.execute(q)
     got = digest(weights(conn, name))

@@ -9,10 +9,10 @@ import re
 import socket
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,7 @@ def test_one_version_for_extension_client_and_images():
         # its default is the version
         args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
         found[f"docker/{name} label"] = {
-            re.sub(r"^\$\{(\w+)\}$", lambda m: args.get(m.group(1), m.group(0)), v)
+            re.sub(r"^\$\{(\w+)\}$", lambda m, args=args: args.get(m.group(1), m.group(0)), v)
             for v in re.findall(r'org\.opencontainers\.image\.version="([^"]+)"', text)}
         found[f"docker/{name} tags"] = set(re.findall(r"corgipile-(?:postgres|client):"
                                                       r"([0-9][\w.]*)", text))

@@ -76,7 +76,7 @@ def test_first_pass_cache_keeps_the_weights(table, shuffle, features, double_buf
                  else sql.SQL(""))
         q = sql.SQL("SELECT * FROM corgipile.train('fp', 'logistic', {})").format(args)
         notices = []
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+        conn.add_notice_handler(lambda d, notices=notices: notices.append(d.message_primary))
         ts = explained(conn, q)
         conn._notice_handlers.clear()
         skipped.append([n for n in notices if "skipped" in n])

@@ -158,7 +158,7 @@ def test_train_by_with_grab_and_warm_start(clustered):
                    "warm_start = 'gw1', model_name = 'gw2'")
     w1, w2 = weights(conn, "gw1"), weights(conn, "gw2")
     assert any(w != 0.0 for w in w1)
-    assert max(abs(a - b) for a, b in zip(w1, w2)) < 1e-6
+    assert max(abs(a - b) for a, b in zip(w1, w2, strict=True)) < 1e-6
 
 
 def test_estimator_warm_start(clustered, dsn):
@@ -174,7 +174,7 @@ def test_estimator_warm_start(clustered, dsn):
         "SELECT weight FROM corgipile.model_coefficients('gw_est') WITH ORDINALITY "
         "AS c(o, f, weight, n) ORDER BY n")]
     got = list(clf.coef_.ravel()) + list(clf.intercept_.ravel())
-    assert max(abs(a - b) for a, b in zip(start, got)) < 1e-6
+    assert max(abs(a - b) for a, b in zip(start, got, strict=True)) < 1e-6
 
 
 def test_grab_with_shuffled_buffers_same_seed_same_weights(clustered):

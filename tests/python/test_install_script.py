@@ -31,6 +31,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+
 def _acl(column: str, kind: str, owner: str) -> str:
     """SQL for an ACL as its items' text, sorted; NULL (the default) as the
     default it stands for."""

@@ -59,7 +59,7 @@ def test_softmax_metrics(conn):
     conn.execute("CREATE TABLE mc (label int, features float8[])")
     with conn.cursor().copy("COPY mc FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(["int4", "float8[]"])
-        for c, row in zip(cls, x):
+        for c, row in zip(cls, x, strict=True):
             copy.write_row((int(c), row.tolist()))
     conn.execute("CREATE TABLE mc_test AS SELECT * FROM mc")
     conn.execute("SET corgipile.progress = off")
@@ -84,7 +84,7 @@ def test_regression_metrics(conn):
     conn.execute("CREATE TABLE reg (label float8, features float8[])")
     with conn.cursor().copy("COPY reg FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(["float8", "float8[]"])
-        for target, row in zip(y, x):
+        for target, row in zip(y, x, strict=True):
             copy.write_row((float(target), row.tolist()))
     conn.execute("SET corgipile.progress = off")
     rows = conn.execute("SELECT score FROM corgipile.train('reg', 'linear', model_name => 'lin', "

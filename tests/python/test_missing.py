@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip("sklearn")
-from sklearn.compose import ColumnTransformer  # noqa: E402
-from sklearn.impute import MissingIndicator, SimpleImputer  # noqa: E402
-from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
-from sklearn.pipeline import make_pipeline  # noqa: E402
-from sklearn.preprocessing import OneHotEncoder, StandardScaler  # noqa: E402
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import MissingIndicator, SimpleImputer
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 N = 240
 NUMS = ["a", "b", "c"]

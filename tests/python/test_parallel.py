@@ -124,7 +124,7 @@ def test_every_later_epoch_reads_each_process_own_cache(data, sync):
     assert [p[0] for p in procs] == ["Leader", "Worker 0", "Worker 1"]
     assert sum(p[3] for p in procs) == 2 * blocks, plan
     # each running process trained and cached its own share
-    for who, buffers, tuples, cached in procs[:1 + launched]:
+    for who, buffers, _tuples, cached in procs[:1 + launched]:
         assert buffers > 0 and cached > 0, (who, plan)
 
 

@@ -16,9 +16,9 @@ from psycopg import sql
 from datagen import linear_task
 
 pytest.importorskip("sklearn")
-from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
-from sklearn.pipeline import make_pipeline  # noqa: E402
-from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 N, D = 60, 20
 

@@ -2,9 +2,10 @@
 (datum_convert.c, cp_array_to_doubles_transformed), for training and for
 predict(); arrays of other element types are copied first and transformed
 after, as before.  Both must give the same doubles: a numeric[] copy of a
-float8[] column of short binary fractions holds the same values, so weights and predictions from the two must be equal bit
-for bit.  Lengths that are and are not a multiple of four exercise the
-vector loop and its tail."""
+float8[] column of short binary fractions holds the same values, so
+weights and predictions from the two must be equal bit for bit.  Lengths
+that are and are not a multiple of four exercise the vector loop and its
+tail."""
 
 from __future__ import annotations
 

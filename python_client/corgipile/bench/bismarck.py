@@ -23,9 +23,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ._db import BackendCpu, Stopwatch, value
 from .config import TrainSettings
 from .datasets import Dataset, score_query
-from ._db import BackendCpu, Stopwatch, value
 from .results import FAILED, Epoch, Run
 
 EXTENSION = "corgipile_bismarck"

@@ -11,9 +11,10 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -285,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
                     copy = bismarck.shuffle_once_copy(conn, ds, cfg.seed)
                 log(f"   shuffled copy (ORDER BY random()): {copy[1]:.3f} s")
 
-            def note(r: Run) -> None:
+            def note(r: Run, clock: ScanClock = clock) -> None:
                 if r.status == OK:
                     r.extra["scan_seconds_around"] = clock.around()
                     if clock.around_cpu is not None:

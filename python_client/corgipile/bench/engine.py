@@ -80,7 +80,7 @@ def run_strategy(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle
         run.status, run.reason = FAILED, str(e).strip()
         return run
 
-    for t, s in zip(timing, scoring):
+    for t, s in zip(timing, scoring, strict=False):
         run.epochs.append(Epoch(epoch=t[0], seconds=t[5], loss=t[2], train_score=t[3],
                                 test_score=s[4]))
     # the engine does any shuffling inside its epochs (shuffle_once: the first);
@@ -90,7 +90,7 @@ def run_strategy(conn: psycopg.Connection[Any], ds: Dataset, model: str, shuffle
     # reports wall seconds per epoch only)
     run.extra["call_cpu_seconds"] = watch.cpu_seconds
     run.extra["outside_epochs_seconds"] = max(0.0, wall - sum(t[5] for t in timing))
-    mismatch = [t[0] for t, s in zip(timing, scoring) if t[2] != s[2] or t[3] != s[3]]
+    mismatch = [t[0] for t, s in zip(timing, scoring, strict=False) if t[2] != s[2] or t[3] != s[3]]
     if mismatch or len(timing) != len(scoring):
         run.notes.append("the timing and scoring runs (same seed) differ in loss or score at "
                          f"epochs {mismatch}: the engine was not reproducible here")

@@ -53,8 +53,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .config import TrainSettings
 from ._db import BackendCpu, Stopwatch, value
+from .config import TrainSettings
 from .datasets import Dataset, score_query
 from .results import FAILED, Epoch, Run
 
@@ -116,7 +116,7 @@ def _columns(conn: psycopg.Connection[Any], table: Table) -> dict[str, str] | No
         table).fetchall()
     if not rows:
         return None
-    return {name: typ for name, typ in rows}
+    return dict(rows)
 
 
 def _type_fits(typ: str, kind: str) -> bool:

@@ -66,7 +66,7 @@ def plot(runs: list[Run], scan_seconds: dict[str, float],
         for r in mine:
             xs = [t / scan for t in r.cumulative_seconds()]
             ys = [e.test_score for e in r.epochs]
-            pts = [(x, y) for x, y in zip(xs, ys) if y is not None]
+            pts = [(x, y) for x, y in zip(xs, ys, strict=False) if y is not None]
             if not pts:
                 continue
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=r.method, markersize=4,

@@ -88,7 +88,7 @@ class Run:
             return sum(values) / ks[-1]
         cum = [sum(values[:i + 1]) for i in range(len(values))]
         mk, mc = statistics.fmean(ks), statistics.fmean(cum)
-        return (sum((k - mk) * (c - mc) for k, c in zip(ks, cum))
+        return (sum((k - mk) * (c - mc) for k, c in zip(ks, cum, strict=False))
                 / sum((k - mk) ** 2 for k in ks))
 
 
@@ -147,7 +147,7 @@ def summarize(runs: list[Run], scan_seconds: dict[str, float], target_gap: float
         s["time_to_target_seconds"] = None
         s["epochs_to_target"] = None
         if target is not None:
-            for e, t in zip(run.epochs, cum):
+            for e, t in zip(run.epochs, cum, strict=False):
                 if e.test_score is not None and _finite(e.test_score) and e.test_score >= target:
                     s["time_to_target_seconds"] = t
                     s["epochs_to_target"] = e.epoch
@@ -219,7 +219,7 @@ def to_document(meta: dict[str, Any], datasets: list[dict[str, Any]], runs: list
     for r in runs:
         d = asdict(r)
         cum = r.cumulative_seconds()
-        for e, t in zip(d["epochs"], cum):
+        for e, t in zip(d["epochs"], cum, strict=False):
             e["cumulative_seconds"] = t
         doc_runs.append(d)
     doc: dict[str, Any] = _jsonable({
@@ -246,7 +246,7 @@ def write_files(doc: dict[str, Any], runs: list[Run], out: Path) -> list[Path]:
         w = csv.writer(f)
         w.writerow(EPOCH_COLUMNS)
         for r in runs:
-            for e, t in zip(r.epochs, r.cumulative_seconds()):
+            for e, t in zip(r.epochs, r.cumulative_seconds(), strict=False):
                 w.writerow([r.dataset, r.model, r.method, r.system, r.order, e.epoch,
                             _num(e.seconds), _num(t), _num(e.loss), _num(e.train_score),
                             _num(e.test_score), _num(e.cpu_seconds)])

@@ -39,7 +39,7 @@ _AVG_LOSS = re.compile(r"Avg\. loss: ([-+0-9.eE]+|nan|inf)")
 
 
 def _estimator(model: str, cfg: TrainSettings) -> Any:
-    from sklearn.linear_model import SGDClassifier, SGDRegressor  # type: ignore[import-untyped]
+    from sklearn.linear_model import SGDClassifier, SGDRegressor
 
     common: dict[str, Any] = dict(penalty="l2" if cfg.l2 > 0 else None, alpha=cfg.l2 if cfg.l2 > 0 else 0.0001,
                   fit_intercept=True, learning_rate="constant", eta0=cfg.rate(0),

@@ -97,7 +97,7 @@ def startup_user(packet: bytes) -> str:
     bytes. A refusal and its log line name the role the server admitted."""
     parts = packet[8:].split(b"\0")
     user = b""
-    for key, value in zip(parts[::2], parts[1::2]):
+    for key, value in zip(parts[::2], parts[1::2], strict=False):
         if not key:
             break
         if key == b"user":

@@ -12,8 +12,16 @@ import uuid
 from .._sql import quote_ident
 from ..statements import TrainStatement
 from . import wire
-from .rewrite import SIGNATURE_QUERY, Failure, Plan, Segment, classes_query, literal
-from .rewrite import render, signature_from_rows
+from .rewrite import (
+    SIGNATURE_QUERY,
+    Failure,
+    Plan,
+    Segment,
+    classes_query,
+    literal,
+    render,
+    signature_from_rows,
+)
 
 __all__ = ["lookup_queries", "read_answers", "translate", "cleanup_queries"]
 

@@ -30,9 +30,16 @@ from .. import metrics
 from .._sql import catalog_type, qualified_type
 from ..errors import StatementError
 from ..params import _SAFE_TYPE, POSITIONAL, TrainSignature
-from ..statements import (PlainStatement, Prediction, PredictStatement, TrainStatement,
-                          ServerParam, parse_statement,
-                         quote_ident, train_arguments)
+from ..statements import (
+    PlainStatement,
+    Prediction,
+    PredictStatement,
+    ServerParam,
+    TrainStatement,
+    parse_statement,
+    quote_ident,
+    train_arguments,
+)
 
 __all__ = ["Failure", "Plan", "analyze", "render", "map_position", "literal", "SIGNATURE_QUERY",
            "classes_query", "signature_from_rows"]
@@ -227,7 +234,9 @@ def render(plan: Plan, sig: TrainSignature | None, classes_rows: list[list[str |
     """The query text to send instead of plan.text, and where each part of
     it comes from (see map_position). names: for each TRAIN BY ... WHERE
     (plan.sources), the model name to give it when it names none."""
-    classes = {r[0]: (json.loads(r[1]) if r[1] is not None else None) for r in classes_rows}
+    # text rows of classes_query; its model_name is never NULL
+    classes = {r[0]: (json.loads(r[1]) if r[1] is not None else None) for r in classes_rows
+               if r[0] is not None}
     pieces: list[tuple[str, int, bool]] = []
     last = 0
     for index, (sl, stmt) in enumerate(plan.pieces):

@@ -157,5 +157,4 @@ def _run_loop(loop: str, listen: str, up: Upstream, settings: Settings,
     if uvloop is None:
         asyncio.run(main())
     else:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            runner.run(main())
+        uvloop.run(main())  # asyncio.Runner with uvloop's loop, on Python 3.10 too

@@ -62,7 +62,7 @@ class Upstream:
             transport, _ = await loop.create_unix_connection(factory, path)
         else:
             transport, _ = await loop.create_connection(factory, self.host, self.port)
-        return transport  # type: ignore[return-value]
+        return transport
 
     def __str__(self) -> str:
         return self.unix_path or f"{self.host}:{self.port}"

@@ -12,6 +12,6 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError("corgipile.torch needs PyTorch: pip install 'corgipile[torch]'") from e
 
 from .dataset import CorgiPileDataset
-from .grab import CDGraB, DRR, pair_balance, reorder
+from .grab import DRR, CDGraB, pair_balance, reorder
 
 __all__ = ["CorgiPileDataset", "CDGraB", "DRR", "pair_balance", "reorder"]

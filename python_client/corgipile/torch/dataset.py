@@ -30,7 +30,8 @@ from __future__ import annotations
 import queue
 import random
 import threading
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -55,7 +56,7 @@ def _dist_on() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
-class CorgiPileDataset(IterableDataset):
+class CorgiPileDataset(IterableDataset[tuple[Any, ...]]):
     """Rows of ``table`` as ``(x, y)`` (or ``(x, y, id)`` with ``id_column``).
 
     ``features`` names one numeric array column, or a list of numeric
@@ -195,7 +196,7 @@ class CorgiPileDataset(IterableDataset):
         shard has corgipile.block_rows."""
         server = True
         layout: Layout | None = None
-        for k, d in enumerate(self.dsns):
+        for _k, d in enumerate(self.dsns):
             with connect(d, self.connect_timeout, self.statement_timeout,
                          "corgipile.torch") as conn:
                 has = has_block_rows(conn)
@@ -297,13 +298,16 @@ class CorgiPileDataset(IterableDataset):
             try:
                 conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
                 conn.read_only = True
-                snap = conn.execute("SELECT pg_catalog.pg_export_snapshot()").fetchone()[0]
+                exported = conn.execute("SELECT pg_catalog.pg_export_snapshot()").fetchone()
                 # measured after the snapshot: every row it sees is on these pages
-                n, page_size = conn.execute(
+                size = conn.execute(
                     "SELECT pg_catalog.pg_relation_size(%s::pg_catalog.regclass), "
                     "pg_catalog.current_setting('block_size')::pg_catalog.int4",
                     (sql.Identifier(self.layout.schema, self.layout.table).as_string(conn),)
                 ).fetchone()
+                assert exported is not None and size is not None  # one row each
+                snap = exported[0]
+                n, page_size = size
             except psycopg.Error as e:
                 conn.close()
                 raise CorgipileError(f"corgipile.torch: cannot export a snapshot of "
@@ -363,7 +367,7 @@ class CorgiPileDataset(IterableDataset):
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a finalizer must not raise
             pass
 
     def __getstate__(self) -> dict[str, Any]:
@@ -592,7 +596,7 @@ class CorgiPileDataset(IterableDataset):
             # stream (or, with no rows of its own, its rank's or the
             # table's blocks), until it has the target
             own = [(k, b) for k, b in enumerate(bufs)]
-            pad = own if block_rows is None or sum(block_rows[i] for b in bufs for i in b) else []
+            pad = own if block_rows is None or sum(block_rows[i] for b in bufs for i in b) > 0 else []
             if not pad:
                 rank_blocks = self.rank_plan()
                 if not block_rows or not sum(block_rows[i] for i in rank_blocks):
@@ -646,7 +650,7 @@ class CorgiPileDataset(IterableDataset):
                     return
                 try:
                     item = ("ok", load(k, buf))
-                except BaseException as e:  # handed to the consumer
+                except BaseException as e:  # noqa: BLE001 - handed to the consumer
                     item = ("error", e)
                 while not stop.is_set():
                     try:
@@ -730,6 +734,7 @@ class CorgiPileDataset(IterableDataset):
             if x_all is not None:
                 x = x_all[i]
             else:
+                assert rows.indices is not None and rows.values is not None  # sparse rows
                 x = self._sparse_row(rows.indices[i], rows.values[i])
             if self.transform is not None:
                 x = self.transform(x)
@@ -904,6 +909,7 @@ def _check_table(conn: psycopg.Connection[Any], table: str, features: str | Sequ
                          .format(sql.Identifier(feat[0]), sql.SQL(rel_sql), layout.usable())).fetchone()
         n = int(r[0]) if r else 0
     else:
+        assert feature_indices is not None  # the sparse layout
         r = conn.execute(sql.SQL("SELECT pg_catalog.max(i) OPERATOR(pg_catalog.+) 1 FROM ONLY {}, "
                                  "LATERAL pg_catalog.unnest({}) AS u(i) WHERE {}")
                          .format(sql.SQL(rel_sql), sql.Identifier(feature_indices),

@@ -20,11 +20,15 @@ only on this epoch's gradients) with one collective per epoch.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from .dataset import CorgiPileDataset
 
 
 def _signs(vectors: Sequence[torch.Tensor], randomized: bool,
@@ -66,8 +70,8 @@ def _signs(vectors: Sequence[torch.Tensor], randomized: bool,
 
 def reorder(order: Sequence[int], signs: Sequence[int]) -> list[int]:
     """Algorithm 1: +1 examples first in their order, then -1 ones reversed."""
-    plus = [b for b, s in zip(order, signs) if s > 0]
-    minus = [b for b, s in zip(order, signs) if s <= 0]
+    plus = [b for b, s in zip(order, signs, strict=True) if s > 0]
+    minus = [b for b, s in zip(order, signs, strict=True) if s <= 0]
     return plus + minus[::-1]
 
 
@@ -77,7 +81,7 @@ def pair_balance(orders: Sequence[Sequence[int]], vectors: Sequence[torch.Tensor
 
     orders[i]: rank i's examples (block numbers) in the order visited;
     vectors[i]: (len(orders[i]), d) their gradient sums in that order."""
-    for o, v in zip(orders, vectors):
+    for o, v in zip(orders, vectors, strict=True):
         if len(o) != v.shape[0]:
             raise ValueError(f"{len(o)} examples in an order but {v.shape[0]} vectors")
     if randomized:
@@ -86,14 +90,14 @@ def pair_balance(orders: Sequence[Sequence[int]], vectors: Sequence[torch.Tensor
         vectors = [v / (2 * scale) for v in vectors]
     g = torch.Generator().manual_seed(seed)
     signs = _signs(vectors, randomized, g)
-    return [reorder(o, s) for o, s in zip(orders, signs)]
+    return [reorder(o, s) for o, s in zip(orders, signs, strict=True)]
 
 
 class _Sorter:
     """Shared part of CDGraB and DRR: the per-rank block sets, fixed for
     the whole run, taken from the dataset's plan of its current epoch."""
 
-    def __init__(self, dataset, seed: int | None = None):
+    def __init__(self, dataset: CorgiPileDataset, seed: int | None = None) -> None:
         self.dataset = dataset
         self.world_size = dataset.world_size
         self.rank = dataset.rank
@@ -108,7 +112,7 @@ class DRR(_Sorter):
     each rank keeps its blocks and visits them in a fresh random order every
     epoch.  Same interface as CDGraB; add() is a no-op."""
 
-    def add(self, block, grad) -> None:  # noqa: D401 - interface of CDGraB
+    def add(self, block: int | torch.Tensor, grad: torch.Tensor) -> None:  # interface of CDGraB
         pass
 
     def step(self) -> list[list[int]]:
@@ -137,13 +141,14 @@ class CDGraB(_Sorter):
     floats per rank instead of blocks x parameters.
     """
 
-    def __init__(self, dataset, dim: int, projection_dim: int | None = None,
-                 randomized: bool = False, seed: int | None = None):
+    def __init__(self, dataset: CorgiPileDataset, dim: int, projection_dim: int | None = None,
+                 randomized: bool = False, seed: int | None = None) -> None:
         super().__init__(dataset, seed)
         self.dim = dim
         self.randomized = randomized
         self.out_dim = projection_dim or dim
-        self._bucket = self._sign = None
+        self._bucket: torch.Tensor | None = None
+        self._sign: torch.Tensor | None = None
         if projection_dim:
             g = torch.Generator().manual_seed(self.seed)
             self._bucket = torch.randint(projection_dim, (dim,), generator=g)
@@ -159,7 +164,7 @@ class CDGraB(_Sorter):
         g = grad.detach().reshape(-1).to(torch.float64).cpu()
         if g.numel() != self.dim:
             raise ValueError(f"a gradient of {g.numel()} values; CDGraB was made with dim={self.dim}")
-        if self._bucket is not None:
+        if self._bucket is not None and self._sign is not None:
             g = torch.zeros(self.out_dim, dtype=torch.float64).index_add_(0, self._bucket, g * self._sign)
         self._sums[self._mine[b]] += g
 

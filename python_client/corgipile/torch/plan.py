@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,6 +31,8 @@ MIN_BUFFER_PAGES = 16  # CP_MIN_BUFFER_PAGES
 MAX_BLOCK_BYTES = 10 * 1024 * 1024  # CP_MAX_BLOCK_BYTES
 
 STRATEGIES = ("no_shuffle", "block_only", "corgipile", "shuffle_once")
+
+T = TypeVar("T")  # what a plan orders: blocks, or their indices
 
 MAX_BLOCK_NUMBER = 0xFFFFFFFE  # MaxBlockNumber
 UINT32_MAX = 0xFFFFFFFF
@@ -181,12 +184,12 @@ def rank_blocks(blocks: Sequence[Block], n_shards: int, strategy: str, seed: int
     return mine
 
 
-def worker_blocks(blocks: Sequence[Block], worker: int, n_workers: int) -> list[Block]:
+def worker_blocks(blocks: Sequence[T], worker: int, n_workers: int) -> list[T]:
     """A DataLoader worker's share of its rank's blocks: every n_workers-th."""
     return list(blocks[worker::n_workers])
 
 
-def buffers(blocks: Sequence[Block], blocks_per_buffer: int) -> list[list[Block]]:
+def buffers(blocks: Sequence[T], blocks_per_buffer: int) -> list[list[T]]:
     """Consecutive groups of blocks that are read and shuffled together."""
     k = max(1, blocks_per_buffer)
     return [list(blocks[i:i + k]) for i in range(0, len(blocks), k)]
@@ -218,4 +221,4 @@ def loader_skips(rows_per_worker: Sequence[int], batch_size: int, batches_seen: 
                 taken[w] += 1
                 left -= 1
         k += 1
-    return [min(t * batch_size, r) for t, r in zip(taken, rows_per_worker)]
+    return [min(t * batch_size, r) for t, r in zip(taken, rows_per_worker, strict=True)]

@@ -30,8 +30,9 @@ all ranks see the same rows.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -49,6 +50,8 @@ _ELEMENTS = {700: ">f4", 701: ">f8", 21: ">i2", 23: ">i4", 20: ">i8"}
 _ARRAYS = {1021: 700, 1022: 701, 1005: 21, 1007: 23, 1016: 20}
 _HEAD = struct.Struct("!iiI")
 _COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+# a block query's bounds when the caller binds them (%s)
+_PLACEHOLDER = sql.Placeholder()
 
 BLOCK_ROWS_SIGNATURE = ("corgipile.block_rows(pg_catalog.regclass, pg_catalog.int8[], "
                         "pg_catalog.int4, pg_catalog.text, pg_catalog.text, pg_catalog.text, "
@@ -141,8 +144,8 @@ class Layout:
                          .format(sql.Identifier(c)))
         return sql.SQL(" AND ").join(conds)
 
-    def block_query(self, lo: sql.Composable = sql.Placeholder(),
-                    hi: sql.Composable = sql.Placeholder()) -> sql.Composable:
+    def block_query(self, lo: sql.Composable = _PLACEHOLDER,
+                    hi: sql.Composable = _PLACEHOLDER) -> sql.Composed:
         return sql.SQL(
             "SELECT {cols} FROM ONLY {rel} WHERE ctid OPERATOR(pg_catalog.>=) {lo}::pg_catalog.tid"
             " AND ctid OPERATOR(pg_catalog.<) {hi}::pg_catalog.tid AND {usable}"
@@ -162,7 +165,7 @@ class Layout:
                  usable=self.usable(False)).as_string(conn)
         return text
 
-    def count_query(self) -> sql.Composable:
+    def count_query(self) -> sql.Composed:
         """Usable rows per page (equal shares across ranks, resuming)."""
         return sql.SQL(
             "SELECT ((ctid::pg_catalog.text)::pg_catalog.point)[0]::pg_catalog.int8, "
@@ -183,14 +186,14 @@ class Rows:
     def __len__(self) -> int:
         return len(self.y)
 
-    def slice(self, a: int, b: int) -> "Rows":
+    def slice(self, a: int, b: int) -> Rows:
         """Rows a..b (views, no copy)."""
         return Rows(None if self.x is None else self.x[a:b], self.y[a:b],
                     None if self.ids is None else self.ids[a:b],
                     indices=None if self.indices is None else self.indices[a:b],
                     values=None if self.values is None else self.values[a:b])
 
-    def take(self, order: np.ndarray) -> "Rows":
+    def take(self, order: np.ndarray) -> Rows:
         """The rows in this order (one gather per array)."""
         y = [self.y[i] for i in order] if isinstance(self.y, list) else self.y[order]
         if self.x is None:
@@ -316,17 +319,17 @@ def parse_copy(layout: Layout, data: bytes | bytearray | memoryview) -> tuple[Ro
     return Rows(x, y, ids), rec["tag"].astype(np.int64)
 
 
-def parse_copy_rows(data: bytes | memoryview) -> list[tuple[bytes | None, ...]]:
+def parse_copy_rows(data: bytes | bytearray | memoryview) -> list[tuple[bytes | None, ...]]:
     """The general path: a binary COPY answer as rows of raw field bytes."""
     buf = memoryview(data)
     pos = 19 + struct.unpack_from("!I", buf, 15)[0]
-    rows = []
+    rows: list[tuple[bytes | None, ...]] = []
     while True:
         nf = struct.unpack_from("!h", buf, pos)[0]
         pos += 2
         if nf == -1:
             return rows
-        row = []
+        row: list[bytes | None] = []
         for _ in range(nf):
             ln = struct.unpack_from("!i", buf, pos)[0]
             pos += 4
@@ -508,8 +511,13 @@ class BlockReader:
             return parsed
         # ragged, sparse, text or NULL elements: psycopg's loaders, row by row
         types = self._copy_types(conn) + [20]
-        loaders = [conn.adapters.get_loader(t, Format.BINARY)(t, conn) for t in types]
-        records = [tuple(None if v is None else ld.load(v) for ld, v in zip(loaders, r))
+        loaders = []
+        for t in types:
+            loader = conn.adapters.get_loader(t, Format.BINARY)
+            if loader is None:  # pragma: no cover - the layout admits only types it has
+                raise TypeError(f"psycopg has no binary loader for type oid {t}")
+            loaders.append(loader(t, conn))
+        records = [tuple(None if v is None else ld.load(v) for ld, v in zip(loaders, r, strict=True))
                    for r in parse_copy_rows(data)]
         return self._records(records)
 

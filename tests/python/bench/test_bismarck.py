@@ -70,7 +70,7 @@ def test_same_weights_as_engine_no_shuffle_over_the_same_copy(bconn, model, l2, 
 
     assert len(w_ours) == 8
     assert any(abs(v) > 1e-3 for v in w_ours)
-    assert w_ours == w_eng, max(abs(a - b) for a, b in zip(w_ours, w_eng))
+    assert w_ours == w_eng, max(abs(a - b) for a, b in zip(w_ours, w_eng, strict=True))
     assert [(e.epoch, e.loss, e.train_score) for e in ours] == [tuple(r) for r in theirs]
 
 
@@ -110,14 +110,14 @@ def reference_sgd(rows, model, cfg):
         loss = 0.0
         for label, x in rows:
             y = 1.0 if label > 0 else -1.0
-            z = sum(wi * xi for wi, xi in zip(w, x)) + b
+            z = sum(wi * xi for wi, xi in zip(w, x, strict=True)) + b
             if model == "svm":
                 loss += max(0.0, 1 - y * z)
                 g = -y if y * z < 1 else 0.0
             else:
                 loss += math.log1p(math.exp(-y * z))
                 g = -y / (1 + math.exp(y * z))
-            w = [(1 - lr * cfg.l2) * wi - lr * g * xi for wi, xi in zip(w, x)]
+            w = [(1 - lr * cfg.l2) * wi - lr * g * xi for wi, xi in zip(w, x, strict=True)]
             b -= lr * g
         out.append(loss / len(rows))
     return w + [b], out

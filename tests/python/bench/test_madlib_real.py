@@ -39,6 +39,7 @@ from corgipile.bench.datasets import describe_table
 from datagen import linear_task, load_table
 from madlib_observe import RECORD, observe, record, relations
 from test_bismarck import reference_sgd
+
 MADPACK = os.environ.get("CORGIPILE_MADPACK", "")
 
 

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import pglast
 import pytest
-from pglast import ast
 from pglast.visitors import Visitor
 
 from corgipile.bench import madlib
@@ -271,7 +270,7 @@ def test_svm_runner_passes_fit_intercept_and_reads_the_intercept_last(stub):
     out = conn.execute("SELECT current_schema()").fetchone()[0]
     calls = _calls(conn)
     assert [c[0] for c in calls] == ["svm_classification"] * 5
-    for (_, args), k in zip(calls, (1, 1, 2, 3, 4)):
+    for (_, args), k in zip(calls, (1, 1, 2, 3, 4), strict=True):
         assert args[0] == '"public"."small"'
         assert args[1].startswith(f'"{out}"."corgipile_bench_madlib_')
         assert args[2] == '("label" OPERATOR(pg_catalog.>) 0)' and args[3] == '"features"'

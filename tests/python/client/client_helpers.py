@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import psycopg
@@ -13,6 +14,9 @@ from psycopg import sql
 # the one generator of the suites' data (tests/python/datagen.py), for the
 # client tests' imports
 from datagen import linear_task  # noqa: F401
+
+if TYPE_CHECKING:
+    import pandas
 
 ROOT = Path(__file__).resolve().parents[3]
 CLIENT = ROOT / "python_client"
@@ -60,8 +64,8 @@ def backend_state(dsn: str, pid: int) -> str:
     return f"activity {row}; threads {threads}"
 
 
-def sklearn_frame_score(train: "pandas.DataFrame", y_train: np.ndarray,
-                        test: "pandas.DataFrame", y_test: np.ndarray) -> float:
+def sklearn_frame_score(train: pandas.DataFrame, y_train: np.ndarray,
+                        test: pandas.DataFrame, y_test: np.ndarray) -> float:
     """scikit-learn's exact logistic regression (C=1) on the encoding the
     server gives a mixed frame: text, category and boolean-as-text columns
     one-hot (a missing value a category of its own), numbers standardized;
@@ -75,7 +79,7 @@ def sklearn_frame_score(train: "pandas.DataFrame", y_train: np.ndarray,
         out = frame.copy()
         for c in text:
             out[c] = out[c].astype(object).where(out[c].notna(), "(null)").astype(str)
-        return out.astype({c: float for c in numbers})
+        return out.astype(dict.fromkeys(numbers, float))
 
     text = [c for c in train.columns
             if train[c].dtype == object or str(train[c].dtype) == "category"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from client_helpers import CLIENT, ROOT, linear_task, make_table  # noqa: E402
+from client_helpers import CLIENT, ROOT, linear_task, make_table
 
 
 def _client_importable() -> bool:

@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from client_helpers import CLIENT, backend_state, linear_task, make_table
+from client_helpers import backend_state, linear_task, make_table
 
 
 @pytest.fixture

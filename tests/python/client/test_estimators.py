@@ -11,19 +11,17 @@ import sys
 
 import numpy as np
 import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import corgipile
+from client_helpers import linear_task, majority_rate
 from corgipile.estimators import TRAIN_PARAMS
 from corgipile.params import TrainSignature, train_defaults
-
-from client_helpers import linear_task, majority_rate
-
-from sklearn.base import clone  # noqa: E402
-from sklearn.exceptions import NotFittedError  # noqa: E402
-from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split  # noqa: E402
-from sklearn.pipeline import make_pipeline  # noqa: E402
-from sklearn.preprocessing import StandardScaler  # noqa: E402
-from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 ESTIMATORS = (corgipile.SGDClassifier, corgipile.SGDRegressor)
 

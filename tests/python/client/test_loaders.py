@@ -9,9 +9,8 @@ import pytest
 from psycopg import sql
 
 import corgipile
-from corgipile import loaders
-
 from client_helpers import linear_task, make_table
+from corgipile import loaders
 
 
 def _rows(conn, table, cols="id, label, features"):

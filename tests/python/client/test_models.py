@@ -12,7 +12,6 @@ import pytest
 from psycopg import sql
 
 import corgipile
-
 from client_helpers import make_table
 
 

@@ -41,8 +41,8 @@ def test_coef_in_original_units_matches_sklearn_pipeline(client, conn):
     np.testing.assert_allclose([f["mean"] for f in prep["features"]], scaler.mean_, rtol=1e-12)
     np.testing.assert_allclose([f["std"] for f in prep["features"]], scaler.scale_, rtol=1e-12)
     # coef_ maps the stored (scaled) weights back exactly as the server does
-    server = dict(((f, w) for _, f, w in conn.execute(
-        "SELECT * FROM corgipile.model_coefficients(%s)", (model.name,)).fetchall()))
+    server = {f: w for _, f, w in conn.execute(
+        "SELECT * FROM corgipile.model_coefficients(%s)", (model.name,)).fetchall()}
     np.testing.assert_allclose(model.coef[0], [server["amount"], server["age"], server["small"]],
                                rtol=1e-12)
     assert model.intercept[0] == pytest.approx(server[None], rel=1e-12)
@@ -93,7 +93,7 @@ def test_decision_function_equals_server_predict_on_raw_rows(client, conn):
     server = [r[0] for r in conn.execute(
         "SELECT corgipile.predict(%s, r) FROM unnest(%s::float8[], %s::text[], %s::bool[], "
         "%s::int[]) WITH ORDINALITY AS r(spend, plan, vip, visits, n) ORDER BY n",
-        (model.name, *map(list, zip(*raw)))).fetchall()]
+        (model.name, *map(list, zip(*raw, strict=False)))).fetchall()]
     np.testing.assert_allclose(local, server, rtol=1e-12, atol=1e-9)
     # a classifier with a text label: the margin behind predict_proba
     clf = client.train("shop", "logistic", label="churned", features="spend, plan, vip, visits",

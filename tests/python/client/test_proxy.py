@@ -27,11 +27,10 @@ from psycopg.pq import TransactionStatus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from client_helpers import CLIENT, ROOT, dsn_with  # noqa: E402
-from pgwire import NullTransport, Wire, cancel_request, fields, msg  # noqa: E402
-
-from corgipile.errors import StatementError  # noqa: E402
-from corgipile.statements import parse_statement  # noqa: E402
+from client_helpers import CLIENT, ROOT, dsn_with
+from corgipile.errors import StatementError
+from corgipile.statements import parse_statement
+from pgwire import NullTransport, Wire, cancel_request, fields, msg
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PSQL = PG_BIN / "psql"
@@ -590,7 +589,7 @@ def _closed(s: socket.socket) -> bool:
                 return True
     except (ConnectionResetError, BrokenPipeError):
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 

@@ -15,8 +15,8 @@ prints its NOTICEs and its result as the interactive session does).
 
 from __future__ import annotations
 
-import os
 import contextlib
+import os
 import re
 import shutil
 import socket
@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from doc_examples import PSQL, normalized, section_blocks
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -86,7 +87,7 @@ def demo_cluster() -> Iterator[tuple[Path, int, dict[str, str]]]:
     try:
         # a port free a moment ago may be taken by the time the server binds
         # it (pgcluster.sh says so): another one then
-        for attempt in range(5):
+        for _attempt in range(5):
             port = _free_port()
             r = subprocess.run([str(PGCLUSTER), "start", str(directory), str(port)],
                                env=env, capture_output=True, text=True, timeout=300)

@@ -47,6 +47,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import sql
+
 from client_helpers import CLIENT, ROOT
 from doc_examples import PSQL, Block, normalized, section_blocks
 
@@ -90,7 +91,7 @@ def psql(database: str, statements: list[str]) -> list[tuple[str, str]]:
     errs = r.stderr.split(marker + "\n")[1:]
     assert r.returncode == 0, (f"the README's\n{statements[len(outs) - 1]}\nfails today:\n"
                                f"{errs[-1] if errs else r.stderr}")
-    return list(zip(outs, errs))
+    return list(zip(outs, errs, strict=True))
 
 
 def sql_steps(block: Block) -> list[tuple[str, list[str]]]:
@@ -119,7 +120,7 @@ def run_sql_block(block: Block, database: str) -> dict[str, tuple[str, str]]:
     a statement's output, compares. Returns each statement's (stdout,
     stderr)."""
     steps = sql_steps(block)
-    runs = dict(zip([s for s, _ in steps], psql(database, [s for s, _ in steps])))
+    runs = dict(zip([s for s, _ in steps], psql(database, [s for s, _ in steps]), strict=True))
     for statement, printed in steps:
         if printed:
             out = runs[statement][0]
@@ -246,7 +247,7 @@ def test_command_line_examples(readme, heading, tmp_path):
     with fresh_database(extension=True) as database:
         outputs = [cli(c, database, tmp_path).stdout for c in commands]
     # the loader prints the train command that fits the label
-    load = next(o for c, o in zip(commands, outputs) if c[1] == "load")
+    load = next(o for c, o in zip(commands, outputs, strict=True) if c[1] == "load")
     assert "corgipile train points" in load, load
 
 
@@ -269,7 +270,7 @@ def run_python(blocks: list[Block], namespace: dict) -> None:
             out = io.StringIO()
             code = compile(ast.Module([stmt], []), f"{block.heading}:{block.line}", "exec")
             with contextlib.redirect_stdout(out):
-                exec(code, namespace)  # noqa: S102 - the README's own code
+                exec(code, namespace)  # the README's own code
             is_print = (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
                         and getattr(stmt.value.func, "id", None) == "print")
             expected = notes.get(stmt.end_lineno)

@@ -16,11 +16,10 @@ import psycopg
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from client_helpers import dsn_with, make_table  # noqa: E402
-from test_proxy import Proxy  # noqa: E402
-
-import corgipile  # noqa: E402
-from corgipile.estimators import SGDClassifier  # noqa: E402
+import corgipile
+from client_helpers import dsn_with, make_table
+from corgipile.estimators import SGDClassifier
+from test_proxy import Proxy
 
 SEED = 7
 

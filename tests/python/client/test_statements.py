@@ -9,9 +9,14 @@ import pytest
 from psycopg import errors
 
 import corgipile
-from corgipile.statements import (Bound, Name, PlainStatement, PredictStatement,
-                                  TrainStatement, parse_statement)
-
+from corgipile.statements import (
+    Bound,
+    Name,
+    PlainStatement,
+    PredictStatement,
+    TrainStatement,
+    parse_statement,
+)
 
 # -- recognition, without a database ------------------------------------------------
 
@@ -49,7 +54,7 @@ def test_names_values_and_case_follow_sql_rules():
     assert isinstance(stmt, TrainStatement)
     assert (stmt.schema, stmt.relname, stmt.model) == ("public", "My T", "LR")
     assert stmt.relation == '"public"."My T"'
-    assert dict((p.name, p.value) for p in stmt.params) == {
+    assert {p.name: p.value for p in stmt.params} == {
         "shuffle": Name(("no_shuffle",)), "label": Name(("Y",)),
         "validation": Name(("s", "h")), "seed": -5, "double_buffer": False,
         "l2": "1e-4", "model_name": None, "features": "a, b"}
@@ -168,7 +173,7 @@ def test_errors_point_at_the_statement(text, position, message):
     assert info.value.position == position
     if position is not None:
         lines = str(info.value).splitlines()
-        caret = lines.index(next(l for l in lines if l.strip() == "^"))
+        caret = lines.index(next(line for line in lines if line.strip() == "^"))
         assert lines[caret].index("^") - 2 == position - text.rfind("\n", 0, position) - 1
 
 

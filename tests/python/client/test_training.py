@@ -13,9 +13,8 @@ import psycopg
 import pytest
 
 import corgipile
-from corgipile.training import parse_progress
-
 from client_helpers import backend_state, linear_task, make_table
+from corgipile.training import parse_progress
 
 
 def test_train_returns_the_stored_model(client, points):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docker_helpers import BINDIR, IS_ROOT, OWNER, as_owner, owned_tempdir  # noqa: E402
+from docker_helpers import BINDIR, IS_ROOT, OWNER, as_owner, owned_tempdir
 
 
 @pytest.fixture(scope="module")

@@ -221,7 +221,7 @@ def ignored(path: str, patterns) -> bool:
 def build_context() -> set[str]:
     """The files of the working tree that `docker build .` would send."""
     patterns = dockerignore_patterns()
-    keep_prefixes = [re.split(r"[*?\[\\]", text, 1)[0] for keep, text, _ in patterns if keep]
+    keep_prefixes = [re.split(r"[*?\[\\]", text, maxsplit=1)[0] for keep, text, _ in patterns if keep]
     files = set()
     for dirpath, dirnames, filenames in os.walk(ROOT):
         rel_dir = os.path.relpath(dirpath, ROOT)

@@ -16,10 +16,27 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from docker_helpers import (
-    ROOT, DOCKER, DB_DOCKERFILE, CLIENT_DOCKERFILE, PRELOAD, ENTRYPOINT, HEALTHCHECK,
-    INIT_EXTENSION, INIT_PRELOAD, IMAGE_PG_CONFIG, PG_MAJOR, control_version, Stage,
-    parse_dockerfile, labels, dockerignore_patterns, ignored, build_context, git_files,
+    CLIENT_DOCKERFILE,
+    DB_DOCKERFILE,
+    DOCKER,
+    ENTRYPOINT,
+    HEALTHCHECK,
+    IMAGE_PG_CONFIG,
+    INIT_EXTENSION,
+    INIT_PRELOAD,
+    PG_MAJOR,
+    PRELOAD,
+    ROOT,
+    Stage,
+    build_context,
+    control_version,
+    dockerignore_patterns,
+    git_files,
+    ignored,
+    labels,
+    parse_dockerfile,
 )
 
 # ---------------------------------------------------------------------------

@@ -13,8 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from docker_helpers import (
-    control_version, ROOT, DOCKER, DB_DOCKERFILE, CLIENT_DOCKERFILE, parse_dockerfile,
+    CLIENT_DOCKERFILE,
+    DB_DOCKERFILE,
+    DOCKER,
+    ROOT,
+    control_version,
+    parse_dockerfile,
 )
 
 # ---------------------------------------------------------------------------
@@ -105,7 +111,7 @@ def test_client_image_has_the_data_and_runs_the_demo():
     copies = {}
     for ins in stage.all("COPY"):
         *sources, dest = ins.flags_and_words()[1]
-        copies.update({s: dest for s in sources})
+        copies.update(dict.fromkeys(sources, dest))
     assert copies["scripts/demo.py"] == copies["scripts/provenance.py"] == "/opt/corgipile/"
     assert copies["python_client/"] == "/opt/corgipile/python_client/"
     assert [i.args for i in stage.all("CMD")] == ['["python", "/opt/corgipile/demo.py"]']

@@ -11,6 +11,7 @@ import sys
 
 import psycopg
 import pytest
+
 from docker_helpers import OWNER, ROOT, Server, free_port
 
 

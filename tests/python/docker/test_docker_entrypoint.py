@@ -9,8 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from docker_helpers import (
-    ENTRYPOINT, HEALTHCHECK, OWNER, preload, effective, Server,
+    ENTRYPOINT,
+    HEALTHCHECK,
+    OWNER,
+    Server,
+    effective,
+    preload,
 )
 
 # ---------------------------------------------------------------------------

@@ -10,8 +10,11 @@ import uuid
 
 import psycopg
 import pytest
+
 from docker_helpers import (
-    INIT_EXTENSION, OWNER, control_version,
+    INIT_EXTENSION,
+    OWNER,
+    control_version,
 )
 
 # ---------------------------------------------------------------------------

@@ -10,8 +10,14 @@ import re
 import subprocess
 
 import pytest
+
 from docker_helpers import (
-    DOCKER, DB_DOCKERFILE, CLIENT_DOCKERFILE, ROOT, hadolint, shellcheck_bin,
+    CLIENT_DOCKERFILE,
+    DB_DOCKERFILE,
+    DOCKER,
+    ROOT,
+    hadolint,
+    shellcheck_bin,
 )
 
 DOCKERFILES = sorted(DOCKER.glob("*Dockerfile"))

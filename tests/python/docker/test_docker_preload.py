@@ -7,9 +7,15 @@ import os
 from pathlib import Path
 
 import pytest
+
 from docker_helpers import (
-    DOCKER, INIT_PRELOAD, preload, effective, Server,
+    DOCKER,
+    INIT_PRELOAD,
+    Server,
+    effective,
+    preload,
 )
+
 
 def include_lines(data: Path) -> list[str]:
     return [line for line in (data / "postgresql.conf").read_text().splitlines()

@@ -15,8 +15,8 @@ import os
 import pwd
 import sys
 
-import corgipile.cli  # noqa: F401  - everything the proxy imports, before the switch
-import corgipile.proxy.analysis  # noqa: F401
+import corgipile.cli  # everything the proxy imports, before the switch
+import corgipile.proxy.analysis
 import corgipile.proxy.server  # noqa: F401
 from corgipile.cli import main
 

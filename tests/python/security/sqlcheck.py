@@ -187,7 +187,7 @@ _PSEUDO = {"\"any\"", "internal", "cstring", "record", "trigger", "event_trigger
            "anycompatiblerange", "anycompatiblemultirange", "pg_ddl_command"}
 
 
-def plant(hostile: psycopg.Connection, names: set[sqlcheck.Ref]) -> dict[str, int]:
+def plant(hostile: psycopg.Connection, names: set[Ref]) -> dict[str, int]:
     """Look-alikes in public of every function, operator, type and catalog
     relation in names, each calling public.canary_hit(). Returns how many of
     each kind were planted."""
@@ -216,7 +216,7 @@ def plant(hostile: psycopg.Connection, names: set[sqlcheck.Ref]) -> dict[str, in
             pass  # a signature plpgsql cannot take: nothing planted
 
     funcs = sorted({r.name for r in names if r.kind == "function"})
-    for n, (oid, name, kind, retset, ret, args, variadic, trans) in enumerate(
+    for n, (_oid, name, kind, retset, ret, args, variadic, trans) in enumerate(
             h.execute(PLANT_FUNCTIONS, (funcs,)).fetchall()):
         if variadic or any(a in _PSEUDO for a in args) or ret in _PSEUDO:
             continue
@@ -240,7 +240,7 @@ def plant(hostile: psycopg.Connection, names: set[sqlcheck.Ref]) -> dict[str, in
                     f"CREATE FUNCTION public.{q(name)}({arglist}) RETURNS {ret} "
                     f"LANGUAGE plpgsql AS $$ BEGIN {hit} RETURN NULL; END $$")
     ops = sorted({r.name for r in names if r.kind == "operator"})
-    for n, (name, kind, left, right, result) in enumerate(
+    for n, (name, _kind, left, right, result) in enumerate(
             h.execute(PLANT_OPERATORS, (ops,)).fetchall()):
         types = [t for t in (left, right) if t != "-"]
         if any(t in _PSEUDO for t in types) or result in _PSEUDO:

@@ -27,7 +27,7 @@ import dataclasses
 import random
 import time
 import uuid
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import psycopg
 
@@ -186,21 +186,32 @@ class Relation:
 # Built by the hostile role at setup.  (name, DDL...) with the layout hints.
 POOL_DDL = [
     ("r_dense", Relation("r_dense", all_columns=("id", "features", "label")), [
-        "CREATE TABLE r_dense AS SELECT g AS id, ARRAY[(g % 7) / 7.0, (g % 3) / 3.0, (g % 2) * 2 - 1]::float8[] AS features, (g % 2) * 2 - 1 AS label FROM pg_catalog.generate_series(1, 600) AS g"]),
+        "CREATE TABLE r_dense AS SELECT g AS id, ARRAY[(g % 7) / 7.0, (g % 3) / 3.0, "
+        "(g % 2) * 2 - 1]::float8[] AS features, (g % 2) * 2 - 1 AS label "
+        "FROM pg_catalog.generate_series(1, 600) AS g"]),
     ("r_f4", Relation("r_f4", all_columns=("features", "label")), [
-        "CREATE TABLE r_f4 AS SELECT ARRAY[(g % 5)::real, (g % 2)::real]::float4[] AS features, g % 2 AS label FROM pg_catalog.generate_series(1, 300) AS g"]),
+        "CREATE TABLE r_f4 AS SELECT ARRAY[(g % 5)::real, (g % 2)::real]::float4[] AS features, "
+        "g % 2 AS label FROM pg_catalog.generate_series(1, 300) AS g"]),
     ("r_int", Relation("r_int", all_columns=("features", "label")), [
-        "CREATE TABLE r_int AS SELECT ARRAY[g % 5, g % 2]::int4[] AS features, (g % 2 = 0) AS label FROM pg_catalog.generate_series(1, 300) AS g"]),
+        "CREATE TABLE r_int AS SELECT ARRAY[g % 5, g % 2]::int4[] AS features, "
+        "(g % 2 = 0) AS label FROM pg_catalog.generate_series(1, 300) AS g"]),
     ("r_num", Relation("r_num", all_columns=("features", "label")), [
-        "CREATE TABLE r_num AS SELECT ARRAY[g % 5, 1.5]::numeric[] AS features, (CASE WHEN g % 2 = 0 THEN 9007199254740993 ELSE 9007199254740992 END)::int8 AS label FROM pg_catalog.generate_series(1, 200) AS g"]),
+        "CREATE TABLE r_num AS SELECT ARRAY[g % 5, 1.5]::numeric[] AS features, "
+        "(CASE WHEN g % 2 = 0 THEN 9007199254740993 ELSE 9007199254740992 END)::int8 AS label "
+        "FROM pg_catalog.generate_series(1, 200) AS g"]),
     ("r_sparse", Relation("r_sparse", array_col="vals", indices="idx", all_columns=("idx", "vals", "label")), [
-        "CREATE TABLE r_sparse AS SELECT ARRAY[g % 5, 5 + g % 3]::int4[] AS idx, ARRAY[1.0, (g % 2)]::float8[] AS vals, g % 2 AS label FROM pg_catalog.generate_series(1, 400) AS g"]),
+        "CREATE TABLE r_sparse AS SELECT ARRAY[g % 5, 5 + g % 3]::int4[] AS idx, ARRAY[1.0, "
+        "(g % 2)]::float8[] AS vals, g % 2 AS label FROM pg_catalog.generate_series(1, 400) AS g"]),
     ("r_sparse_bad", Relation("r_sparse_bad", array_col="vals", indices="idx", all_columns=("idx", "vals", "label")), [
         "CREATE TABLE r_sparse_bad (idx int4[], vals float8[], label int)",
-        "INSERT INTO r_sparse_bad VALUES ('{-1}', '{1}', 1), ('{2147483647}', '{1}', 0), ('{1,2}', '{1}', 1), (NULL, '{1}', 0), ('{1}', NULL, 1), ('{3,3,3}', '{1,2,3}', 0), ('{1431655765}', '{1}', 1)"]),
-    ("r_cols", Relation("r_cols", array_col=None, columns="a, b, c, d", all_columns=("id", "a", "b", "c", "label", "d")), [
+        "INSERT INTO r_sparse_bad VALUES ('{-1}', '{1}', 1), ('{2147483647}', '{1}', 0), "
+        "('{1,2}', '{1}', 1), (NULL, '{1}', 0), ('{1}', NULL, 1), ('{3,3,3}', '{1,2,3}', 0), "
+        "('{1431655765}', '{1}', 1)"]),
+    ("r_cols", Relation("r_cols", array_col=None, columns="a, b, c, d",
+                        all_columns=("id", "a", "b", "c", "label", "d")), [
         "CREATE TABLE r_cols (id int, junk text, a float8, b int, c real, label int)",
-        "INSERT INTO r_cols SELECT g, pg_catalog.repeat('j', g % 40), g % 3, g % 5, (g % 7) / 7.0, g % 2 FROM pg_catalog.generate_series(1, 400) AS g",
+        "INSERT INTO r_cols SELECT g, pg_catalog.repeat('j', g % 40), g % 3, g % 5, "
+        "(g % 7) / 7.0, g % 2 FROM pg_catalog.generate_series(1, 400) AS g",
         "ALTER TABLE r_cols DROP COLUMN junk",
         "ALTER TABLE r_cols ADD COLUMN d float8 NOT NULL DEFAULT 0.25"]),
     ("r_added", Relation("r_added", all_columns=("id", "features", "label", "extra", "label2")), [
@@ -211,11 +222,14 @@ POOL_DDL = [
         "ALTER TABLE r_added DROP COLUMN id",
         "ALTER TABLE r_added ADD COLUMN id bigint DEFAULT 7"]),
     ("r_text", Relation("r_text", all_columns=("features", "label")), [
-        "CREATE TABLE r_text AS SELECT '{1,2}'::text AS features, 'a'::text AS label FROM pg_catalog.generate_series(1, 50)"]),
+        "CREATE TABLE r_text AS SELECT '{1,2}'::text AS features, 'a'::text AS label "
+        "FROM pg_catalog.generate_series(1, 50)"]),
     ("r_bytea", Relation("r_bytea", all_columns=("features", "label")), [
-        "CREATE TABLE r_bytea AS SELECT '\\x0000803f0000803f'::bytea AS features, 1 AS label FROM pg_catalog.generate_series(1, 50)"]),
+        "CREATE TABLE r_bytea AS SELECT '\\x0000803f0000803f'::bytea AS features, 1 AS label "
+        "FROM pg_catalog.generate_series(1, 50)"]),
     ("r_scalar", Relation("r_scalar", all_columns=("features", "label")), [
-        "CREATE TABLE r_scalar AS SELECT g::float8 AS features, g % 2 AS label FROM pg_catalog.generate_series(1, 50) AS g"]),
+        "CREATE TABLE r_scalar AS SELECT g::float8 AS features, g % 2 AS label "
+        "FROM pg_catalog.generate_series(1, 50) AS g"]),
     ("r_dom", Relation("r_dom", all_columns=("features", "label")), [
         "CREATE TABLE r_dom (features fuzz_arrdom, label int)",
         "INSERT INTO r_dom SELECT ARRAY[g % 3, 1]::float8[], g % 2 FROM pg_catalog.generate_series(1, 100) AS g"]),
@@ -223,21 +237,32 @@ POOL_DDL = [
         "CREATE TABLE r_domel (features fuzz_dom[], label int)",
         "INSERT INTO r_domel SELECT ARRAY[g % 3, 1]::fuzz_dom[], g % 2 FROM pg_catalog.generate_series(1, 100) AS g"]),
     ("r_multi", Relation("r_multi", all_columns=("features", "label")), [
-        "CREATE TABLE r_multi AS SELECT ARRAY[g % 3, g % 4, 1]::float8[] AS features, 'c' || (g % 3) AS label FROM pg_catalog.generate_series(1, 300) AS g"]),
+        "CREATE TABLE r_multi AS SELECT ARRAY[g % 3, g % 4, 1]::float8[] AS features, "
+        "'c' || (g % 3) AS label FROM pg_catalog.generate_series(1, 300) AS g"]),
     ("r_empty", Relation("r_empty", all_columns=("features", "label")), [
         "CREATE TABLE r_empty (features float8[], label int)"]),
     ("r_nulls", Relation("r_nulls", all_columns=("features", "label")), [
-        "CREATE TABLE r_nulls AS SELECT CASE WHEN g % 3 = 0 THEN NULL ELSE ARRAY[g, NULL, 1]::float8[] END AS features, CASE WHEN g % 4 = 0 THEN NULL ELSE g % 2 END AS label FROM pg_catalog.generate_series(1, 120) AS g"]),
+        "CREATE TABLE r_nulls AS SELECT CASE WHEN g % 3 = 0 THEN NULL "
+        "ELSE ARRAY[g, NULL, 1]::float8[] END AS features, CASE WHEN g % 4 = 0 THEN NULL "
+        "ELSE g % 2 END AS label FROM pg_catalog.generate_series(1, 120) AS g"]),
     ("r_ragged", Relation("r_ragged", all_columns=("features", "label")), [
-        "CREATE TABLE r_ragged AS SELECT ARRAY(SELECT 1.0::float8 FROM pg_catalog.generate_series(1, 1 + g % 4)) AS features, g % 2 AS label FROM pg_catalog.generate_series(1, 80) AS g"]),
+        "CREATE TABLE r_ragged AS SELECT ARRAY(SELECT 1.0::float8 "
+        "FROM pg_catalog.generate_series(1, 1 + g % 4)) AS features, g % 2 AS label "
+        "FROM pg_catalog.generate_series(1, 80) AS g"]),
     ("r_nan", Relation("r_nan", all_columns=("features", "label")), [
-        "CREATE TABLE r_nan AS SELECT ARRAY[CASE g % 3 WHEN 0 THEN 'NaN' WHEN 1 THEN 'Infinity' ELSE '1e308' END, 1]::float8[] AS features, g % 2 AS label FROM pg_catalog.generate_series(1, 60) AS g"]),
+        "CREATE TABLE r_nan AS SELECT ARRAY[CASE g % 3 WHEN 0 THEN 'NaN' WHEN 1 THEN 'Infinity' "
+        "ELSE '1e308' END, 1]::float8[] AS features, g % 2 AS label "
+        "FROM pg_catalog.generate_series(1, 60) AS g"]),
     ("r_2d", Relation("r_2d", all_columns=("features", "label")), [
-        "CREATE TABLE r_2d AS SELECT '{{1,2},{3,4}}'::float8[] AS features, g % 2 AS label FROM pg_catalog.generate_series(1, 40) AS g"]),
+        "CREATE TABLE r_2d AS SELECT '{{1,2},{3,4}}'::float8[] AS features, g % 2 AS label "
+        "FROM pg_catalog.generate_series(1, 40) AS g"]),
     ("r_toast", Relation("r_toast", all_columns=("features", "label")), [
-        "CREATE TABLE r_toast AS SELECT ARRAY(SELECT ((g * i) % 13)::float8 FROM pg_catalog.generate_series(1, 3000) AS i) AS features, g % 2 AS label FROM pg_catalog.generate_series(1, 30) AS g"]),
+        "CREATE TABLE r_toast AS SELECT ARRAY(SELECT ((g * i) % 13)::float8 "
+        "FROM pg_catalog.generate_series(1, 3000) AS i) AS features, g % 2 AS label "
+        "FROM pg_catalog.generate_series(1, 30) AS g"]),
     ("r_comp", Relation("r_comp", array_col="c", all_columns=("c", "label")), [
-        "CREATE TABLE r_comp AS SELECT ROW(ARRAY[1.0, 2.0]::float8[], g)::fuzz_comp AS c, g % 2 AS label FROM pg_catalog.generate_series(1, 40) AS g"]),
+        "CREATE TABLE r_comp AS SELECT ROW(ARRAY[1.0, 2.0]::float8[], g)::fuzz_comp AS c, "
+        "g % 2 AS label FROM pg_catalog.generate_series(1, 40) AS g"]),
     ("r_part", Relation("r_part", all_columns=("id", "features", "label")), [
         "CREATE TABLE r_part (id int, features float8[], label int) PARTITION BY RANGE (id)",
         "CREATE TABLE r_part_1 PARTITION OF r_part FOR VALUES FROM (0) TO (300)",
@@ -259,7 +284,8 @@ POOL_DDL = [
 # row-level security that hides most rows from it.
 ADMIN_POOL_DDL = [
     ("r_secret", Relation("r_secret", all_columns=("features", "label")), [
-        "CREATE TABLE public.r_secret AS SELECT ARRAY[1, 2]::float8[] AS features, 1 AS label FROM pg_catalog.generate_series(1, 50)"]),
+        "CREATE TABLE public.r_secret AS SELECT ARRAY[1, 2]::float8[] AS features, 1 AS label "
+        "FROM pg_catalog.generate_series(1, 50)"]),
     ("r_rls", Relation("r_rls", all_columns=("id", "features", "label")), [
         "CREATE TABLE public.r_rls AS SELECT * FROM public.r_dense",
         "ALTER TABLE public.r_rls ENABLE ROW LEVEL SECURITY",
@@ -390,13 +416,13 @@ class Fuzzer:
         ]:
             a.execute(stmt)
         s = self.session
-        for name, rel, ddl in POOL_DDL:
+        for _name, rel, ddl in POOL_DDL:
             for stmt in ddl:
                 s.execute(stmt)
             self.relations.append(rel)
         s.execute("CREATE TEMP TABLE r_temp AS SELECT * FROM r_dense WHERE id <= 100")
         self.relations.append(Relation("r_temp", all_columns=("id", "features", "label")))
-        for name, rel, ddl in ADMIN_POOL_DDL:
+        for _name, rel, ddl in ADMIN_POOL_DDL:
             for stmt in ddl:
                 a.execute(stmt.format(role=role))
             self.relations.append(rel)
@@ -436,7 +462,7 @@ class Fuzzer:
                            ("session", self._role_session)):
             try:
                 getattr(self, attr).close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - the old session may be dead already
                 pass
             for attempt in range(120):
                 try:
@@ -665,7 +691,8 @@ class Fuzzer:
             if stmts[0] == "BEGIN":
                 stmts += [r.choice([
                     f"DELETE FROM r_unlogged AS t USING {call} AS r WHERE t.id OPERATOR(pg_catalog.=) r.epoch",
-                    f"UPDATE r_unlogged AS t SET label = t.label FROM {call} AS r WHERE t.id OPERATOR(pg_catalog.=) r.epoch",
+                    f"UPDATE r_unlogged AS t SET label = t.label FROM {call} AS r "
+                    f"WHERE t.id OPERATOR(pg_catalog.=) r.epoch",
                     f"MERGE INTO r_unlogged AS t USING {call} AS r ON t.id OPERATOR(pg_catalog.=) r.epoch "
                     "WHEN MATCHED THEN DELETE"]), "ROLLBACK"]
         else:
@@ -700,7 +727,7 @@ class Fuzzer:
             stmts = [f"SELECT corgipile.{fn}({model}, {idx}, {self._feature_arg()})"]
         elif form < 0.8:
             rel = self._rel()
-            what = r.choice(["t", "t", f"ROW(t.*)", "(t.*)::text", f"t.{ident(r.choice(rel.all_columns))}"])
+            what = r.choice(["t", "t", "ROW(t.*)", "(t.*)::text", f"t.{ident(r.choice(rel.all_columns))}"])
             stmts = [f"SELECT corgipile.{fn}({model}, {what}) FROM {ident(rel.name)} AS t "
                      f"LIMIT {r.choice([1, 5, 100])}"]
         elif form < 0.9:
@@ -751,7 +778,8 @@ class Fuzzer:
             f"DELETE FROM {self.store} WHERE model_name OPERATOR(pg_catalog.=) {lit(name)}",
             # a copy of a sound row under the new name, whatever the storage's columns
             f"INSERT INTO {self.store} SELECT (pg_catalog.jsonb_populate_record(NULL::{self.store}, "
-            f"pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('model_name', {lit(name)}))).* "
+            f"pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.||) "
+            f"pg_catalog.jsonb_build_object('model_name', {lit(name)}))).* "
             f"FROM {self.store} AS s WHERE s.model_name OPERATOR(pg_catalog.=) {lit(src)}",
             # a check constraint may refuse the mutation: the row then stays sound
             f"UPDATE {self.store} SET {sets} WHERE model_name OPERATOR(pg_catalog.=) {lit(name)}",
@@ -780,7 +808,8 @@ class Fuzzer:
             if form < 0.4:
                 stmts.append(f"SELECT corgipile.{fn}({model}, {self._feature_arg()})")
             elif form < 0.6:
-                stmts.append(f"SELECT corgipile.{fn}({model}, {r.choice(['ARRAY[0,1,2]', 'ARRAY[5,7]', 'ARRAY[1431655764]', 'ARRAY[-1]'])}::int4[], "
+                stmts.append(f"SELECT corgipile.{fn}({model}, "
+                             f"{r.choice(['ARRAY[0,1,2]', 'ARRAY[5,7]', 'ARRAY[1431655764]', 'ARRAY[-1]'])}::int4[], "
                              f"{r.choice(['ARRAY[1,2,3]', 'ARRAY[1,1]', 'ARRAY[1]'])}::float8[])")
             elif form < 0.85:
                 rel = self._rel()
@@ -838,7 +867,8 @@ class Fuzzer:
                                f"SELECT s FROM {call} AS s LIMIT 3",
                                f"SELECT pg_catalog.count(*) FROM r_unlogged AS t WHERE t.id OPERATOR(pg_catalog.=) ANY "
                                f"(SELECT s.id FROM {call} AS s)",
-                               f"SELECT t.* FROM {call} AS s JOIN r_cols AS t ON t.ctid OPERATOR(pg_catalog.=) s.ctid LIMIT 5"])]
+                               f"SELECT t.* FROM {call} AS s JOIN r_cols AS t "
+                               f"ON t.ctid OPERATOR(pg_catalog.=) s.ctid LIMIT 5"])]
         return Case("shuffle", i, stmts, as_superuser=self._as_superuser())
 
     # corgipile.block_rows() and corgipile.sizing(), what corgipile.torch reads
@@ -910,7 +940,8 @@ class Fuzzer:
         kind = r.choice(["TABLE", "TABLE", "TABLE", "UNLOGGED TABLE", "TEMP TABLE"])
         ftype = r.choice(self.COLUMN_TYPES)
         ltype = r.choice(self.LABEL_TYPES)
-        extra = [(f"x{k}", r.choice(["float8", "int4", "real", "text", "numeric", "bool"])) for k in range(r.randint(0, 3))]
+        extra = [(f"x{k}", r.choice(["float8", "int4", "real", "text", "numeric", "bool"]))
+                 for k in range(r.randint(0, 3))]
         cols = [("junk", "text"), ("features", ftype), ("label", ltype)] + extra
         r.shuffle(cols)
         stmts = [f"CREATE {kind} {ident(name)} ({', '.join(f'{ident(c)} {t}' for c, t in cols)})"]
@@ -950,12 +981,14 @@ class Fuzzer:
             exprs = []
             for c, t in cols:
                 exprs.append("pg_catalog.repeat('j', 30)" if c == "junk" else value(t, "g"))
-            stmts.append(f"INSERT INTO {ident(name)} SELECT {', '.join(exprs)} FROM pg_catalog.generate_series(1, {n}) AS g")
+            stmts.append(f"INSERT INTO {ident(name)} SELECT {', '.join(exprs)} "
+                         f"FROM pg_catalog.generate_series(1, {n}) AS g")
         # change the physical layout after the rows were written
         if r.random() < 0.7:
             stmts.append(f"ALTER TABLE {ident(name)} DROP COLUMN junk")
         if r.random() < 0.5:
-            stmts.append(f"ALTER TABLE {ident(name)} ADD COLUMN added float8 DEFAULT {r.choice(['1.5', 'NULL', 'pg_catalog.random()'])}")
+            stmts.append(f"ALTER TABLE {ident(name)} ADD COLUMN added float8 DEFAULT "
+                         f"{r.choice(['1.5', 'NULL', 'pg_catalog.random()'])}")
         if r.random() < 0.3:
             stmts.append(f"ALTER TABLE {ident(name)} ADD COLUMN added_arr float8[] NOT NULL DEFAULT '{{1,2,3}}'")
         if r.random() < 0.3 and n:
@@ -975,16 +1008,19 @@ class Fuzzer:
                              f"features => {lit(feats)}, model_name => {lit(mname)}, max_epoch_num => 2, "
                              f"shuffle => {r.choice(self.TRAIN_PARAMS['shuffle'][:7])}, "
                              f"block_size => {r.choice(['NULL', chr(39) + '1' + chr(39)])}, seed => 1)")
-                stmts.append(f"SELECT corgipile.{r.choice(['predict', 'predict_class', 'predict_proba'])}({lit(mname)}, t) "
+                stmts.append(f"SELECT corgipile."
+                             f"{r.choice(['predict', 'predict_class', 'predict_proba'])}({lit(mname)}, t) "
                              f"FROM {ident(name)} AS t LIMIT 20")
                 stmts.append(f"SELECT * FROM corgipile.evaluate({lit(mname)}, {lit(name)})")
             elif op < 0.55:
                 dst = f"{name}_copy"
                 stmts.append(f"SELECT corgipile.shuffle_table({lit(name)}, {lit(dst)}, 1)")
-                stmts.append(f"SELECT pg_catalog.count(*), pg_catalog.sum(pg_catalog.length(t::text)) FROM {ident(dst)} AS t")
+                stmts.append(f"SELECT pg_catalog.count(*), "
+                             f"pg_catalog.sum(pg_catalog.length(t::text)) FROM {ident(dst)} AS t")
                 stmts.append(f"DROP TABLE IF EXISTS {ident(dst)}")
             elif op < 0.7:
-                stmts.append(f"SELECT pg_catalog.count(*), pg_catalog.count(s.id) FROM corgipile.shuffled_scan({lit(name)}, "
+                stmts.append(f"SELECT pg_catalog.count(*), pg_catalog.count(s.id) "
+                             f"FROM corgipile.shuffled_scan({lit(name)}, "
                              f"{r.choice(self.TRAIN_PARAMS['shuffle'][:7])}, seed => 1) AS s")
             else:
                 model = lit(r.choice(self.models or ["m_svm"]))
@@ -1006,7 +1042,8 @@ class Fuzzer:
         new = r.choice(["'renamed_model'", "''", lit("x" * 100), model, "NULL::text", "'m_svm'"])
         if fn == "drop_model":
             # keep the pool: drop only models that do not exist or copies
-            stmts = [f"SELECT corgipile.drop_model({r.choice([chr(39) + 'no_such_model' + chr(39), chr(39) + chr(39), 'NULL::text', lit('x' * 300)])})"]
+            names = [chr(39) + "no_such_model" + chr(39), chr(39) + chr(39), "NULL::text", lit("x" * 300)]
+            stmts = [f"SELECT corgipile.drop_model({r.choice(names)})"]
         elif fn == "rename_model":
             stmts = [f"SELECT corgipile.rename_model({model}, {new})"]
             if model.strip("'") in self.models:
@@ -1015,7 +1052,8 @@ class Fuzzer:
             stmts = [f"SELECT corgipile.{fn}({model}, {role})"]
         elif fn == "annotate_model":
             notes = r.choice(["NULL", "'{}'", "'{\"layout\":\"sparse\"}'", "'{\"n_features\":-1}'",
-                              "'[1,2]'", "'null'", "'\"x\"'", "pg_catalog.jsonb_build_object('k', pg_catalog.repeat('x', 100000))"])
+                              "'[1,2]'", "'null'", "'\"x\"'", "pg_catalog.jsonb_build_object('k', "
+                                                              "pg_catalog.repeat('x', 100000))"])
             rel = r.choice(["NULL", "'r_dense'", "''", lit("x" * 1000), "'(arrays)'", "'pg_catalog.pg_authid'"])
             stmts = [f"SELECT corgipile.annotate_model({model}, {rel}, {notes}::jsonb)",
                      f"SELECT corgipile.predict({model}, ARRAY[1, 2, 3]::float8[])"]

@@ -32,11 +32,10 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
-
-import sqlcheck
 from scipy.sparse import csr_matrix
 
 import corgipile
+import sqlcheck
 from corgipile import cli
 from corgipile.estimators import SGDClassifier, SGDRegressor
 from corgipile.loaders import load_csr
@@ -111,7 +110,7 @@ def drive(dsn: str, tag: str, tmp: Path, proxy_port: int | None = None) -> int:
         c.load_numpy(f"{t}_np8", x, y.astype(np.int64) + 2**40)
         load_csr(c.connection, f"{t}_csr", csr_matrix(x), y)
         svm = tmp / f"{tag}.svm"
-        svm.write_text("".join(f"{int(yy)} 1:{xx[0]} 3:{xx[1]}\n" for xx, yy in zip(x, y)))
+        svm.write_text("".join(f"{int(yy)} 1:{xx[0]} 3:{xx[1]}\n" for xx, yy in zip(x, y, strict=True)))
         c.load_libsvm(f"{t}_svm", svm)
         created += 16
         # a model on the typed table, for the estimators, torch and the proxy

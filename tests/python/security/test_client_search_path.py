@@ -33,9 +33,8 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-import sqlcheck
-
 import corgipile
+import sqlcheck
 from corgipile import cli
 from corgipile.estimators import SGDClassifier, SGDRegressor
 from corgipile.proxy import rewrite
@@ -68,10 +67,10 @@ def drive(dsn: str, tag: str, tmp: Path, proxy_port: int | None = None) -> None:
         with open(path, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["label", "a", "b", "c"])
-            w.writerows([[int(yy), *xx] for xx, yy in zip(x, y)])
+            w.writerows([[int(yy), *xx] for xx, yy in zip(x, y, strict=True)])
         c.load_csv(f"{t}_csv", path)
         svm = tmp / f"{tag}.svm"
-        svm.write_text("".join(f"{int(yy)} 1:{xx[0]} 3:{xx[2]}\n" for xx, yy in zip(x, y)))
+        svm.write_text("".join(f"{int(yy)} 1:{xx[0]} 3:{xx[2]}\n" for xx, yy in zip(x, y, strict=True)))
         c.load_libsvm(f"{t}_svm", svm)
         # training, prediction, evaluation
         c.train(t, "svm", model_name=m, max_epoch_num=2, seed=1)
@@ -145,7 +144,7 @@ def proxy_queries(t: str, m: str) -> list[str]:
     return [rewrite.SIGNATURE_QUERY, rewrite.classes_query([m])]
 
 
-def rendered(conn: psycopg.Connection, t: str, m: str) -> list[str]:  # noqa: D401
+def rendered(conn: psycopg.Connection, t: str, m: str) -> list[str]:
     """The proxy's rewrite of a TRAIN BY and a PREDICT BY, as it would send them."""
     out = []
     for text in (f"SELECT * FROM {t} TRAIN BY svm WITH max_epoch_num = 2, l2 = 0.1",

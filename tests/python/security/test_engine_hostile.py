@@ -16,9 +16,8 @@ import psycopg
 import pytest
 from psycopg import errors, sql
 
-from server_probe import TrainingInThread
-
 from corgipile.strategies import ALL as STRATEGIES
+from server_probe import TrainingInThread
 
 
 def models_named(conn, name: str) -> int:
@@ -519,14 +518,14 @@ def test_cancel_shuffle_table_mid_copy(conn, dsn):
     as large."""
     conn.execute("CREATE TABLE long_src AS SELECT g AS id, repeat('x', 100) AS pad, "
                  "ARRAY[g, 1]::float8[] AS features FROM generate_series(1, 600000) g")
-    for attempt in range(4):
+    for _attempt in range(4):
         session = psycopg.connect(dsn, autocommit=True)
         pid = session.info.backend_pid
         start = _written_bytes(pid)
         outcome: dict = {}
         done = threading.Event()
 
-        def run():
+        def run(session, outcome, done):
             try:
                 session.execute("SELECT corgipile.shuffle_table('long_src', 'long_dst', 1)")
                 outcome["error"] = None
@@ -534,7 +533,7 @@ def test_cancel_shuffle_table_mid_copy(conn, dsn):
                 outcome["error"] = exc
             done.set()
 
-        worker = threading.Thread(target=run)
+        worker = threading.Thread(target=run, args=(session, outcome, done))
         worker.start()
         while not done.is_set() and _written_bytes(pid) - start < 8 << 20:
             done.wait(0.005)

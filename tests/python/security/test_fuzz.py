@@ -22,6 +22,7 @@ import re
 
 import psycopg
 import pytest
+
 from sqlfuzz import Case, Finding, Fuzzer, summary
 
 SEED = 20261123

@@ -14,6 +14,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 from psycopg import errors
+
 from server_probe import dsm_mappings, workers_of
 
 

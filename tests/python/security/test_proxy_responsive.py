@@ -39,7 +39,6 @@ CLIENT = Path(__file__).resolve().parents[3] / "python_client"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pgwire import NullTransport, Wire, msg  # noqa: E402
 
-
 # sitecustomize.py there makes a marked text slow to analyse
 SLOW_ANALYSIS = Path(__file__).resolve().parent / "slow_analysis"
 

@@ -144,7 +144,7 @@ def _secrets(o) -> list[str]:
     the means and stds, the row count as text, the stored weights of the
     preprocessed models."""
     out = list(CATEGORIES)
-    for name, prep, weights in o.execute(
+    for _name, prep, weights in o.execute(
             "SELECT model_name, preprocess, weights FROM corgipile.models").fetchall():
         for f in (prep or {}).get("features", []):
             for key in ("mean", "std"):
@@ -264,7 +264,7 @@ def test_a_grantee_gets_the_function_and_nothing_more(setup):
     model = client.get_model("m_arr")
     assert model.weights is None and model.preprocess is None
     with pytest.raises(corgipile.errors.ModelFormatError, match="hidden"):
-        model.coef
+        _ = model.coef
     with pytest.raises(corgipile.errors.ModelFormatError, match="hidden"):
         client.export_model("m_arr")
     shown.texts.append(repr(model.to_dict()))

@@ -42,7 +42,7 @@ def main() -> None:
                 for b in batch[3].tolist():
                     if b not in blocks:
                         blocks.append(b)
-                for x, b in zip(batch[0], batch[3]):
+                for x, b in zip(batch[0], batch[3], strict=True):
                     grab.add(b, torch.stack([x[0], torch.tensor(1.0)]))
         result["epochs"].append(ids)
         result["blocks"].append(blocks)

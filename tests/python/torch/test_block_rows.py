@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch", reason=TORCH_MISSING)
 
 from corgipile.errors import CorgipileError  # noqa: E402
 from corgipile.torch import CorgiPileDataset  # noqa: E402
-
 from torch_helpers import make_table  # noqa: E402
 
 
@@ -47,7 +46,7 @@ def test_server_copy_and_select_read_the_same_rows(conn, dsn, ddl):
         got[method] = read_all(ds)
         ds.close()
     for method in ("copy", "select"):
-        for a, b in zip(got["server"], got[method]):
+        for a, b in zip(got["server"], got[method], strict=True):
             np.testing.assert_array_equal(a, b)
     assert sorted(got["server"][2].tolist()) == list(range(1, 3001))
     auto = CorgiPileDataset(dsn, "t", id_column="id", seed=4)
@@ -69,7 +68,7 @@ def test_columns_table_with_categories_needs_a_model(conn, dsn):
     assert ds._method == "server" and ds.layout.n_features == 1 + 3 + 4
     x, y, ids = read_all(ds)
     assert sorted(ids.tolist()) == list(range(1, 601))  # NULL categories encode as zeros
-    for row, label, i in zip(x, y, ids):
+    for row, label, i in zip(x, y, ids, strict=True):
         i = int(i)
         assert label == (1 if i % 2 == 0 else 0)
         assert row[0] == pytest.approx((i * 0.5 - num["mean"]) / num["std"], rel=1e-5)
@@ -104,7 +103,7 @@ def test_a_model_that_imputes_feeds_every_row(conn, dsn):
     x, y, ids = read_all(ds)
     ds.close()
     assert sorted(ids.tolist()) == list(range(1, 601))
-    for row, i in zip(x, ids):
+    for row, i in zip(x, ids, strict=True):
         i = int(i)
         raw = a["fill"] if i % 5 == 0 else i * 0.25
         assert row[0] == pytest.approx((raw - a["mean"]) / a["std"], rel=1e-5)

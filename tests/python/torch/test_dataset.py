@@ -18,7 +18,6 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 from corgipile.errors import CorgipileError  # noqa: E402
 from corgipile.torch import CorgiPileDataset, plan  # noqa: E402
-
 from torch_helpers import make_table, make_uneven_table, torchrun  # noqa: E402
 
 N = 5000
@@ -102,11 +101,11 @@ def test_even_shares_give_every_reader_as_many_rows(conn, dsn, even):
     assert len(set(per_reader)) == 1, f"ranks took {per_reader} steps"
     flat = [i for ids in all_ids for i in ids]
     if even == "pad":
-        assert set(flat) == set(r[0] for r in conn.execute("SELECT id FROM uneven"))
+        assert set(flat) == {r[0] for r in conn.execute("SELECT id FROM uneven")}
         assert len(flat) > n_live
         # a rank repeats only rows of its own share
         for ids in all_ids:
-            assert not set(ids) & set(i for other in all_ids if other is not ids for i in other)
+            assert not set(ids) & {i for other in all_ids if other is not ids for i in other}
     else:
         assert len(flat) == len(set(flat)) < n_live
 
@@ -149,7 +148,7 @@ def test_no_shuffle_and_block_only(dsn, table):
     assert ids != sorted(ids)
     # within a block rows stay in storage order: at most one run of
     # consecutive ids per block (two blocks may happen to follow each other)
-    runs = sum(1 for a, b in zip(ids, ids[1:]) if b != a + 1) + 1
+    runs = sum(1 for a, b in zip(ids, ids[1:], strict=False) if b != a + 1) + 1
     assert bo.sizing.n_blocks // 2 < runs <= bo.sizing.n_blocks
     ns.close()
     bo.close()
@@ -328,7 +327,8 @@ def test_missing_table_column_and_privilege(conn, dsn, table):
     conn.execute(f"CREATE ROLE {role} LOGIN")
     try:
         conn.execute(f"GRANT SELECT (id, label) ON pts TO {role}")
-        with pytest.raises(CorgipileError, match=rf"permission denied for column 'features'.*GRANT SELECT ON pts TO {role}"):
+        with pytest.raises(CorgipileError, match=rf"permission denied for column "
+                                                 rf"'features'.*GRANT SELECT ON pts TO {role}"):
             CorgiPileDataset(dsn + f" user={role}", table)
     finally:
         conn.execute(f"REVOKE ALL ON pts FROM {role}")
@@ -358,7 +358,7 @@ def test_dropped_connection_raises_instead_of_hanging(conn, dsn, table):
         try:
             for _ in it:
                 pass
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001 - handed to the test's thread
             result["error"] = e
 
     t = threading.Thread(target=drain, daemon=True)

@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch", reason=TORCH_MISSING)
 
 from corgipile.torch import pair_balance, reorder  # noqa: E402
 from corgipile.torch.grab import _signs  # noqa: E402
-
 from torch_helpers import torchrun  # noqa: E402
 
 

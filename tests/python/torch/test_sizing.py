@@ -14,7 +14,6 @@ torch = pytest.importorskip("torch", reason=TORCH_MISSING)
 import psycopg  # noqa: E402
 
 from corgipile.torch import CorgiPileDataset, plan  # noqa: E402
-
 from torch_helpers import make_table  # noqa: E402
 
 SIZES = [(None, "10%"), (None, "1%"), (None, "100%"), ("2", "10%"), ("3 pages", "64 pages"),

@@ -48,10 +48,10 @@ def torchrun(tmp_path: Path, nproc: int, *args: str, timeout: int = 120,
                          start_new_session=True)
     try:
         stdout, stderr = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as e:
         os.killpg(p.pid, signal.SIGKILL)
         stdout, stderr = p.communicate()
         raise AssertionError(f"torchrun {job} did not finish in {timeout} s (a hang):\n"
-                             f"{stdout[-3000:]}\n{stderr[-3000:]}")
+                             f"{stdout[-3000:]}\n{stderr[-3000:]}") from e
     assert p.returncode == 0, f"torchrun failed:\n{stdout}\n{stderr}"
     return [json.loads((out / f"rank{i}.json").read_text()) for i in range(nproc)]
