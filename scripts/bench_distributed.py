@@ -26,7 +26,7 @@ import psycopg
 from sklearn.linear_model import LogisticRegression
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import run_line  # noqa: E402
+from provenance import run_line
 
 SEEDS = [1, 2, 3, 4, 5]
 FEATURES = 28
@@ -124,7 +124,8 @@ def main() -> None:
 
     print(f"\n{args.rows} training rows x {FEATURES} features stored by label, 4 shards on 2 workers; "
           f"{n_test} held-out rows\n")
-    print("| seed | distributed | single node | scikit-learn | dist - single | dist - sklearn | dist epochs | single epochs |")
+    print("| seed | distributed | single node | scikit-learn | dist - single | dist - sklearn "
+          "| dist epochs | single epochs |")
     print("|---|---|---|---|---|---|---|---|")
     gaps_single, gaps_sk = [], []
     for seed in SEEDS:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-
 from predict_helpers import make_tables, train
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-
 from predict_helpers import create_role, drop_role, make_tables, train
 
 
@@ -51,7 +50,7 @@ def test_a_shard_sends_metrics_and_score_counts_not_rows(citus, coordinator, sch
     assert [r[3] for r in scores] == [None] * len(scores)
     # one row per distinct score, strictly ascending, counting every row of the shard
     assert 1 < len(scores) <= scored[1]
-    assert all(a[0] < b[0] for a, b in zip(scores, scores[1:]))
+    assert all(a[0] < b[0] for a, b in zip(scores, scores[1:], strict=False))
     assert sum(r[1] + r[2] for r in scores) == scored[0]
     with citus.connect(port) as worker:
         with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState,

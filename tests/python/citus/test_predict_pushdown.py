@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-
 from predict_helpers import create_role, drop_role, make_tables, train
 
 

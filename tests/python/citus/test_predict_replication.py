@@ -10,7 +10,6 @@ import json
 
 import psycopg
 import pytest
-
 from predict_helpers import create_role, drop_role, hashes, make_tables, train, worker_rows
 
 WEIGHTS = [0.1 + 0.2, 1e-300, 3.141592653589793, -2.5e17]

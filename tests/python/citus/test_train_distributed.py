@@ -93,7 +93,7 @@ def test_preprocessing_is_the_single_node_one(coordinator, schema):
     assert dist[1:] == local[1:]
     features_d, features_l = dist[0].pop("features"), local[0].pop("features")
     assert dist[0] == local[0]
-    for fd, fl in zip(features_d, features_l):
+    for fd, fl in zip(features_d, features_l, strict=True):
         for key in ("std", "mean"):
             if key in fd:
                 assert fd[key] == pytest.approx(fl[key], rel=1e-12)
@@ -268,7 +268,7 @@ def test_mean_imputation_is_the_single_node_one(coordinator, schema):
     assert got["md"]["rows"] == got["ml"]["rows"] == 2000
     fd, fl = got["md"]["features"], got["ml"]["features"]
     assert [f["name"] for f in fd] == [f["name"] for f in fl]
-    for a, b in zip(fd, fl):
+    for a, b in zip(fd, fl, strict=True):
         for key in a:
             if isinstance(a[key], float):
                 assert a[key] == pytest.approx(b[key], rel=1e-12), key
