@@ -83,8 +83,8 @@ list_in(MemoryContext into, List *list, void *item)
  * (append), 'n' (none: reference tables, Citus local tables and single-shard
  * tables), or '\0' when the table is not Citus' (or Citus is not there).
  */
-char
-cp_citus_partition_method(Oid relid)
+static char
+citus_partition_method(Oid relid)
 {
 	char		method = '\0';
 	int			nest;
@@ -104,16 +104,17 @@ cp_citus_partition_method(Oid relid)
 }
 
 /*
- * Is the table spread over shards, each a table of its own on some node?
- * Reference tables and Citus local tables have one copy that the
- * coordinator reads as a table of its own, and train as local tables do.
+ * Is the table Citus' (distributed, reference, Citus local or single-shard)?
+ * Its rows are then in its shards' tables, on whichever nodes hold them:
+ * the table the coordinator sees by that name is an empty shell (for a
+ * reference or Citus local table too, once Citus has copied it), and
+ * Citus refuses the queries a local training plans.  Every such table
+ * trains and evaluates shard by shard on the shards' nodes.
  */
 bool
 cp_citus_is_distributed(Oid relid)
 {
-	char		method = cp_citus_partition_method(relid);
-
-	return method == 'h' || method == 'r' || method == 'a';
+	return citus_partition_method(relid) != '\0';
 }
 
 /*

@@ -31,7 +31,6 @@ typedef struct CpShardPlacement
 } CpShardPlacement;
 
 extern bool cp_citus_present(void);
-extern char cp_citus_partition_method(Oid relid);
 extern bool cp_citus_is_distributed(Oid relid);
 extern List *cp_citus_shard_placements(Oid relid);
 extern List *cp_citus_worker_nodes(void);

@@ -144,7 +144,7 @@ corgipile_evaluate(PG_FUNCTION_ARGS)
 	rel = cp_open_relation(relid, AccessShareLock, "relation");
 	eval_begin(&ev, rel, &lo);
 	/* a Citus table: its shards are scored where they are */
-	if (cp_citus_partition_method(relid) != '\0')
+	if (cp_citus_is_distributed(relid))
 		cp_evaluate_shards(&ev, &lo, relid);
 	else
 		eval_scan(&ev, rel, &lo);

@@ -274,3 +274,25 @@ def test_mean_imputation_is_the_single_node_one(coordinator, schema):
                 assert a[key] == pytest.approx(b[key], rel=1e-12), key
             else:
                 assert a[key] == b[key], key
+
+
+@pytest.mark.parametrize("make_citus", [
+    "SELECT create_reference_table('{t}')",
+    "SELECT citus_add_local_table_to_metadata('{t}')",
+])
+def test_reference_and_citus_local_tables_train_on_their_rows(coordinator, by_label, make_citus):
+    """Once Citus holds a table, its rows are in its shard's table: the name
+    the coordinator sees is a shell, which a local training would find empty
+    (and Citus refuses its query). One shard trains where it is, and the
+    model is the one the same rows give on one node."""
+    coordinator.execute("CREATE TABLE held AS SELECT * FROM loc")
+    coordinator.execute(make_citus.format(t="held"))
+    coordinator.execute("SELECT truncate_local_data_after_distributing_table('held')"
+                        if "reference" in make_citus else "SELECT 1")
+    rows = _train(coordinator, "held", "m_held")
+    assert rows[0][1] == N_ROWS
+    _train(coordinator, "loc", "m_loc")
+    assert abs(_accuracy(coordinator, "m_held") - _accuracy(coordinator, "m_loc")) <= 0.01
+    metrics = dict(coordinator.execute(
+        "SELECT metric, value FROM corgipile.evaluate('m_held', 'held')").fetchall())
+    assert metrics["rows"] == N_ROWS
