@@ -1,6 +1,8 @@
-"""PREDICT BY through the proxy on a distributed table: the proxy adds
-corgipile.predict(model, row) to the SELECT (python_client/corgipile/proxy),
-which Citus runs on the workers like any pushed-down call."""
+"""The client's ways in on a distributed table: PREDICT BY through the proxy
+(it adds corgipile.predict(model, row) to the SELECT, which Citus runs on
+the workers like any pushed-down call), TRAIN BY through the proxy and an
+estimator fitted on the table's name (both call corgipile.train(), which
+trains shard by shard)."""
 
 from __future__ import annotations
 
@@ -56,3 +58,36 @@ def test_predict_by_on_a_distributed_table(citus, coordinator, schema, proxy):
     ).fetchall()
     assert rows == expected and len(rows) == 500
     assert any("Query:" in r[0] and "corgipile.predict('pbm'::text" in r[0] for r in plan)
+
+
+def test_train_by_on_a_distributed_table_is_the_sql_training(citus, coordinator, schema, proxy):
+    """TRAIN BY through the proxy calls corgipile.train() on the table, which
+    trains shard by shard (no rows gathered): the same seed gives the
+    weights the SQL call gives."""
+    dist, _ = make_tables(coordinator, "tb", rows=2000)
+    with psycopg.connect(proxy, autocommit=True) as through:
+        through.execute(f"SET search_path = {schema}")
+        epochs = through.execute(
+            f"SELECT * FROM {dist} TRAIN BY logistic WITH model_name = 'tb_proxy', seed = 3, "
+            f"max_epoch_num = 3").fetchall()
+    assert len(epochs) == 3
+    coordinator.execute(f"SELECT count(*) FROM corgipile.train('{dist}', 'logistic', 'tb_sql', "
+                        "seed => 3, max_epoch_num => 3)")
+    weights = dict(coordinator.execute(
+        "SELECT model_name, weights FROM corgipile.models WHERE model_name IN ('tb_proxy', 'tb_sql')"
+    ).fetchall())
+    assert weights["tb_proxy"] == weights["tb_sql"]
+
+
+def test_an_estimator_fits_a_distributed_table(citus, coordinator, schema):
+    from corgipile.estimators import SGDClassifier
+
+    dist, local = make_tables(coordinator, "est", rows=2000)
+    clf = SGDClassifier(citus.dsn(), loss="log_loss", seed=3,
+                        model_name="est_m").fit(f"{schema}.{dist}")
+    assert clf.n_features_in_ == 3
+    # the stored model is the distributed training's, and scores the rows
+    accuracy = coordinator.execute(
+        f"SELECT avg((corgipile.predict_class('est_m', t.features)::int = t.label)::int)::float8 "
+        f"FROM {local} AS t").fetchone()[0]
+    assert clf.score(f"{schema}.{local}") == pytest.approx(accuracy)
