@@ -91,6 +91,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=200_000, help="training rows")
     ap.add_argument("--epochs", type=int, default=10, help="epochs of the CPU comparison")
+    ap.add_argument("--local-epochs", type=int, nargs="+", default=[1, 2, 4],
+                    help="local epochs per round to compare")
     args = ap.parse_args()
     cluster = os.environ.get("CORGIPILE_CITUS_CLUSTER")
     if not cluster:
@@ -139,6 +141,28 @@ def main() -> None:
     print(f"\nmedian gap to single node {100 * statistics.median(gaps_single):+.2f} pt "
           f"(worst {100 * max(gaps_single, key=abs):+.2f}); to scikit-learn "
           f"{100 * statistics.median(gaps_sk):+.2f} pt (worst {100 * max(gaps_sk, key=abs):+.2f})")
+
+    # local epochs per round: the default's choice, measured
+    print("\nlocal epochs per round (corgipile.distributed_local_epochs), default trainings, "
+          "seeds 1-5:\n")
+    print("| local epochs | median accuracy | worst gap to single node | median epochs | "
+          "median rounds | median wall s |")
+    print("|---|---|---|---|---|---|")
+    for local in args.local_epochs:
+        conn.execute(f"SET corgipile.distributed_local_epochs = {local}")
+        accs, gaps, epochs, rounds, walls = [], [], [], [], []
+        for seed in SEEDS:
+            d = train(conn, "bench_dist", f"bench_l{local}_{seed}", seed)
+            a = accuracy(conn, f"bench_l{local}_{seed}")
+            accs.append(a)
+            gaps.append(a - accuracy(conn, f"bench_s{seed}"))
+            epochs.append(len(d))
+            rounds.append(-(-len(d) // local))
+            walls.append(sum(r[2] for r in d))
+        print(f"| {local} | {statistics.median(accs):.4f} | {100 * max(gaps, key=abs):+.2f} pt | "
+              f"{statistics.median(epochs)} | {statistics.median(rounds)} | "
+              f"{statistics.median(walls):.2f} |")
+    conn.execute("RESET corgipile.distributed_local_epochs")
 
     # CPU, the same rows and epochs (explicit epochs: no stopping rule, no polish)
     extra = f", max_epoch_num => {args.epochs}"
