@@ -44,6 +44,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/value.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -190,9 +191,10 @@ sync_pre_commit(void)
 			CpTouched  *t = (CpTouched *) lfirst(lt);
 			const char *values[2];
 
-			if (t->userid != role || list_member(done, t->model_name))
+			/* list_member compares nodes: the names go in as String nodes */
+			if (t->userid != role || list_member(done, makeString(t->model_name)))
 				continue;
-			done = lappend(done, t->model_name);
+			done = lappend(done, makeString(t->model_name));
 			values[0] = t->model_name;
 			values[1] = cp_model_copy_doc(t->model_name, false);
 			send_all(conns, "SELECT corgipile.apply_model_copy($1, $2::pg_catalog.jsonb)",

@@ -59,6 +59,21 @@ def test_import_keeps_every_bit_of_the_weights(citus, coordinator, schema):
     _everywhere(citus, coordinator, "rm_bits")
 
 
+def test_many_models_in_one_transaction(citus, coordinator, schema):
+    """Several models changed by one statement reach the workers together,
+    and go together."""
+    names = [f"rm_many_{i}" for i in range(4)]
+    with coordinator.transaction():
+        for name in names:
+            _import(coordinator, name)
+    for name in names:
+        _everywhere(citus, coordinator, name)
+    coordinator.execute("SELECT corgipile.drop_model(model_name) FROM corgipile.models "
+                        "WHERE model_name LIKE 'rm_many_%' ORDER BY model_name")
+    for name in names:
+        _nowhere(citus, coordinator, name)
+
+
 def test_rename_grant_revoke_annotate_reassign_drop_follow(citus, coordinator, schema):
     create_role(citus, coordinator, "rp_alice")
     create_role(citus, coordinator, "rp_bob")
