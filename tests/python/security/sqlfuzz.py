@@ -38,7 +38,25 @@ MODEL_STORE_CANDIDATES = ("corgipile.model_store", "corgipile.models")
 
 # Functions the 0.2.0 model catalog adds; each is fuzzed when it exists.
 MODEL_ADMIN_FUNCTIONS = ("drop_model", "rename_model", "grant_model", "revoke_model",
-                         "reassign_models", "import_model", "annotate_model")
+                         "reassign_models", "import_model", "annotate_model", "apply_model_copy",
+                         "model_hash")
+
+# A Citus coordinator's copy of a model, as apply_model_copy() reads it,
+# built from a row of the models view (tests/regress/sql/model_copy.sql)
+COPY_OF_ROW = ("pg_catalog.jsonb_build_object('model', model, 'relation', relation, 'label', label, "
+               "'features', pg_catalog.to_jsonb(features), 'feature_indices', feature_indices, "
+               "'n_features', n_features, 'weights', pg_catalog.to_jsonb(weights), 'classes', classes, "
+               "'params', params, 'history', history, 'created_at', "
+               "pg_catalog.to_jsonb(created_at AT TIME ZONE 'UTC'), 'owner', owner, 'usage_roles', "
+               "pg_catalog.to_jsonb(usage_roles::pg_catalog.text[]), 'trained_on', NULL, 'preprocess', preprocess)")
+# a field of a copy and a hostile value for it
+COPY_DAMAGE = (("weights", "'[]'"), ("weights", "'[null]'"), ("weights", "'\"x\"'"),
+               ("weights", "pg_catalog.to_jsonb(pg_catalog.array_fill(1.0::pg_catalog.float8, ARRAY[100000]))"),
+               ("n_features", "'-1'"), ("n_features", "'2147483648'"), ("model", "'\"x\"'"),
+               ("classes", "'[1, [2]]'"), ("params", "'\"x\"'"), ("preprocess", "'{\"features\": 7}'"),
+               ("preprocess", "'[{}]'"), ("owner", "'\"postgres\"'"), ("usage_roles", "'[\"postgres\"]'"),
+               ("usage_roles", "'[1]'"), ("created_at", "'\"yesterday\"'"), ("history", "'{}'"),
+               ("features", "'{\"a\": 1}'"), ("label", "'[]'"), ("relation", "'\"pg_catalog.pg_authid\"'"))
 
 STATEMENT_TIMEOUT = "3s"
 
@@ -1057,6 +1075,17 @@ class Fuzzer:
             rel = r.choice(["NULL", "'r_dense'", "''", lit("x" * 1000), "'(arrays)'", "'pg_catalog.pg_authid'"])
             stmts = [f"SELECT corgipile.annotate_model({model}, {rel}, {notes}::jsonb)",
                      f"SELECT corgipile.predict({model}, ARRAY[1, 2, 3]::float8[])"]
+        elif fn == "model_hash":
+            stmts = [f"SELECT corgipile.model_hash({model})"]
+        elif fn == "apply_model_copy":
+            # a copy of a model the role sees, one field damaged, written under
+            # a new name, then used
+            field, value = r.choice(COPY_DAMAGE)
+            stmts = [f"SELECT corgipile.apply_model_copy('fz_copy', pg_catalog.jsonb_set({COPY_OF_ROW}, "
+                     f"'{{{field}}}', {value}::pg_catalog.jsonb)) FROM corgipile.models "
+                     f"WHERE model_name OPERATOR(pg_catalog.=) {model}",
+                     "SELECT corgipile.predict('fz_copy', ARRAY[1, 2, 3]::pg_catalog.float8[])",
+                     "SELECT corgipile.apply_model_copy('fz_copy', NULL)"]
         else:
             stmts = [f"SELECT corgipile.reassign_models({role}, {role})"]
         stmts.append("SELECT pg_catalog.count(*) FROM corgipile.models")
