@@ -296,6 +296,13 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION corgipile.recover_model_copies() IS 'On a Citus coordinator: finish the prepared transactions of model copies left on the workers by a failure between the coordinator''s commit and theirs (committed where the coordinator committed, else rolled back).';
 
+CREATE FUNCTION corgipile.copy_models(model_name text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'corgipile_copy_models'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION corgipile.copy_models(text) IS 'On a Citus coordinator: write the current role''s models (a superuser: every model; model_name: that one) to every worker again when the transaction commits, as a change to them would: for a worker added after they were stored, or one check_model_copies() names. Returns how many models are copied.';
+
 CREATE FUNCTION corgipile.evaluate_partial(model_name text, relation regclass, model_hash text)
 RETURNS TABLE (score float8, positives bigint, negatives bigint, state text)
 AS 'MODULE_PATHNAME', 'corgipile_evaluate_partial'

@@ -56,6 +56,7 @@
 
 PG_FUNCTION_INFO_V1(corgipile_recover_model_copies);
 PG_FUNCTION_INFO_V1(corgipile_check_model_copies);
+PG_FUNCTION_INFO_V1(corgipile_copy_models);
 
 /* a model changed in this transaction, and the role that changed it */
 typedef struct CpTouched
@@ -498,4 +499,60 @@ corgipile_check_model_copies(PG_FUNCTION_ARGS)
 		cp_node_close(c);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * corgipile.copy_models(model_name): on the coordinator, write the current
+ * role's models (or the one named) to every worker again when the
+ * transaction commits, as any change to them would: for a worker added
+ * after they were trained, or one check_model_copies() names.  A superuser
+ * copies every model.  Returns how many models will be copied.
+ */
+Datum
+corgipile_copy_models(PG_FUNCTION_ARGS)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+	char		nulls[1];
+	int			nest;
+	int64		n;
+	List	   *names = NIL;
+	ListCell   *lc;
+
+	require_coordinator("corgipile.copy_models()");
+	args[0] = PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0);
+	nulls[0] = PG_ARGISNULL(0) ? 'n' : ' ';
+	nest = cp_pin_search_path();
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT m.model_name FROM corgipile.models AS m"
+							  " WHERE ($1 IS NULL OR m.model_name OPERATOR(pg_catalog.=) $1)"
+							  "   AND (m.owner OPERATOR(pg_catalog.=) CURRENT_USER"
+							  "        OR (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r"
+							  "            WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER))"
+							  " ORDER BY m.model_name COLLATE \"C\"",
+							  1, argtypes, args, nulls, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "corgipile: listing the models failed");
+	n = (int64) SPI_processed;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		MemoryContext old = MemoryContextSwitchTo(CurTransactionContext);
+
+		names = lappend(names, pstrdup(SPI_getvalue(SPI_tuptable->vals[i],
+													SPI_tuptable->tupdesc, 1)));
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	cp_restore_search_path(nest);
+	if (!PG_ARGISNULL(0) && n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist or is not yours",
+						text_to_cstring(PG_GETARG_TEXT_PP(0))),
+				 errhint("A role copies the models it owns; a superuser, any.")));
+	foreach(lc, names)
+		cp_model_sync_touch((const char *) lfirst(lc));
+	/* the copy runs for transactions that wrote: this one wrote nothing */
+	if (n > 0)
+		(void) GetTopTransactionId();
+	PG_RETURN_INT64(n);
 }

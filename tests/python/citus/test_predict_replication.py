@@ -74,6 +74,22 @@ def test_many_models_in_one_transaction(citus, coordinator, schema):
         _nowhere(citus, coordinator, name)
 
 
+def test_copy_models_writes_a_missing_copy_again(citus, coordinator, schema):
+    """A worker that lost a model (or joined after it was stored) gets it
+    back from copy_models(), and check_model_copies() is empty again."""
+    _import(coordinator, "rm_again")
+    with citus.connect(citus.worker_ports[0]) as worker:
+        worker.execute("DELETE FROM corgipile.model_store WHERE model_name = 'rm_again'")
+    assert coordinator.execute(
+        "SELECT node_port, node_hash FROM corgipile.check_model_copies()").fetchall() == [
+        (citus.worker_ports[0], None)]
+    assert coordinator.execute("SELECT corgipile.copy_models('rm_again')").fetchone()[0] == 1
+    _everywhere(citus, coordinator, "rm_again")
+    assert coordinator.execute("SELECT * FROM corgipile.check_model_copies()").fetchall() == []
+    with pytest.raises(psycopg.errors.UndefinedObject, match="no_such_model"):
+        coordinator.execute("SELECT corgipile.copy_models('no_such_model')")
+
+
 def test_rename_grant_revoke_annotate_reassign_drop_follow(citus, coordinator, schema):
     create_role(citus, coordinator, "rp_alice")
     create_role(citus, coordinator, "rp_bob")

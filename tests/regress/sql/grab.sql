@@ -19,7 +19,7 @@ EXPLAIN (COSTS OFF) SELECT * FROM corgipile.train('grab_clu', 'logistic', shuffl
                                                   block_size => '2');
 
 -- A table never analysed (reltuples = -1) gets the shuffled buffer.
-CREATE TABLE grab_fresh AS SELECT * FROM grab_clu;
+CREATE TABLE grab_fresh WITH (autovacuum_enabled = false) AS SELECT * FROM grab_clu;
 EXPLAIN (COSTS OFF) SELECT * FROM corgipile.train('grab_fresh', 'svm', shuffle => 'grab');
 
 -- shuffled_scan() with grab (no SGD, so no feedback: random block order)

@@ -39,6 +39,7 @@ SELECT corgipile.model_hash('mc_nosuch');
 -- the cluster functions need a Citus coordinator
 SELECT * FROM corgipile.check_model_copies();
 SELECT * FROM corgipile.recover_model_copies();
+SELECT corgipile.copy_models();
 
 -- a role may not replace or drop another's model through a copy
 CREATE ROLE mc_role;

@@ -6,7 +6,7 @@ SET corgipile.progress = off;
 
 -- 20,000 points in about 110 pages: buffers of 16 pages give 7 groups of
 -- blocks an epoch to hand out.
-CREATE TABLE ppoints AS
+CREATE TABLE ppoints WITH (autovacuum_enabled = false) AS
 SELECT i AS id,
        CASE WHEN i % 2 = 0 THEN 1 ELSE -1 END AS label,
        ARRAY[(CASE WHEN i % 2 = 0 THEN 1.0 ELSE -1.0 END) + 1.5 * sin(i * 12.9898),
