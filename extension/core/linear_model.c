@@ -1249,6 +1249,27 @@ cp_model_is_finite(const CpModel *m)
 	return true;
 }
 
+/*
+ * The penalty part of the training objective of weights w (the model's
+ * shape): 0.5 * l2 * |w|^2 + l1 * |w|_1 over the feature weights, the
+ * intercepts unpenalised.  The stopping rule's objective adds it to the
+ * mean loss, on one node and on a distributed coordinator alike.
+ */
+double
+cp_model_penalty(const CpModel *m, const double *w, double l2, double l1)
+{
+	double		penalty = 0.0;
+
+	for (int o = 0; o < m->n_outputs; o++)
+		for (int j = 0; j < m->n_features; j++)
+		{
+			double		wj = w[(int64) o * m->stride + j];
+
+			penalty += 0.5 * l2 * wj * wj + l1 * fabs(wj);
+		}
+	return penalty;
+}
+
 /* Score the buffer's rows with the current weights, without training. */
 void
 cp_model_evaluate(const CpModel *m, const CpBuffer *buf, CpStats *st)

@@ -180,6 +180,7 @@ extern void cp_model_average_add(CpModel *m);
 extern const double *cp_model_final_weights(const CpModel *m);
 extern void cp_model_flush(CpModel *m);
 extern void cp_model_evaluate(const CpModel *m, const CpBuffer *buf, CpStats *st);
+extern double cp_model_penalty(const CpModel *m, const double *w, double l2, double l1);
 extern double cp_stats_loss(const CpStats *st);
 extern double cp_stats_score(const CpStats *st, CpModelKind kind);
 

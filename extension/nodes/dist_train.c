@@ -79,6 +79,7 @@ typedef struct DistShard
 	double	   *w;				/* NULL: no rows */
 	int64		avg_n;
 	double	   *avg;
+	CpStats		scored;			/* the averaged model sent, on its sample */
 	double		cpu;			/* CPU seconds of its rounds, summed */
 	double		seconds;		/* its last round's, on its worker */
 } DistShard;
@@ -112,6 +113,8 @@ typedef struct DistState
 
 	CpConvergence conv;
 	bool		stop_rule;
+	bool		sample_rule;	/* it compares the average on the shards' sample */
+	int64		sample_rows;	/* the sample's rows, last scored */
 	bool		converged;
 
 	CpEpochResult *results;
@@ -433,6 +436,8 @@ dist_start(DistState *s)
 	s->l2 = s->params.l2_auto ? 0.0 : s->params.l2;
 
 	s->stop_rule = cp_sgd_stop_rule_init(&s->params, &s->conv);
+	/* one node's rule (sgd_validate.c): an averaged model's objective on a sample */
+	s->sample_rule = s->stop_rule && s->params.average;
 	MemoryContextSwitchTo(old);
 	s->started = true;
 }
@@ -457,13 +462,31 @@ read_weights(StringInfo in, int n_weights, DistShard *sh)
 	return w;
 }
 
+static void
+read_stats(StringInfo in, CpStats *st)
+{
+	st->n = pq_getmsgint64(in);
+	st->loss_sum = pq_getmsgfloat8(in);
+	st->n_correct = pq_getmsgint64(in);
+	st->sum_y = pq_getmsgfloat8(in);
+	st->sum_y2 = pq_getmsgfloat8(in);
+	st->sse = pq_getmsgfloat8(in);
+}
+
 /* One shard's round output. */
 static void
 read_output(DistState *s, DistShard *sh, int n_epochs, bool first)
 {
 	StringInfo	in = &sh->out;
 
-	if (pq_getmsgbyte(in) != CP_ROUND_FORMAT || pq_getmsgint(in, 4) != n_epochs)
+	bool		ok = pq_getmsgbyte(in) == CP_ROUND_FORMAT;
+
+	if (ok)
+	{
+		read_stats(in, &sh->scored);
+		ok = pq_getmsgint(in, 4) == n_epochs;
+	}
+	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROTOCOL_VIOLATION),
 				 errmsg("corgipile: shard %lld on %s:%d returned a round of another format",
@@ -471,16 +494,7 @@ read_output(DistState *s, DistShard *sh, int n_epochs, bool first)
 						sh->placement->node.node_port),
 				 errhint("Every node must run the same corgipile version.")));
 	for (int k = 0; k < n_epochs; k++)
-	{
-		CpStats    *st = &sh->epoch_stats[k];
-
-		st->n = pq_getmsgint64(in);
-		st->loss_sum = pq_getmsgfloat8(in);
-		st->n_correct = pq_getmsgint64(in);
-		st->sum_y = pq_getmsgfloat8(in);
-		st->sum_y2 = pq_getmsgfloat8(in);
-		st->sse = pq_getmsgfloat8(in);
-	}
+		read_stats(in, &sh->epoch_stats[k]);
 	sh->w = read_weights(in, s->model.n_weights, sh);
 	sh->avg_n = pq_getmsgint64(in);
 	sh->avg = read_weights(in, s->model.n_weights, sh);
@@ -497,6 +511,19 @@ read_output(DistState *s, DistShard *sh, int n_epochs, bool first)
 	sh->cpu += pq_getmsgfloat8(in);
 	sh->seconds = pq_getmsgfloat8(in);
 	pq_getmsgend(in);
+}
+
+/*
+ * Whether this round scores the averaged model on the shards' sample for
+ * the stopping rule: from the average after epoch 2 on (epoch 1's is of
+ * an iterate, not compared, as on one node).  The round scores the
+ * average it is sent before it trains, so the rule's figure of the
+ * previous round arrives with this one's results.
+ */
+static bool
+round_scores(DistState *s)
+{
+	return s->sample_rule && s->n_done >= 2 && s->avg_n > 0;
 }
 
 /* The round's input, the same for every shard. */
@@ -517,6 +544,15 @@ round_input(DistState *s, int n_epochs)
 	pq_sendint32(&buf, s->model.n_weights);
 	for (int j = 0; j < s->model.n_weights; j++)
 		pq_sendfloat8(&buf, s->model.w[j]);
+	pq_sendint64(&buf, s->rows);
+	if (round_scores(s))
+	{
+		pq_sendint32(&buf, s->model.n_weights);
+		for (int j = 0; j < s->model.n_weights; j++)
+			pq_sendfloat8(&buf, s->avg[j]);
+	}
+	else
+		pq_sendint32(&buf, 0);
 	if (first)
 	{
 		pq_sendint32(&buf, s->merged.len);
@@ -529,19 +565,27 @@ round_input(DistState *s, int n_epochs)
 	return hex;
 }
 
-static double
-penalized_objective(DistState *s, const CpStats *st)
+/*
+ * The previous round's averaged model, scored by every shard on its share
+ * of the sample: one node's figure for the stopping rule.
+ */
+static void
+dist_check_sample(DistState *s)
 {
-	double		sq = 0.0;
+	CpStats		st;
 
-	for (int o = 0; o < s->model.n_outputs; o++)
-		for (int j = 0; j < s->model.n_features; j++)
-		{
-			double		w = s->model.w[o * s->model.stride + j];
-
-			sq += w * w;
-		}
-	return cp_stats_loss(st) + 0.5 * s->l2 * sq + s->params.l1 * 0.0;
+	memset(&st, 0, sizeof(st));
+	for (int i = 0; i < s->n_shards; i++)
+		cp_stats_merge(&st, &s->shards[i].scored);
+	if (st.n == 0)
+		return;
+	s->sample_rows = st.n;
+	/* one node's training objective (sgd_validate.c): mean loss plus penalty */
+	if (cp_convergence_update(&s->conv, cp_stats_loss(&st) +
+							  cp_model_penalty(&s->model, s->avg, s->l2, s->params.l1)))
+		s->converged = true;
+	elog(DEBUG1, "corgipile: model %s epoch %d: stopping rule's objective %.9g on %lld sampled rows (change %.3g)",
+		 s->model_name, s->n_done, s->conv.last, (long long) st.n, s->conv.last_change);
 }
 
 /* One round: every shard trains n_epochs epochs from the current weights. */
@@ -556,6 +600,7 @@ dist_round(DistState *s)
 	instr_time	elapsed;
 	int64		received = 0;
 	int64		round_avg_n = 0;
+	bool		scores = round_scores(s);
 
 	INSTR_TIME_SET_CURRENT(start);
 	values[0] = round_input(s, n_epochs);
@@ -581,6 +626,10 @@ dist_round(DistState *s)
 				 errmsg("labels of relation \"%s\" mix 0 and -1", s->lo.relname),
 				 errdetail("A binary %s model takes labels -1/+1 or 0/1, not both.",
 						   cp_model_kind_name(s->lo.model))));
+
+	/* the figure of the average sent, before this round's iterates join it */
+	if (scores)
+		dist_check_sample(s);
 
 	/* the weights, averaged by the rows each shard trained on in the round */
 	for (int i = 0; i < s->n_shards; i++)
@@ -682,9 +731,12 @@ dist_round(DistState *s)
 					 res->epoch == 1 ?
 					 errdetail("A distributed training over %d shards: loss and score are taken on the training rows of every shard, each predicted before its own update.",
 							   s->n_shards) : 0));
-		/* the stopping rule compares from epoch 2, the first average, on */
-		if (k == n_epochs - 1 && s->stop_rule && s->n_done >= 2 &&
-			cp_convergence_update(&s->conv, penalized_objective(s, &st)))
+		/*
+		 * Plain SGD's rule (its last iterate is the model): the round's
+		 * training loss, from epoch 2 on, as one node compares it.
+		 */
+		if (k == n_epochs - 1 && s->stop_rule && !s->sample_rule && s->n_done >= 2 &&
+			cp_convergence_update(&s->conv, res->loss))
 			s->converged = true;
 	}
 	if (first && s->lo.n_skipped > 0)
@@ -707,10 +759,13 @@ dist_save(DistState *s)
 	memset(&rec, 0, sizeof(rec));
 	memset(&sizing, 0, sizeof(sizing));
 	if (s->stop_rule && s->conv.epochs > 0)
-		stopping = psprintf("{\"rule\": \"%s\", \"figure\": \"training loss of every shard\", \"rows\": 0"
+		stopping = psprintf("{\"rule\": \"%s\", \"figure\": \"%s\", \"rows\": %lld"
 							", \"epochs_compared\": %d, \"objective\": %.17g, \"last_change\": %.6g"
 							", \"converged\": %s}",
 							s->params.early_stopping ? "tolerance" : "default",
+							s->sample_rule ? "averaged model's objective on the sample of every shard" :
+							"training loss of every shard",
+							(long long) (s->sample_rule ? s->sample_rows : 0),
 							s->conv.epochs, s->conv.last,
 							isnan(s->conv.last_change) ? 0.0 : s->conv.last_change,
 							s->converged ? "true" : "false");

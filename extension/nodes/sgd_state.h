@@ -26,6 +26,13 @@
 #include "nodes/tuple_source.h"
 #include "params/params.h"
 
+/*
+ * The rows the default stopping rule scores the averaged model on: one
+ * node's sample, and the union of a distributed training's shards' samples
+ * (each the share of its shard's rows).
+ */
+#define CP_SAMPLE_ROWS 10000
+
 typedef struct SgdJob
 {
 	CpTupleSource *src;
@@ -82,7 +89,7 @@ typedef struct SgdState
 	 * ones epoch 1 trains on, in its (seeded) order, up to a budget.
 	 */
 	bool		sample_wanted;
-	CpBuffer	sample;
+	CpBuffer	sample;			/* at most CP_SAMPLE_ROWS rows */
 	CpStats		sample_stats;	/* the stored model's on it, last checked */
 
 	/*
@@ -132,6 +139,7 @@ extern void cp_sgd_train_parallel(SgdState *s);
 extern CpStats cp_sgd_validate(SgdState *s);
 extern void cp_sgd_stop_init(SgdState *s);
 extern void cp_sgd_note_sample(SgdState *s, const CpBuffer *buf);
+extern CpStats cp_sgd_sample_stats(SgdState *s, const double *w, int64 max_rows);
 extern void cp_sgd_stop_check(SgdState *s, const CpEpochResult *res);
 extern void cp_sgd_warn_unconverged(SgdState *s);
 extern char *cp_sgd_stopping_json(SgdState *s);

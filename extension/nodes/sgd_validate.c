@@ -57,14 +57,13 @@ cp_sgd_validate(SgdState *s)
 }
 
 /*
- * The default rule's sample: the first rows epoch 1 trains on, in the
- * order the seed gives them (a random order of random blocks), at most
- * CP_SAMPLE_ROWS of them and CP_SAMPLE_BYTES of row data.  Scoring the
- * averaged model on them after each epoch costs a small share of an epoch
- * on the tables the rule is for (above 50,000 rows), and the figures
- * depend on the seed only, never on timing.
+ * The default rule's sample (CP_SAMPLE_ROWS, sgd_state.h): the first rows
+ * epoch 1 trains on, in the order the seed gives them (a random order of
+ * random blocks), at most CP_SAMPLE_ROWS of them and CP_SAMPLE_BYTES of
+ * row data.  Scoring the averaged model on them after each epoch costs a
+ * small share of an epoch on the tables the rule is for (above 50,000
+ * rows), and the figures depend on the seed only, never on timing.
  */
-#define CP_SAMPLE_ROWS 10000
 #define CP_SAMPLE_BYTES (16 * 1024 * 1024)
 
 /*
@@ -95,6 +94,9 @@ cp_sgd_stop_init(SgdState *s)
 	/* the objective of an averaged model needs rows to score it on */
 	s->sample_wanted = s->stop_rule && s->params.average &&
 		s->vrel == NULL && s->holdout == NULL && s->par == NULL;
+	/* a shard keeps one for its coordinator's rule (shard_round.c) */
+	if (s->round != NULL)
+		s->sample_wanted = s->params.average && s->par == NULL;
 	if (s->sample_wanted)
 		cp_buffer_init(&s->sample, s->train_cxt, cp_layout_sparse_rows(s->lo));
 }
@@ -111,26 +113,34 @@ cp_sgd_note_sample(SgdState *s, const CpBuffer *buf)
 							 buf->order_is_identity ? i : buf->order[i]);
 }
 
+/*
+ * The loss figures of weights w on the sample's first rows (at most
+ * max_rows of them): a shard scores its share of a distributed
+ * training's sample so.
+ */
+CpStats
+cp_sgd_sample_stats(SgdState *s, const double *w, int64 max_rows)
+{
+	CpModel		scored = s->model;
+	CpBuffer	first = s->sample;
+	CpStats		st;
+
+	memset(&st, 0, sizeof(st));
+	scored.w = (double *) w;
+	first.n_rows = Min(first.n_rows, Max(max_rows, 0));
+	cp_model_evaluate(&scored, &first, &st);
+	return st;
+}
+
 /* The training objective (mean loss and penalties) of weights w on the sample. */
 static double
 sample_objective(SgdState *s, const double *w)
 {
 	CpModel		scored = s->model;
-	CpStats		st;
-	double		penalty = 0.0;
+	CpStats		st = cp_sgd_sample_stats(s, w, s->sample.n_rows);
 
-	memset(&st, 0, sizeof(st));
-	scored.w = (double *) w;
-	cp_model_evaluate(&scored, &s->sample, &st);
 	s->sample_stats = st;
-	for (int o = 0; o < scored.n_outputs; o++)
-		for (int j = 0; j < scored.n_features; j++)
-		{
-			double		wj = w[(int64) o * scored.stride + j];
-
-			penalty += 0.5 * s->params.l2 * wj * wj + s->params.l1 * fabs(wj);
-		}
-	return cp_stats_loss(&st) + penalty;
+	return cp_stats_loss(&st) + cp_model_penalty(&scored, w, s->params.l2, s->params.l1);
 }
 
 /*

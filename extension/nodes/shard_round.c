@@ -69,6 +69,9 @@ typedef struct CpShardRound
 	double	   *w_in;
 	int32		n_w_in;
 	bool		w_pending;		/* not yet copied into the model */
+	int64		table_rows;		/* every shard's, for the sample's share */
+	double	   *score_in;		/* weights to score on the sample, or NULL */
+	int32		n_score_in;
 
 	/* the round's output */
 	CpStats    *epoch_stats;	/* n_epochs */
@@ -375,6 +378,18 @@ read_input(CpShardRound *r, bytea *input)
 	for (int32 j = 0; j < r->n_w_in; j++)
 		r->w_in[j] = pq_getmsgfloat8(&in);
 	r->w_pending = true;
+	r->table_rows = pq_getmsgint64(&in);
+	r->n_score_in = pq_getmsgint(&in, 4);
+	if (r->table_rows < 0 || r->n_score_in < 0 ||
+		(int64) r->n_score_in * 8 > in.len - in.cursor)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("corgipile.shard_round: the coordinator's input is damaged")));
+	if (r->score_in != NULL)
+		pfree(r->score_in);
+	r->score_in = palloc(sizeof(double) * Max(r->n_score_in, 1));
+	for (int32 j = 0; j < r->n_score_in; j++)
+		r->score_in[j] = pq_getmsgfloat8(&in);
 	merged_len = pq_getmsgint(&in, 4);
 	if (merged_len < 0 || merged_len > in.len - in.cursor)
 		ereport(ERROR,
@@ -405,6 +420,47 @@ send_weights(StringInfo out, const double *w, int32 n)
 		pq_sendfloat8(out, w[j]);
 }
 
+static void
+send_stats(StringInfo out, const CpStats *st)
+{
+	pq_sendint64(out, st->n);
+	pq_sendfloat8(out, st->loss_sum);
+	pq_sendint64(out, st->n_correct);
+	pq_sendfloat8(out, st->sum_y);
+	pq_sendfloat8(out, st->sum_y2);
+	pq_sendfloat8(out, st->sse);
+}
+
+/*
+ * The coordinator's averaged model scored on this shard's share of the
+ * stopping rule's sample: the first rows of the shard's epoch 1, in its
+ * seeded order, as many as its share of the table's rows is of
+ * CP_SAMPLE_ROWS (rounded up), so the shards' samples make about one
+ * node's.  Scored before the round trains, on the weights it was sent.
+ */
+static CpStats
+score_sample(CpShardRound *r)
+{
+	SgdState   *s = r->sgd;
+	CpStats		none;
+	int64		shard_rows;
+	int64		rows;
+
+	memset(&none, 0, sizeof(none));
+	if (r->n_score_in == 0 || !s->model_ready || s->n_done == 0 ||
+		s->sample.n_rows == 0 || r->table_rows <= 0)
+		return none;
+	if (r->n_score_in != s->model.n_weights)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("corgipile: the coordinator sent %d weights to score; the model of shard \"%s\" has %d",
+						r->n_score_in, s->lo->relname, s->model.n_weights),
+				 errhint("Every node must run the same corgipile version.")));
+	shard_rows = s->results[0].tuples;
+	rows = (CP_SAMPLE_ROWS * shard_rows + r->table_rows - 1) / r->table_rows;
+	return cp_sgd_sample_stats(s, r->score_in, rows);
+}
+
 /*
  * corgipile.shard_round(input bytea) returns bytea: one round of the
  * transaction's shard training (see the file's header).
@@ -420,6 +476,7 @@ corgipile_shard_round(PG_FUNCTION_ARGS)
 	instr_time	start;
 	instr_time	elapsed;
 	double		cpu;
+	CpStats		scored;
 
 	if (r == NULL)
 		ereport(ERROR,
@@ -430,6 +487,7 @@ corgipile_shard_round(PG_FUNCTION_ARGS)
 	INSTR_TIME_SET_CURRENT(start);
 	read_input(r, input);
 	r->phase = PHASE_ROUND;
+	scored = score_sample(r);
 
 	SPI_connect();
 	portal = SPI_cursor_find(SHARD_CURSOR);
@@ -443,18 +501,10 @@ corgipile_shard_round(PG_FUNCTION_ARGS)
 
 	pq_begintypsend(&out);
 	pq_sendbyte(&out, CP_ROUND_FORMAT);
+	send_stats(&out, &scored);
 	pq_sendint32(&out, r->n_epochs);
 	for (int k = 0; k < r->n_epochs; k++)
-	{
-		CpStats    *st = &r->epoch_stats[k];
-
-		pq_sendint64(&out, st->n);
-		pq_sendfloat8(&out, st->loss_sum);
-		pq_sendint64(&out, st->n_correct);
-		pq_sendfloat8(&out, st->sum_y);
-		pq_sendfloat8(&out, st->sum_y2);
-		pq_sendfloat8(&out, st->sse);
-	}
+		send_stats(&out, &r->epoch_stats[k]);
 	send_weights(&out, r->w_out, r->w_out != NULL ? s->model.n_weights : 0);
 	pq_sendint64(&out, r->avg_n);
 	send_weights(&out, r->avg_out, r->avg_n > 0 ? s->model.n_weights : 0);

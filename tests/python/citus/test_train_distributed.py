@@ -22,11 +22,10 @@ def _distribute(conn: psycopg.Connection, table: str, shards: int = 4) -> None:
     conn.execute(f"SELECT create_distributed_table('{table}', 'id', shard_count => {shards})")
 
 
-@pytest.fixture
-def by_label(coordinator, schema) -> str:
+def _by_label(conn: psycopg.Connection, rows: int) -> str:
     """A distributed table stored by label (every shard's first rows are
     one class), and a local copy of the same rows, as a user would load it."""
-    coordinator.execute(f"""
+    conn.execute(f"""
         CREATE TABLE src AS
         SELECT i AS id, x1, x2, x3,
                (1.5 * x1 - 2 * x2 + 0.3 * x3 + n > 0.4)::int AS label
@@ -34,12 +33,17 @@ def by_label(coordinator, schema) -> str:
                        (i * 0.4142135623) % 1 AS x2,
                        (i * 0.7320508075) % 1 * 10 - 5 AS x3,
                        ((i * 0.2360679774) % 1 - 0.5) * 1.5 AS n
-                  FROM generate_series(1, {N_ROWS}) i) q""")
-    coordinator.execute("CREATE TABLE dl (id int, x1 float8, x2 float8, x3 float8, label int)")
-    _distribute(coordinator, "dl")
-    coordinator.execute("INSERT INTO dl SELECT * FROM src ORDER BY label, id")
-    coordinator.execute("CREATE TABLE loc AS SELECT * FROM src ORDER BY label, id")
+                  FROM generate_series(1, {rows}) i) q""")
+    conn.execute("CREATE TABLE dl (id int, x1 float8, x2 float8, x3 float8, label int)")
+    _distribute(conn, "dl")
+    conn.execute("INSERT INTO dl SELECT * FROM src ORDER BY label, id")
+    conn.execute("CREATE TABLE loc AS SELECT * FROM src ORDER BY label, id")
     return "dl"
+
+
+@pytest.fixture
+def by_label(coordinator, schema) -> str:
+    return _by_label(coordinator, N_ROWS)
 
 
 def _accuracy(conn: psycopg.Connection, model: str) -> float:
@@ -69,6 +73,39 @@ def test_default_training_matches_single_node_and_sklearn(coordinator, by_label)
     kind, relation = coordinator.execute(
         "SELECT model, relation FROM corgipile.models WHERE model_name = 'm_dist'").fetchone()
     assert kind == "logistic" and relation.endswith("dl")
+
+
+def _stopping(conn: psycopg.Connection, model: str) -> tuple[int, dict, list]:
+    return conn.execute(
+        "SELECT jsonb_array_length(history), params->'stopping', weights "
+        "FROM corgipile.models WHERE model_name = %s", (model,)).fetchone()
+
+
+def test_default_stops_by_the_single_node_rule(coordinator, schema):
+    """Above 50,000 rows one node's default stops when its averaged model's
+    objective on a seeded sample of about 10,000 rows improves by less than
+    0.5%; a distributed default applies the same rule to the same figure,
+    each shard scoring the average on its share of the sample, and stops
+    within an epoch of it (the round that scores an average trains one more
+    epoch), deterministically."""
+    rows = 60000
+    _by_label(coordinator, rows)
+    for name in ("stop_d1", "stop_d2"):
+        _train(coordinator, "dl", name)
+    _train(coordinator, "loc", "stop_l")
+    d1, d2, local = (_stopping(coordinator, m) for m in ("stop_d1", "stop_d2", "stop_l"))
+    assert local[1]["figure"] == "averaged model's objective on the sample"
+    assert local[1]["converged"] and local[0] < 20
+    stop = d1[1]
+    assert stop["figure"] == "averaged model's objective on the sample of every shard", stop
+    assert stop["converged"] and stop["rule"] == "default"
+    # every shard's share of one node's 10,000 rows, each rounded up
+    assert 10000 <= stop["rows"] <= 10004
+    assert stop["epochs_compared"] == d1[0] - 2
+    assert 2 <= d1[0] <= local[0] + 2, (d1[0], local[0])
+    assert d1 == d2
+    dist, single = _accuracy(coordinator, "stop_d1"), _accuracy(coordinator, "stop_l")
+    assert abs(dist - single) <= 0.01, (dist, single)
 
 
 def test_preprocessing_is_the_single_node_one(coordinator, schema):
