@@ -12,9 +12,10 @@
  * whose learnt state it returns instead of finishing it.  Then each round
  * calls corgipile.shard_round(input): the coordinator's weights, the
  * global epoch, the penalty (and, the first time, the shards' merged
- * first pass) go in, the cursor is fetched for the round's local epochs,
- * and the weights, the round's iterate average and the epochs' figures
- * come out.  Everything between rounds (block cache, shuffle state,
+ * first pass; from round 3, the averaged model to score on the shard's
+ * share of the stopping rule's sample) go in, the cursor is fetched for
+ * the round's local epochs, and the weights, the round's iterate average,
+ * the epochs' figures and the sample's come out.  Everything between rounds (block cache, shuffle state,
  * buffers) is the open cursor's executor state, so later rounds are cached
  * epochs; it lives in the transaction, and whatever ends the transaction
  * (the coordinator's ROLLBACK, its connection closing, a cancel) frees it.
