@@ -21,6 +21,7 @@ import struct
 import psycopg
 
 ROLE = "corgipile_fuzz_shard"
+FORMAT = 2  # extension/nodes/shard_round.h, CP_ROUND_FORMAT
 BAD_ARGS = ["", "-1", "0", "abc", "1e308", "'; x", None, "2147483648"]
 
 
@@ -40,10 +41,16 @@ def _round_input(rnd: random.Random, stats: bytes) -> bytes:
     good = rnd.random() < 0.8
     nw = rnd.choice([2, 3]) if good else rnd.choice([0, 1, 4, 5, 7, 100])
     body = bytearray(struct.pack(
-        "!BiidI", 1, 0 if good else rnd.choice([1, 5, -1]), 1 if good else rnd.choice([2, 0, 1001]),
+        "!BiidI", FORMAT, 0 if good else rnd.choice([1, 5, -1]), 1 if good else rnd.choice([2, 0, 1001]),
         1e-4 if good else rnd.choice([0.0, -1.0, float("nan")]), nw))
     for _ in range(nw):
         body += struct.pack("!d", rnd.choice([0.0, 1.0, -1e300, float("inf"), float("nan")]))
+    # the table's rows and the averaged weights to score on the sample
+    body += struct.pack("!q", rnd.choice([3000, 3000, 1, 0, -1, 2**63 - 1]))
+    n_score = rnd.choice([0, nw, nw, 1, 50])
+    body += struct.pack("!i", n_score)
+    for _ in range(n_score):
+        body += struct.pack("!d", rnd.choice([0.5, -2.0, float("nan"), 1e308]))
     merged = bytearray(stats)
     for _ in range(rnd.randrange(0, 6)):
         if merged and rnd.random() < 0.7:

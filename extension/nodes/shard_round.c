@@ -458,7 +458,9 @@ score_sample(CpShardRound *r)
 						r->n_score_in, s->lo->relname, s->model.n_weights),
 				 errhint("Every node must run the same corgipile version.")));
 	shard_rows = s->results[0].tuples;
-	rows = (CP_SAMPLE_ROWS * shard_rows + r->table_rows - 1) / r->table_rows;
+	/* the share rounded up, without adding to table_rows (which is sent) */
+	rows = CP_SAMPLE_ROWS * shard_rows / r->table_rows +
+		((CP_SAMPLE_ROWS * shard_rows) % r->table_rows != 0);
 	return cp_sgd_sample_stats(s, r->score_in, rows);
 }
 
