@@ -884,6 +884,19 @@ fill_cache_wanted(const PassState *ps, const CpBlockCache *cache)
 		 (lo->mode == CP_FEATURES_COLUMNS && !lo->has_onehot));
 }
 
+/* When the pass fills the block cache, the buffers it fills it from. */
+static void
+start_cache_fill(PassState *ps, CpBlockCache *cache, MemoryContext cxt)
+{
+	if (!fill_cache_wanted(ps, cache))
+		return;
+	ps->cache = cache;
+	ps->skipped_at_start = ps->lo->n_skipped;
+	ps->null_label_at_start = ps->lo->n_null_label;
+	cp_buffer_init(&ps->block_rows, cxt, false);
+	cp_buffer_init(&ps->block_held, cxt, false);
+}
+
 /*
  * Stop filling the cache and forget what it holds: epoch 1 reads every
  * block from the heap and counts its skipped rows, as without the pass.
@@ -1714,14 +1727,7 @@ cp_prep_first_pass(CpLayout *lo, Relation rel, Snapshot snapshot,
 	old = MemoryContextSwitchTo(cxt);
 	pass_setup(&ps, lo, p, cxt, pages_per_block, n_blocks);
 	ps.want_median = ps.want_missing && p->missing == CP_MISSING_MEDIAN;
-	if (fill_cache_wanted(&ps, cache))
-	{
-		ps.cache = cache;
-		ps.skipped_at_start = lo->n_skipped;
-		ps.null_label_at_start = lo->n_null_label;
-		cp_buffer_init(&ps.block_rows, cxt, false);
-		cp_buffer_init(&ps.block_held, cxt, false);
-	}
+	start_cache_fill(&ps, cache, cxt);
 	if (ps.want_stats || ps.want_dicts || ps.want_classes || ps.want_dim ||
 		lo->label_is_text)
 	{
@@ -1963,14 +1969,7 @@ cp_prep_dist_stats(CpLayout *lo, Relation rel, Snapshot snapshot,
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 
 	pass_setup(&ps, lo, p, cxt, pages_per_block, n_blocks);
-	if (fill_cache_wanted(&ps, cache))
-	{
-		ps.cache = cache;
-		ps.skipped_at_start = lo->n_skipped;
-		ps.null_label_at_start = lo->n_null_label;
-		cp_buffer_init(&ps.block_rows, cxt, false);
-		cp_buffer_init(&ps.block_held, cxt, false);
-	}
+	start_cache_fill(&ps, cache, cxt);
 	if (ps.want_stats || ps.want_dicts || ps.want_classes || ps.want_dim ||
 		lo->label_is_text)
 		read_table(&ps, rel, snapshot, seed);
