@@ -443,6 +443,7 @@ local_version(void)
 /*
  * The node must have corgipile at the coordinator's version: another
  * version's functions would take other arguments or mean other things.
+ * The connection's last result is then the node's version (one row).
  */
 void
 cp_node_check_extension(CpNodeConn *c)

@@ -40,9 +40,8 @@ corgipile_cluster_nodes(PG_FUNCTION_ARGS)
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, false};
 
+		/* its last result is the node's version, checked to be ours */
 		cp_node_check_extension(c);
-		(void) cp_node_exec(c, "SELECT extversion FROM pg_catalog.pg_extension"
-							" WHERE extname OPERATOR(pg_catalog.=) 'corgipile'", 0, NULL);
 		values[0] = CStringGetTextDatum(node->node_name);
 		values[1] = Int32GetDatum(node->node_port);
 		values[2] = Int32GetDatum(node->group_id);
